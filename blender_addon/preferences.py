@@ -1,0 +1,53 @@
+"""Add-on preferences: what Sinew needs and whether this Blender has it."""
+
+from __future__ import annotations
+
+import bpy
+
+from . import deps
+
+
+class SINEW_AP_preferences(bpy.types.AddonPreferences):
+    bl_idname = __package__
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        problem = deps.scipy_problem()
+        if problem:
+            box = layout.box()
+            box.alert = True
+            box.label(text="scipy is missing: the spring solvers cannot run.", icon="ERROR")
+            for line in _wrap(problem, 90):
+                box.label(text=line)
+        else:
+            import numpy
+            import scipy
+
+            layout.label(text=f"numpy {numpy.__version__}, scipy {scipy.__version__}: ready.", icon="CHECKMARK")
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    if line:
+        lines.append(line)
+    return lines
+
+
+classes = (SINEW_AP_preferences,)
+
+
+def register() -> None:
+    for cls in classes:
+        bpy.utils.register_class(cls)
+
+
+def unregister() -> None:
+    for cls in reversed(classes):
+        bpy.utils.unregister_class(cls)
