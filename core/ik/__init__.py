@@ -1,0 +1,26 @@
+"""Inverse kinematics for bone chains: chain model, FK, CCD / FABRIK / DLS, baking.
+
+``SOLVERS`` maps the solver identifiers used by the add-on's enum (``'CCD'``, ``'FABRIK'``,
+``'DLS'``) to solver classes with ``name``, ``label``, ``description`` and a ``solve``
+static method sharing one signature::
+
+    solve(chain, target (3,), initial (n, 4), settings, pole=None, root=None) -> SolveResult
+"""
+
+from __future__ import annotations
+
+from .base import SolveResult, SolveSettings
+from .ccd import CCD
+from .chain import (Chain, RootTransform, forward_kinematics, forward_kinematics_batch,
+                    forward_kinematics_full)
+from .dls import DLS
+from .fabrik import FABRIK
+from .limits import JointLimits, clamp, within
+
+SOLVERS = {"CCD": CCD, "FABRIK": FABRIK, "DLS": DLS}
+
+__all__ = [
+    "SOLVERS", "CCD", "FABRIK", "DLS", "Chain", "RootTransform", "JointLimits", "SolveSettings",
+    "SolveResult", "forward_kinematics", "forward_kinematics_full", "forward_kinematics_batch",
+    "clamp", "within",
+]
