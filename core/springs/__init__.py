@@ -1,0 +1,47 @@
+"""Mass-spring simulation: topology, model/state, five integrators, colliders.
+
+Pipeline (see ``docs/ARCHITECTURE.md``): :func:`build_springs` (mesh
+topology → springs) → :func:`build_model` (immutable :class:`Model`) →
+an integrator from :data:`INTEGRATORS` stepping a :class:`State` →
+:class:`Simulator` / :func:`simulate` for frames, pins, colliders and
+divergence detection.
+
+Integrators (all share ``step(model, state, h, *, pins, iterations, colliders)``):
+
+``EXPLICIT``   forward Euler;
+``SYMPLECTIC`` semi-implicit Euler;
+``IMPLICIT``   one linearised backward-Euler step (Baraff & Witkin 1998);
+``NEWTON``     implicit Euler as minimisation, Newton + Armijo line search;
+``FAST``       Liu et al. 2013 local/global (+ Wang 2015 Chebyshev option).
+
+Self-collision is out of scope.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Type
+
+from .base import Integrator, StepInfo
+from .colliders import Plane, Sphere, TriangleMesh, resolve
+from .explicit import ExplicitEuler
+from .fast import LocalGlobal
+from .implicit import LinearImplicitEuler
+from .model import Model, State, build_model, lumped_masses
+from .newton import NewtonImplicitEuler
+from .simulate import FrameDiagnostics, Simulator, simulate
+from .symplectic import SymplecticEuler
+from .topology import SpringSet, build_springs
+
+#: Integrator name → class; keys are the CONTRACT.md ``solver`` enum values, in UI order.
+INTEGRATORS: Dict[str, Type[Integrator]] = {
+    cls.name: cls
+    for cls in (ExplicitEuler, SymplecticEuler, LinearImplicitEuler, NewtonImplicitEuler,
+                LocalGlobal)
+}
+
+__all__ = [
+    "INTEGRATORS", "Integrator", "StepInfo", "ExplicitEuler", "SymplecticEuler",
+    "LinearImplicitEuler", "NewtonImplicitEuler", "LocalGlobal", "Model", "State",
+    "build_model", "lumped_masses", "SpringSet", "build_springs", "Plane", "Sphere",
+    "TriangleMesh", "resolve", "FrameDiagnostics", "Simulator", "simulate",
+]

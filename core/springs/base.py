@@ -1,0 +1,216 @@
+"""Shared pieces of the integrators: :class:`StepInfo`, the :class:`Integrator`
+base class, pin handling and the backward-Euler objective.
+
+Implicit Euler as optimisation (Liu et al. 2013 "Fast Simulation of
+Mass-Spring Systems"; seed 004). With ``x₀, v₀`` the state at the start of a
+step of length ``h``, ``Δx = x − x₀`` and ``v = Δx/h``, the new positions
+minimise
+
+``g(x) = ½ Σᵢ Wᵢ ‖xᵢ − ŷᵢ‖² + E(x) + (1/2h) Σ_s k_d (û⁰_s·(Δxᵢ − Δxⱼ))²``
+
+where ``Wᵢ = mᵢ (1/h² + c/h)`` and
+``ŷ = (x₀/h² + v₀/h + g + c (x₀/h + wind)) / (1/h² + c/h)``
+gather inertia, gravity and air drag ``−c m (v − wind)`` (both treated
+implicitly), and the last term is spring damping ``−k_d ((vᵢ − vⱼ)·û) û``
+with directions ``û⁰`` frozen at the start of the step, so that
+
+``∇g = W (x − ŷ) + ∇E(x) + (1/h) D (x − x₀)``
+
+is exactly ``M (v − v₀)/h − f(x, v)``: the backward-Euler equations with all
+forces evaluated at the end of the step. NEWTON and FAST minimise the same
+``g`` and reach the same minimiser.
+
+Pins are eliminated from the unknowns: pinned vertices sit at their targets
+for the end of the step and only the free vertices are solved for; pinned
+velocities are ``(target − x₀)/h``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from ..errors import SinewError
+from . import forces as F
+from .colliders import resolve
+from .model import Model, State
+
+__all__ = ["StepInfo", "Integrator", "Objective", "block_apply", "pin_targets"]
+
+
+@dataclass
+class StepInfo:
+    """What one step did.
+
+    Attributes
+    ----------
+    iterations : int
+        Solver iterations (Newton or local/global; 1 for one-shot methods).
+    residual : float
+        ``‖∇g‖`` over the free vertices at the result (N), or ``nan`` where
+        not defined (explicit methods).
+    """
+
+    iterations: int
+    residual: float
+
+
+def pin_targets(model: Model, state: State, pins: Optional[np.ndarray]) -> np.ndarray:
+    """Pin targets ``(p, 3)`` for the end of a step (current positions if ``None``)."""
+    p = len(model.pinned_index)
+    if pins is None:
+        return state.x[model.pinned_index].copy()
+    t = np.asarray(pins, dtype=np.float64)
+    if t.shape != (p, 3):
+        raise SinewError(f"pins must have shape ({p}, 3), got {t.shape}")
+    if not np.all(np.isfinite(t)):
+        raise SinewError("pin targets contain NaN or infinite values")
+    return t
+
+
+def block_apply(model: Model, blocks: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Product of the assembled spring matrix with ``u``.
+
+    Parameters
+    ----------
+    blocks : numpy.ndarray
+        Shape ``(s, 3, 3)`` per-spring blocks ``Bₛ`` (placed at ``+B`` on
+        ``(i,i)``, ``(j,j)`` and ``−B`` on ``(i,j)``, ``(j,i)``).
+    u : numpy.ndarray
+        Shape ``(n, 3)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(n, 3)``, ``Aᵀ (B (A u))``.
+    """
+    du = model.incidence @ u
+    return model.incidence_t @ np.einsum("sij,sj->si", blocks, du)
+
+
+class Integrator:
+    """Base class: one time step of a spring :class:`~.model.Model`.
+
+    Subclasses set ``name`` (the key in ``INTEGRATORS``), ``label`` and
+    ``description`` (UI tooltip) and implement :meth:`step`.
+    """
+
+    name: str = ""
+    label: str = ""
+    description: str = ""
+    implicit: bool = False
+
+    def step(
+        self,
+        model: Model,
+        state: State,
+        h: float,
+        *,
+        pins: Optional[np.ndarray] = None,
+        iterations: int = 10,
+        colliders: Sequence[Any] = (),
+    ) -> StepInfo:
+        """Advance ``state`` in place by ``h`` seconds.
+
+        Parameters
+        ----------
+        model : Model
+        state : State
+            Updated in place: ``x`` ``(n, 3)`` m, ``v`` ``(n, 3)`` m/s.
+        h : float
+            Time step, s.
+        pins : numpy.ndarray, optional
+            Shape ``(p, 3)``: target positions of the pinned vertices (ascending
+            vertex order) at the end of the step; ``None`` keeps them in place.
+        iterations : int
+            Maximum solver iterations (NEWTON, FAST).
+        colliders : sequence
+            Colliders (see :mod:`.colliders`), resolved after the solve.
+
+        Returns
+        -------
+        StepInfo
+        """
+        raise NotImplementedError
+
+    @staticmethod
+    def _finish(model: Model, state: State, x_new: np.ndarray, v_new: np.ndarray,
+                x_old: np.ndarray, h: float, targets: np.ndarray,
+                colliders: Sequence[Any]) -> None:
+        """Resolve colliders, set pins exactly, write ``state``."""
+        if colliders:
+            resolve(colliders, x_new, v_new, x_old)
+        pi = model.pinned_index
+        if len(pi):
+            x_new[pi] = targets
+            v_new[pi] = (targets - x_old[pi]) / h
+        state.x[...] = x_new
+        state.v[...] = v_new
+
+
+class Objective:
+    """The backward-Euler objective ``g`` of one step (see module docstring).
+
+    Parameters
+    ----------
+    model : Model
+    state : State
+        Start of the step (not modified).
+    h : float
+        Time step, s.
+    """
+
+    def __init__(self, model: Model, state: State, h: float) -> None:
+        self.model = model
+        self.h = h
+        c = model.air_drag
+        a = 1.0 / h**2 + c / h
+        self.w = model.masses * a  # (n,)
+        self.x0 = state.x.copy()
+        self.y = (state.x / h**2 + state.v / h + model.gravity
+                  + c * (state.x / h + model.wind)) / a
+        self.has_damping = model.spring_count > 0 and bool(np.any(model.damping))
+        if self.has_damping:
+            _, _, u0 = F.spring_geometry(model, state.x)
+            self.u0 = u0
+        else:
+            self.u0 = None
+
+    def damping_blocks(self) -> np.ndarray:
+        """``k_d û⁰û⁰ᵀ / h`` per spring, shape ``(s, 3, 3)``."""
+        u = self.u0
+        return (self.model.damping / self.h)[:, None, None] * (u[:, :, None] * u[:, None, :])
+
+    def damping_gradient(self, x: np.ndarray) -> np.ndarray:
+        """``(1/h) D (x − x₀)``, shape ``(n, 3)``."""
+        if not self.has_damping:
+            return np.zeros_like(x)
+        du = self.model.incidence @ (x - self.x0)
+        per = (self.model.damping / self.h * np.einsum("ij,ij->i", du, self.u0))[:, None] * self.u0
+        return self.model.incidence_t @ per
+
+    def value(self, x: np.ndarray) -> float:
+        """``g(x)`` in J (up to a constant)."""
+        r = x - self.y
+        val = 0.5 * float(np.dot(self.w, np.einsum("ij,ij->i", r, r)))
+        val += F.spring_energy(self.model, x)
+        if self.has_damping:
+            du = self.model.incidence @ (x - self.x0)
+            proj = np.einsum("ij,ij->i", du, self.u0)
+            val += 0.5 / self.h * float(np.dot(self.model.damping, proj * proj))
+        return val
+
+    def gradient(self, x: np.ndarray) -> np.ndarray:
+        """``∇g(x)``, shape ``(n, 3)``, N; pinned rows set to 0."""
+        grad = self.w[:, None] * (x - self.y) + F.spring_gradient(self.model, x)
+        grad += self.damping_gradient(x)
+        grad[self.model.pinned_index] = 0.0
+        return grad
+
+    def start(self, targets: np.ndarray) -> np.ndarray:
+        """Initial guess: ``ŷ`` with pins at their targets, shape ``(n, 3)``."""
+        x = self.y.copy()
+        x[self.model.pinned_index] = targets
+        return x

@@ -1,0 +1,311 @@
+"""The immutable spring :class:`Model`, the mutable :class:`State`, and the builder.
+
+A :class:`Model` never changes during a bake (rest lengths, stiffness, masses,
+pins and cached index arrays); a :class:`State` holds what changes each step
+(positions and velocities). Integrators key their prefactorisations on
+``Model.uid``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Optional, Sequence, Union
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import SinewError, TopologyError
+from .topology import SpringSet
+
+__all__ = ["Model", "State", "build_model", "lumped_masses"]
+
+_uids = itertools.count(1)
+
+ArrayLike = Union[np.ndarray, Sequence[float], float]
+
+
+@dataclass(frozen=True, eq=False)
+class Model:
+    """Everything about a spring system that stays fixed during a bake.
+
+    Attributes
+    ----------
+    rest_positions : numpy.ndarray
+        Shape ``(n, 3)``, m.
+    springs : numpy.ndarray
+        Shape ``(s, 2)``, int64 vertex indices ``(i, j)``.
+    rest_lengths : numpy.ndarray
+        Shape ``(s,)``, m (may be 0).
+    stiffness : numpy.ndarray
+        Shape ``(s,)``, N/m, energy ``E = ½ k (‖xᵢ − xⱼ‖ − L)²``.
+    damping : numpy.ndarray
+        Shape ``(s,)``, N·s/m, force ``−k_d ((vᵢ − vⱼ)·d̂) d̂`` on ``i``.
+    masses : numpy.ndarray
+        Shape ``(n,)``, kg, all > 0.
+    pinned : numpy.ndarray
+        Shape ``(n,)``, bool. Pin targets are passed in ascending vertex order.
+    air_drag : float
+        1/s; force ``−c m (v − wind)`` on every vertex.
+    gravity : numpy.ndarray
+        Shape ``(3,)``, m/s².
+    wind : numpy.ndarray
+        Shape ``(3,)``, m/s.
+
+    The remaining attributes are caches built in ``__post_init__``:
+    ``uid`` (int), ``pinned_index`` ``(p,)``, ``free_index`` ``(f,)``,
+    ``free_slot`` ``(n,)`` (position in ``free_index`` or -1),
+    ``incidence`` (CSR ``(s, n)``, +1 at ``i``, −1 at ``j``),
+    ``incidence_t`` (CSR ``(n, s)``) and ``rest_directions`` ``(s, 3)``
+    (unit, zero for zero rest length).
+    """
+
+    rest_positions: np.ndarray
+    springs: np.ndarray
+    rest_lengths: np.ndarray
+    stiffness: np.ndarray
+    damping: np.ndarray
+    masses: np.ndarray
+    pinned: np.ndarray
+    air_drag: float = 0.0
+    gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
+    wind: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    uid: int = field(init=False)
+    pinned_index: np.ndarray = field(init=False, repr=False)
+    free_index: np.ndarray = field(init=False, repr=False)
+    free_slot: np.ndarray = field(init=False, repr=False)
+    incidence: sp.csr_matrix = field(init=False, repr=False)
+    incidence_t: sp.csr_matrix = field(init=False, repr=False)
+    rest_directions: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.rest_positions)
+        s = len(self.springs)
+        put = object.__setattr__
+        put(self, "uid", next(_uids))
+        pinned_index = np.flatnonzero(self.pinned)
+        free_index = np.flatnonzero(~self.pinned)
+        free_slot = np.full(n, -1, dtype=np.int64)
+        free_slot[free_index] = np.arange(len(free_index))
+        put(self, "pinned_index", pinned_index)
+        put(self, "free_index", free_index)
+        put(self, "free_slot", free_slot)
+        rows = np.repeat(np.arange(s), 2)
+        cols = self.springs.reshape(-1)
+        vals = np.tile([1.0, -1.0], s)
+        inc = sp.csr_matrix((vals, (rows, cols)), shape=(s, n))
+        put(self, "incidence", inc)
+        put(self, "incidence_t", inc.T.tocsr())
+        d = self.rest_positions[self.springs[:, 0]] - self.rest_positions[self.springs[:, 1]]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            u = np.where(self.rest_lengths[:, None] > 0, d / self.rest_lengths[:, None], 0.0)
+        put(self, "rest_directions", u)
+        for a in (self.rest_positions, self.springs, self.rest_lengths, self.stiffness,
+                  self.damping, self.masses, self.pinned, self.gravity, self.wind):
+            a.setflags(write=False)
+
+    @property
+    def vertex_count(self) -> int:
+        """Number of vertices ``n``."""
+        return int(len(self.rest_positions))
+
+    @property
+    def spring_count(self) -> int:
+        """Number of springs ``s``."""
+        return int(len(self.springs))
+
+    @property
+    def total_mass(self) -> float:
+        """Sum of vertex masses, kg."""
+        return float(self.masses.sum())
+
+    def initial_state(self) -> "State":
+        """A state at the rest positions with zero velocity."""
+        return State(self.rest_positions.copy(), np.zeros_like(self.rest_positions))
+
+
+@dataclass(eq=False)
+class State:
+    """What changes every step.
+
+    Attributes
+    ----------
+    x : numpy.ndarray
+        Shape ``(n, 3)``, positions, m.
+    v : numpy.ndarray
+        Shape ``(n, 3)``, velocities, m/s.
+    """
+
+    x: np.ndarray
+    v: np.ndarray
+
+    def copy(self) -> "State":
+        """A deep copy."""
+        return State(self.x.copy(), self.v.copy())
+
+
+def lumped_masses(positions: np.ndarray, triangles: np.ndarray, total_mass: float) -> np.ndarray:
+    """Vertex masses lumped from triangle areas (seed 004).
+
+    Each triangle gives a third of its area to each corner; masses are
+    proportional to that share, vertices in no triangle (or only in degenerate
+    ones) get the mean share of the others, and the result is scaled to sum
+    to ``total_mass``. If no triangle has area, masses are uniform.
+
+    Parameters
+    ----------
+    positions : numpy.ndarray
+        Shape ``(n, 3)``, m.
+    triangles : numpy.ndarray
+        Shape ``(t, 3)``, vertex indices.
+    total_mass : float
+        kg, > 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(n,)``, kg, summing to ``total_mass``.
+    """
+    n = len(positions)
+    if n == 0:
+        return np.zeros(0)
+    tri = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
+    if len(tri) and (tri.min() < 0 or tri.max() >= n):
+        raise TopologyError(f"triangle vertex index out of range [0, {n})")
+    share = np.zeros(n)
+    if len(tri):
+        p = positions[tri]
+        area = 0.5 * np.linalg.norm(np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]), axis=1)
+        share = np.bincount(tri.reshape(-1), weights=np.repeat(area / 3.0, 3), minlength=n)
+    has = share > 0
+    if not np.any(has):
+        share = np.ones(n)
+    else:
+        share[~has] = share[has].mean()
+    return share * (float(total_mass) / share.sum())
+
+
+def _scalar(value: float, name: str) -> float:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise SinewError(f"{name} must be a number") from None
+    if not np.isfinite(f) or f < 0:
+        raise SinewError(f"{name} must be finite and >= 0, got {value!r}")
+    return f
+
+
+def build_model(
+    rest_positions: np.ndarray,
+    spring_set: SpringSet,
+    *,
+    stiffness: float,
+    shear_stiffness: float,
+    bending_stiffness: float,
+    damping: float,
+    vertex_mass: Optional[float] = None,
+    total_mass: Optional[float] = None,
+    triangles: Optional[np.ndarray] = None,
+    pinned: Optional[np.ndarray] = None,
+    air_drag: float = 0.0,
+    gravity: ArrayLike = (0.0, 0.0, -9.81),
+    wind: ArrayLike = (0.0, 0.0, 0.0),
+) -> Model:
+    """Build a :class:`Model` from rest positions and springs.
+
+    Parameters
+    ----------
+    rest_positions : numpy.ndarray
+        Shape ``(n, 3)``, m; also the rest lengths are measured here.
+    spring_set : SpringSet
+        From :func:`~.topology.build_springs`.
+    stiffness, shear_stiffness, bending_stiffness : float
+        N/m for structural, shear and bending springs; a kind with 0 is left out.
+    damping : float
+        N·s/m along every spring that is kept.
+    vertex_mass : float, optional
+        kg per vertex (uniform masses).
+    total_mass : float, optional
+        kg for the whole mesh, lumped from ``triangles`` areas (seed 004).
+        Exactly one of ``vertex_mass`` and ``total_mass`` must be given.
+    triangles : numpy.ndarray, optional
+        Shape ``(t, 3)``, for lumped masses.
+    pinned : numpy.ndarray, optional
+        Shape ``(n,)``, bool or weights (> 0 means pinned).
+    air_drag : float
+        1/s.
+    gravity : array_like
+        Shape ``(3,)``, m/s².
+    wind : array_like
+        Shape ``(3,)``, m/s.
+
+    Returns
+    -------
+    Model
+
+    Raises
+    ------
+    TopologyError
+        Bad shapes or indices, non-finite coordinates.
+    SinewError
+        Negative or non-finite stiffness, damping or drag; non-positive masses.
+    """
+    x = np.asarray(rest_positions, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != 3:
+        raise TopologyError(f"rest_positions must have shape (n, 3), got {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise TopologyError("rest_positions contain NaN or infinite coordinates")
+    n = len(x)
+    if spring_set.vertex_count != n:
+        raise TopologyError(
+            f"spring set is for {spring_set.vertex_count} vertices, mesh has {n}")
+    ks = _scalar(stiffness, "stiffness")
+    kh = _scalar(shear_stiffness, "shear_stiffness")
+    kb = _scalar(bending_stiffness, "bending_stiffness")
+    kd = _scalar(damping, "damping")
+    c = _scalar(air_drag, "air_drag")
+    g = np.asarray(gravity, dtype=np.float64).reshape(-1)
+    w = np.asarray(wind, dtype=np.float64).reshape(-1)
+    if g.shape != (3,) or not np.all(np.isfinite(g)):
+        raise SinewError("gravity must be 3 finite numbers (m/s²)")
+    if w.shape != (3,) or not np.all(np.isfinite(w)):
+        raise SinewError("wind must be 3 finite numbers (m/s)")
+
+    parts, kparts = [], []
+    for arr, k in ((spring_set.structural, ks), (spring_set.shear, kh), (spring_set.bending, kb)):
+        arr = np.asarray(arr, dtype=np.int64).reshape(-1, 2)
+        if k > 0 and len(arr):
+            parts.append(arr)
+            kparts.append(np.full(len(arr), k))
+    springs = np.concatenate(parts) if parts else np.zeros((0, 2), dtype=np.int64)
+    if len(springs) and (springs.min() < 0 or springs.max() >= n):
+        raise TopologyError(f"spring vertex index out of range [0, {n})")
+    k_all = np.concatenate(kparts) if kparts else np.zeros(0)
+    rest = np.linalg.norm(x[springs[:, 0]] - x[springs[:, 1]], axis=1)
+
+    if (vertex_mass is None) == (total_mass is None):
+        raise SinewError("give exactly one of vertex_mass and total_mass")
+    if vertex_mass is not None:
+        m0 = _scalar(vertex_mass, "vertex_mass")
+        if m0 <= 0:
+            raise SinewError("vertex_mass must be > 0")
+        masses = np.full(n, m0)
+    else:
+        mt = _scalar(total_mass, "total_mass")
+        if mt <= 0:
+            raise SinewError("total_mass must be > 0")
+        masses = lumped_masses(x, np.zeros((0, 3)) if triangles is None else triangles, mt)
+
+    if pinned is None:
+        pin = np.zeros(n, dtype=bool)
+    else:
+        pw = np.asarray(pinned).reshape(-1)
+        if pw.shape != (n,):
+            raise TopologyError(f"pinned must have shape ({n},), got {pw.shape}")
+        pin = pw > 0 if pw.dtype != bool else pw.copy()
+
+    return Model(
+        rest_positions=x.copy(), springs=springs, rest_lengths=rest, stiffness=k_all,
+        damping=np.full(len(springs), kd), masses=masses, pinned=pin,
+        air_drag=c, gravity=g.copy(), wind=w.copy(),
+    )

@@ -1,0 +1,110 @@
+"""NEWTON: implicit Euler as minimisation, solved by Newton's method.
+
+Minimise ``g(x) = ½ h⁻² ‖x − y‖²_M + E(x)`` (plus the implicit drag and
+spring-damping terms of :mod:`.base`) over the free vertices (seeds 000, 002,
+004; Liu et al. 2013 §3). Each iteration solves ``(W + H + D/h) Δx = −∇g``
+with ``H`` assembled from positive semi-definite per-spring blocks (the
+compressive transverse term dropped, Choi & Ko 2002), so the system is
+positive definite and ``Δx`` a descent direction; a sparse direct
+factorisation solves it. A backtracking line search halves the step until
+the Armijo condition ``g(x + tΔx) ≤ g(x) + 10⁻⁴ t ∇g·Δx`` holds. The loop
+stops when ``‖∇g‖ ≤ tolerance · ‖∇g(x_start)‖`` or after ``iterations``
+Newton steps. Near the minimiser, where no spring is compressed, ``H`` is
+exact and convergence is quadratic.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from . import forces as F
+from .base import Integrator, Objective, StepInfo, pin_targets
+from .linsolve import factor_spd
+from .model import Model, State
+
+__all__ = ["NewtonImplicitEuler"]
+
+
+class NewtonImplicitEuler(Integrator):
+    """Implicit Euler by Newton's method with backtracking line search.
+
+    Parameters
+    ----------
+    tolerance : float
+        Relative stopping tolerance on ``‖∇g‖``.
+    armijo : float
+        Sufficient-decrease constant of the line search.
+    max_backtracks : int
+        Halvings tried before accepting the smallest step.
+    """
+
+    name = "NEWTON"
+    label = "Implicit Euler (Newton)"
+    description = ("Implicit Euler solved by Newton's method with line search: accurate and "
+                   "stable, the most expensive per iteration")
+    implicit = True
+
+    def __init__(self, tolerance: float = 1e-10, armijo: float = 1e-4,
+                 max_backtracks: int = 30) -> None:
+        self.tolerance = float(tolerance)
+        self.armijo = float(armijo)
+        self.max_backtracks = int(max_backtracks)
+        self._assemblers: Dict[int, F.HessianAssembler] = {}
+        self.residual_history: List[float] = []
+
+    def _assembler(self, model: Model) -> F.HessianAssembler:
+        asm = self._assemblers.get(model.uid)
+        if asm is None:
+            self._assemblers = {model.uid: F.HessianAssembler(model)}
+            asm = self._assemblers[model.uid]
+        return asm
+
+    def step(self, model: Model, state: State, h: float, *, pins: Optional[np.ndarray] = None,
+             iterations: int = 10, colliders: Sequence[Any] = ()) -> StepInfo:
+        targets = pin_targets(model, state, pins)
+        obj = Objective(model, state, h)
+        x = obj.start(targets)
+        free = model.free_index
+        grad = obj.gradient(x)
+        r = float(np.linalg.norm(grad))
+        hist = [r]
+        tol = self.tolerance * max(r, 1e-300)
+        its = 0
+        if len(free) and model.spring_count:
+            asm = self._assembler(model)
+            diag = np.repeat(obj.w[free], 3)
+            dblocks = obj.damping_blocks() if obj.has_damping else None
+            val = obj.value(x)
+            while its < max(int(iterations), 1) and r > tol:
+                blocks = F.spring_hessian_blocks(model, x, project=True)
+                if dblocks is not None:
+                    blocks += dblocks
+                solve = factor_spd(asm.assemble(diag, blocks))
+                dx = np.zeros_like(x)
+                dx[free] = solve(-grad[free].reshape(-1)).reshape(-1, 3)
+                slope = float(np.sum(grad * dx))
+                t = 1.0
+                for _ in range(self.max_backtracks):
+                    new_val = obj.value(x + t * dx)
+                    if new_val <= val + self.armijo * t * slope:
+                        break
+                    t *= 0.5
+                x = x + t * dx
+                val = new_val
+                grad = obj.gradient(x)
+                r = float(np.linalg.norm(grad))
+                hist.append(r)
+                its += 1
+        elif len(free):
+            # No springs: g is a pure quadratic, minimised by ŷ.
+            its = 1
+            grad = obj.gradient(x)
+            r = float(np.linalg.norm(grad))
+            hist.append(r)
+        self.residual_history = hist
+        x0 = obj.x0
+        v1 = (x - x0) / h
+        self._finish(model, state, x, v1, x0, h, targets, colliders)
+        return StepInfo(its, r)

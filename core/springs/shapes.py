@@ -1,0 +1,63 @@
+"""Small test and benchmark meshes in the layout :func:`~.topology.build_springs`
+takes (Blender's vertices / edges / polygon loops)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["MeshArrays", "grid", "rope", "triangulate"]
+
+
+class MeshArrays(NamedTuple):
+    """Mesh arrays: ``positions (n, 3)`` m, ``edges (e, 2)``, ``loop_starts (p,)``,
+    ``loop_totals (p,)``, ``loop_vertices (l,)``."""
+
+    positions: np.ndarray
+    edges: np.ndarray
+    loop_starts: np.ndarray
+    loop_totals: np.ndarray
+    loop_vertices: np.ndarray
+
+
+def grid(n: int, size: float = 2.0, *, plane: str = "XZ") -> MeshArrays:
+    """A quad grid of ``n × n`` faces, ``(n+1)²`` vertices, ``size`` m wide.
+
+    Vertex ``(i, j)`` (column ``i``, row ``j``) has index ``j (n+1) + i``.
+    In the ``"XZ"`` plane row 0 is the top edge (z = 0) and rows go down to
+    z = −size, centred on x = 0; in ``"XY"`` it lies flat at z = 0.
+    """
+    m = n + 1
+    i, j = np.meshgrid(np.arange(m), np.arange(m))
+    u = (i.reshape(-1) / n - 0.5) * size
+    w = j.reshape(-1) / n * size
+    if plane == "XZ":
+        pos = np.stack([u, np.zeros_like(u), -w], axis=1)
+    else:
+        pos = np.stack([u, w - 0.5 * size, np.zeros_like(u)], axis=1)
+    idx = np.arange(m * m).reshape(m, m)
+    h = np.stack([idx[:, :-1].reshape(-1), idx[:, 1:].reshape(-1)], axis=1)
+    v = np.stack([idx[:-1, :].reshape(-1), idx[1:, :].reshape(-1)], axis=1)
+    quads = np.stack([idx[:-1, :-1], idx[:-1, 1:], idx[1:, 1:], idx[1:, :-1]], axis=-1).reshape(-1, 4)
+    return MeshArrays(pos.astype(np.float64), np.concatenate([h, v]),
+                      np.arange(len(quads)) * 4, np.full(len(quads), 4), quads.reshape(-1))
+
+
+def rope(n: int, length: float = 1.0) -> MeshArrays:
+    """A vertical polyline of ``n + 1`` vertices from z = 0 down to z = −length."""
+    z = -np.linspace(0.0, length, n + 1)
+    pos = np.stack([np.zeros_like(z), np.zeros_like(z), z], axis=1)
+    edges = np.stack([np.arange(n), np.arange(1, n + 1)], axis=1)
+    empty = np.zeros(0, dtype=np.int64)
+    return MeshArrays(pos, edges, empty, empty, empty)
+
+
+def triangulate(mesh: MeshArrays) -> np.ndarray:
+    """Fan triangles ``(t, 3)`` of every polygon."""
+    starts, totals, loops = mesh.loop_starts, mesh.loop_totals, mesh.loop_vertices
+    tri_count = totals - 2
+    poly = np.repeat(np.arange(len(totals)), tri_count)
+    k = np.arange(len(poly)) - np.repeat(np.cumsum(tri_count) - tri_count, tri_count)
+    base = starts[poly]
+    return np.stack([loops[base], loops[base + k + 1], loops[base + k + 2]], axis=1)

@@ -1,0 +1,272 @@
+"""Frame-by-frame simulation with pins, colliders, diagnostics and divergence
+detection.
+
+Divergence. After every substep positions and velocities must be finite.
+After every frame the mechanical energy ``E = KE + E_spring + E_gravity``
+is compared with its initial value: every integrator here except EXPLICIT is
+dissipative or (SYMPLECTIC, undamped) keeps a bounded modified energy, and
+only pins, wind and collider projection can add energy. So
+``E − E₀ > 100 · S`` flags runaway energy, where the energy scale ``S`` is the
+initial kinetic plus spring energy, plus ``M|g|`` times the rest-mesh extent
+plus 1 m, plus ``½ M ‖wind‖²``, plus ``M (u² + |g| δ)`` summed over frames for
+the pins' speed ``u`` and travel ``δ`` (``M`` total mass). A divergence raises
+:class:`~core.errors.DivergenceError` naming the frame and a remedy, and the
+simulator is left at the last good frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..errors import BakeCancelled, DivergenceError, SinewError
+from . import forces as F
+from .base import Integrator
+from .model import Model, State
+
+__all__ = ["FrameDiagnostics", "Simulator", "simulate"]
+
+
+@dataclass(frozen=True)
+class FrameDiagnostics:
+    """Per-frame numbers for the UI and the benchmark.
+
+    Attributes
+    ----------
+    frame : int
+        Frame number (caller's numbering).
+    iterations : int
+        Solver iterations, summed over substeps.
+    residual : float
+        ``‖∇g‖`` (N) after the last substep, ``nan`` where not defined.
+    kinetic_energy : float
+        J.
+    potential_energy : float
+        Spring plus gravitational energy, J.
+    max_strain : float
+        ``max |ℓ/L − 1|`` over springs (dimensionless).
+    """
+
+    frame: int
+    iterations: int
+    residual: float
+    kinetic_energy: float
+    potential_energy: float
+    max_strain: float
+
+
+def _make_integrator(integrator: Union[str, Integrator]) -> Integrator:
+    if isinstance(integrator, Integrator):
+        return integrator
+    from . import INTEGRATORS  # late import: the table lives in the package root
+
+    try:
+        return INTEGRATORS[str(integrator)]()
+    except KeyError:
+        raise SinewError(
+            f"unknown solver {integrator!r}; expected one of {', '.join(INTEGRATORS)}") from None
+
+
+class Simulator:
+    """Advance a :class:`~.model.Model` frame by frame.
+
+    Parameters
+    ----------
+    model : Model
+    integrator : str or Integrator
+        A key of ``INTEGRATORS`` (``'EXPLICIT'``, ``'SYMPLECTIC'``,
+        ``'IMPLICIT'``, ``'NEWTON'``, ``'FAST'``) or an integrator instance.
+    fps : float
+        Frames per second; a frame lasts ``1/fps`` s.
+    substeps : int
+        Time steps per frame, >= 1.
+    iterations : int
+        Solver iterations per step (NEWTON, FAST), >= 1.
+    frame_start : int
+        Number of the initial frame.
+    state : State, optional
+        Initial state (copied); default: rest positions, zero velocity.
+
+    Attributes
+    ----------
+    state : State
+        The current state (owned by the simulator).
+    frame : int
+        The frame ``state`` belongs to.
+    """
+
+    def __init__(self, model: Model, integrator: Union[str, Integrator], *, fps: float,
+                 substeps: int = 1, iterations: int = 10, frame_start: int = 0,
+                 state: Optional[State] = None) -> None:
+        if not (np.isfinite(fps) and fps > 0):
+            raise SinewError("fps must be > 0")
+        if int(substeps) < 1 or int(iterations) < 1:
+            raise SinewError("substeps and iterations must be >= 1")
+        self.model = model
+        self.integrator = _make_integrator(integrator)
+        self.fps = float(fps)
+        self.substeps = int(substeps)
+        self.iterations = int(iterations)
+        self.frame = int(frame_start)
+        self.h = 1.0 / (self.fps * self.substeps)
+        if state is None:
+            self.state = model.initial_state()
+        else:
+            x = np.array(state.x, dtype=np.float64)
+            v = np.array(state.v, dtype=np.float64)
+            if x.shape != model.rest_positions.shape or v.shape != x.shape:
+                raise SinewError(f"state must have shape {model.rest_positions.shape}")
+            if not (np.all(np.isfinite(x)) and np.all(np.isfinite(v))):
+                raise SinewError("initial state contains NaN or infinite values")
+            self.state = State(x, v)
+        m_tot = model.total_mass
+        g = float(np.linalg.norm(model.gravity))
+        x0 = self.state.x
+        extent = float(np.linalg.norm(np.ptp(x0, axis=0))) if len(x0) else 0.0
+        self._energy0 = self.mechanical_energy()
+        self._scale = (F.kinetic_energy(model, self.state.v) + F.spring_energy(model, x0)
+                       + m_tot * g * (extent + 1.0)
+                       + 0.5 * m_tot * float(np.dot(model.wind, model.wind)) + 1e-12)
+
+    def mechanical_energy(self) -> float:
+        """Kinetic + spring + gravitational energy of :attr:`state`, J."""
+        return (F.kinetic_energy(self.model, self.state.v)
+                + F.potential_energy(self.model, self.state.x))
+
+    def set_pins(self, pins: np.ndarray) -> None:
+        """Move the pinned vertices to ``pins`` ``(p, 3)`` now (no velocity change)."""
+        self.state.x[self.model.pinned_index] = self._check_pins(pins)
+
+    def _check_pins(self, pins: Optional[np.ndarray]) -> np.ndarray:
+        p = len(self.model.pinned_index)
+        if pins is None:
+            return self.state.x[self.model.pinned_index].copy()
+        t = np.array(pins, dtype=np.float64)
+        if t.shape != (p, 3):
+            raise SinewError(f"pins must have shape ({p}, 3), got {t.shape}")
+        if not np.all(np.isfinite(t)):
+            raise SinewError("pin targets contain NaN or infinite values")
+        return t
+
+    def _remedy(self) -> str:
+        if self.integrator.implicit:
+            return "Lower the stiffness, add substeps or slow the pinned vertices down"
+        return "Use more substeps or the NEWTON or FAST solver"
+
+    def advance(self, pins_next: Optional[np.ndarray] = None,
+                colliders: Sequence[Any] = ()) -> FrameDiagnostics:
+        """Advance one frame.
+
+        Parameters
+        ----------
+        pins_next : numpy.ndarray, optional
+            Shape ``(p, 3)``: pinned-vertex positions at the end of the frame
+            (ascending vertex order); substeps interpolate linearly from the
+            current ones. ``None`` keeps the pins still.
+        colliders : sequence
+            Colliders for this frame (world space).
+
+        Returns
+        -------
+        FrameDiagnostics
+
+        Raises
+        ------
+        DivergenceError
+            Non-finite values or runaway energy; the simulator stays at the
+            previous frame.
+        """
+        model = self.model
+        frame = self.frame + 1
+        prev = self.state.x[model.pinned_index].copy()
+        nxt = self._check_pins(pins_next)
+        work = self.state.copy()
+        total_its = 0
+        residual = float("nan")
+        with np.errstate(over="ignore", invalid="ignore"):
+            for k in range(1, self.substeps + 1):
+                target = prev + (nxt - prev) * (k / self.substeps)
+                info = self.integrator.step(model, work, self.h, pins=target,
+                                            iterations=self.iterations, colliders=colliders)
+                total_its += info.iterations
+                residual = info.residual
+                if not (np.all(np.isfinite(work.x)) and np.all(np.isfinite(work.v))):
+                    raise DivergenceError(frame, "positions or velocities became NaN or infinite",
+                                          self._remedy())
+            ke = F.kinetic_energy(model, work.v)
+            pe = F.potential_energy(model, work.x)
+        if len(prev):
+            travel = float(np.max(np.linalg.norm(nxt - prev, axis=1)))
+            self._scale += model.total_mass * ((travel * self.fps) ** 2
+                                               + float(np.linalg.norm(model.gravity)) * travel)
+        if not np.isfinite(ke + pe) or (ke + pe) - self._energy0 > 100.0 * self._scale:
+            raise DivergenceError(
+                frame, f"the energy ran away (kinetic energy {ke:.3g} J)", self._remedy())
+        self.state = work
+        self.frame = frame
+        return FrameDiagnostics(frame, total_its, residual, ke, pe, F.max_strain(model, work.x))
+
+
+def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, fps: float,
+             substeps: int = 1, iterations: int = 10,
+             pin_trajectory: Optional[np.ndarray] = None,
+             colliders_per_frame: Optional[Sequence[Sequence[Any]]] = None,
+             progress: Optional[Callable[[int, int], Optional[bool]]] = None,
+             ) -> Tuple[np.ndarray, List[FrameDiagnostics]]:
+    """Simulate ``frames`` frames from the model's rest pose.
+
+    Parameters
+    ----------
+    model : Model
+    integrator : str or Integrator
+        Key of ``INTEGRATORS`` or an instance.
+    frames : int
+        Number of frames ``F`` returned, including the initial frame 0.
+    fps : float
+        Frames per second.
+    substeps, iterations : int
+        As for :class:`Simulator`.
+    pin_trajectory : numpy.ndarray, optional
+        Shape ``(F, p, 3)``, pinned-vertex positions per frame (frame 0 sets
+        the initial pin positions).
+    colliders_per_frame : sequence, optional
+        Length ``F``; entry ``f`` is the colliders for the step into frame ``f``.
+    progress : callable, optional
+        ``progress(done, total)`` after each frame; returning ``False``
+        raises :class:`~core.errors.BakeCancelled`.
+
+    Returns
+    -------
+    positions : numpy.ndarray
+        Shape ``(F, n, 3)``, m; ``positions[0]`` is the initial state.
+    diagnostics : list of FrameDiagnostics
+        Length ``F`` (frame 0 has 0 iterations).
+    """
+    frames = int(frames)
+    if frames < 1:
+        raise SinewError("frames must be >= 1")
+    p = len(model.pinned_index)
+    traj = None
+    if pin_trajectory is not None:
+        traj = np.asarray(pin_trajectory, dtype=np.float64)
+        if traj.shape != (frames, p, 3):
+            raise SinewError(f"pin_trajectory must have shape ({frames}, {p}, 3), got {traj.shape}")
+    if colliders_per_frame is not None and len(colliders_per_frame) != frames:
+        raise SinewError(f"colliders_per_frame must have {frames} entries")
+    sim = Simulator(model, integrator, fps=fps, substeps=substeps, iterations=iterations)
+    if traj is not None:
+        sim.set_pins(traj[0])
+    out = np.empty((frames,) + model.rest_positions.shape)
+    out[0] = sim.state.x
+    diags = [FrameDiagnostics(sim.frame, 0, float("nan"), F.kinetic_energy(model, sim.state.v),
+                              F.potential_energy(model, sim.state.x),
+                              F.max_strain(model, sim.state.x))]
+    for f in range(1, frames):
+        cols = colliders_per_frame[f] if colliders_per_frame is not None else ()
+        diags.append(sim.advance(None if traj is None else traj[f], cols))
+        out[f] = sim.state.x
+        if progress is not None and progress(f, frames - 1) is False:
+            raise BakeCancelled("bake cancelled")
+    return out, diags
