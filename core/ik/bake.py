@@ -1,0 +1,189 @@
+"""Baking IK over a frame range: one solve per frame, warm-started, jitter-guarded.
+
+Each frame starts from the previous frame's solution (the first from ``initial``), so the
+pose moves smoothly with the target. ``max_step_angle`` caps how far any joint may turn
+between consecutive frames: the new rotation is slerped back toward the previous one. Output
+quaternions are made sign-continuous over frames (``q`` and ``-q`` are the same rotation, but
+keyframe interpolation between them is not).
+
+:func:`iter_bake` is a generator that yields after every chunk of frames so a Blender modal
+operator can bake incrementally and cancel; :func:`bake_chain` runs it to the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
+
+import numpy as np
+
+from .. import quat
+from ..errors import BakeCancelled, ChainError
+from .base import SolveSettings, bone_bounds, clamp_bounds_all, solve_batch
+from .chain import Chain, RootLike, _fk, _root_arrays
+
+__all__ = ["BakeResult", "BakeProgress", "bake_chain", "iter_bake"]
+
+ProgressFn = Callable[[int, int], Optional[bool]]
+
+
+@dataclass(frozen=True)
+class BakeResult:
+    """Per-frame output of a bake.
+
+    Attributes
+    ----------
+    rotations : ndarray, shape (F, n, 4)
+        Pose rotations per frame, sign-continuous along frames.
+    iterations : ndarray of int, shape (F,)
+    errors : ndarray, shape (F,)
+        Tip distance from the target, metres.
+    converged : ndarray of bool, shape (F,)
+    """
+
+    rotations: np.ndarray
+    iterations: np.ndarray
+    errors: np.ndarray
+    converged: np.ndarray
+
+
+@dataclass(frozen=True)
+class BakeProgress:
+    """What :func:`iter_bake` yields: frames done so far, the total, and (last) the result."""
+
+    done: int
+    total: int
+    result: Optional[BakeResult] = None
+
+
+def _solver_kernel(solver: str):
+    from . import SOLVERS  # late import: the table lives in the package __init__
+    try:
+        return SOLVERS[solver].kernel
+    except KeyError:
+        raise ChainError(f"unknown solver {solver!r}; expected one of {sorted(SOLVERS)}") from None
+
+
+def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSettings, *,
+              max_step_angle: float = 0.0, poles: np.ndarray | None = None,
+              initial: np.ndarray | None = None, roots: RootLike = None,
+              chunk: int = 64) -> Iterator[BakeProgress]:
+    """Bake a frame range incrementally.
+
+    Parameters
+    ----------
+    chain : Chain
+    targets : array_like, shape (F, 3)
+        Target per frame, metres, in the roots' space (armature space).
+    solver : str
+        A key of ``SOLVERS``: ``'CCD'``, ``'FABRIK'`` or ``'DLS'``.
+    settings : SolveSettings
+    max_step_angle : float
+        Radians; largest rotation change of any joint between consecutive frames (0 = off).
+    poles : array_like, shape (F, 3) or (3,), optional
+        Pole target per frame.
+    initial : array_like, shape (n, 4), optional
+        Pose the first frame starts from (and is step-limited against); rest pose by default.
+    roots : RootTransform or ndarray, optional
+        Root frame per frame (shapes (F, 4)/(F, 3), or (F, 4, 4)) or one for all frames.
+    chunk : int
+        Frames per yield.
+
+    Yields
+    ------
+    BakeProgress
+        After each chunk; the last one carries the :class:`BakeResult`. Closing the generator
+        stops the bake.
+    """
+    kernel = _solver_kernel(solver)
+    if not isinstance(settings, SolveSettings):
+        raise ChainError("settings must be a SolveSettings")
+    t = np.asarray(targets, dtype=np.float64)
+    if t.ndim != 2 or t.shape[1] != 3 or t.shape[0] < 1:
+        raise ChainError(f"targets must have shape (F, 3) with F >= 1, got {t.shape}")
+    if not np.all(np.isfinite(t)):
+        bad = int(np.argmax(~np.all(np.isfinite(t), axis=1)))
+        raise ChainError(f"target of frame index {bad} is not finite")
+    frames = t.shape[0]
+    step = float(max_step_angle)
+    if not np.isfinite(step) or step < 0:
+        raise ChainError(f"max_step_angle must be finite and >= 0, got {max_step_angle}")
+    pl = None
+    if poles is not None:
+        pl = np.asarray(poles, dtype=np.float64)
+        if pl.shape == (3,):
+            pl = np.broadcast_to(pl, (frames, 3))
+        if pl.shape != (frames, 3) or not np.all(np.isfinite(pl)):
+            raise ChainError(f"poles must be finite with shape ({frames}, 3) or (3,), got {pl.shape}")
+    rr, rp = _root_arrays(roots, (frames,))
+    rr, rp = np.ascontiguousarray(rr), np.ascontiguousarray(rp)
+    if initial is None:
+        prev = quat.identity((1, chain.n))
+    else:
+        prev = chain.check_rotations(initial).reshape(1, chain.n, 4)
+    bounds = bone_bounds(chain)
+    prev = clamp_bounds_all(prev, bounds)
+    rot = np.empty((frames, chain.n, 4))
+    its = np.zeros(frames, dtype=np.int64)
+    errs = np.empty(frames)
+    chunk = max(1, int(chunk))
+    for f in range(frames):
+        sl = slice(f, f + 1)
+        q, it, err = solve_batch(kernel, chain, t[sl], prev, settings,
+                                 None if pl is None else pl[sl], rr[sl], rp[sl])
+        if step > 0.0:
+            ang = quat.angle_between(prev, q)
+            over = ang > step
+            if np.any(over):
+                frac = np.where(over, step / np.maximum(ang, 1e-300), 1.0)
+                q = quat.slerp(prev, q, frac)
+                if bounds is not None:
+                    q = clamp_bounds_all(q, bounds)
+                pos, _ = _fk(chain, q, rr[sl], rp[sl])
+                err = np.linalg.norm(pos[:, -1] - t[sl], axis=1)
+        # Sign continuity with the previous frame.
+        d = np.einsum("bij,bij->bi", q, prev)
+        q = np.where(d[..., None] < 0, -q, q)
+        rot[f] = q[0]
+        its[f] = it[0]
+        errs[f] = err[0]
+        prev = q
+        if (f + 1) % chunk == 0 and f + 1 < frames:
+            yield BakeProgress(f + 1, frames)
+    res = BakeResult(rot, its, errs, errs <= settings.tolerance)
+    yield BakeProgress(frames, frames, res)
+
+
+def bake_chain(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSettings, *,
+               max_step_angle: float = 0.0, poles: np.ndarray | None = None,
+               initial: np.ndarray | None = None, roots: RootLike = None,
+               progress: ProgressFn | None = None, chunk: int = 64) -> BakeResult:
+    """Bake a frame range in one call (see :func:`iter_bake` for the parameters).
+
+    Parameters
+    ----------
+    progress : callable ``(done, total) -> bool | None``, optional
+        Called after each chunk; returning ``False`` cancels the bake.
+
+    Returns
+    -------
+    BakeResult
+
+    Raises
+    ------
+    BakeCancelled
+        If ``progress`` returned ``False``.
+    ChainError
+        On invalid input.
+    """
+    gen = iter_bake(chain, targets, solver, settings, max_step_angle=max_step_angle, poles=poles,
+                    initial=initial, roots=roots, chunk=chunk)
+    try:
+        for p in gen:
+            if progress is not None and progress(p.done, p.total) is False:
+                raise BakeCancelled(f"IK bake cancelled after {p.done} of {p.total} frames")
+            if p.result is not None:
+                return p.result
+    finally:
+        gen.close()
+    raise AssertionError("iter_bake ended without a result")  # pragma: no cover
