@@ -88,7 +88,8 @@ class NewtonImplicitEuler(Integrator):
                 t = 1.0
                 for _ in range(self.max_backtracks):
                     new_val = obj.value(x + t * dx)
-                    if new_val <= val + self.armijo * t * slope:
+                    # 8 ulp of slack: near the minimiser g differs by round-off only
+                    if new_val <= val + self.armijo * t * slope + 8e-16 * abs(val):
                         break
                     t *= 0.5
                 x = x + t * dx
@@ -97,6 +98,8 @@ class NewtonImplicitEuler(Integrator):
                 r = float(np.linalg.norm(grad))
                 hist.append(r)
                 its += 1
+                if t < 1.0 and r >= hist[-2]:
+                    break  # stagnated at round-off level
         elif len(free):
             # No springs: g is a pure quadratic, minimised by ŷ.
             its = 1

@@ -70,6 +70,8 @@ class SpringSet:
 
 def _as_index_array(a: object, name: str, ndim: int) -> np.ndarray:
     arr = np.asarray(a if a is not None else [])
+    if ndim == 2 and arr.ndim == 2 and arr.shape[1] != 2:
+        raise TopologyError(f"{name} must have shape (e, 2), got {arr.shape}")
     if arr.size == 0:
         return np.zeros((0, 2) if ndim == 2 else (0,), dtype=np.int64)
     if not np.issubdtype(arr.dtype, np.integer):
