@@ -24,6 +24,9 @@ import bpy
 # Time spent computing per timer tick in modal mode (seconds): keeps the UI responsive.
 _SLICE = 0.05
 
+# The last finished or failed bake's one-line message, for the command line's summary.
+LAST_RESULT: dict[str, str] = {"summary": "", "error": ""}
+
 
 class BakeJob:
     """A bake split into steps. Subclasses override the four methods below.
@@ -89,6 +92,7 @@ class BakeOperator:
         try:
             return self.make_job(context)
         except SinewError as exc:
+            LAST_RESULT.update(summary="", error=str(exc))
             self.report({"ERROR"}, str(exc))
             return None
 
@@ -106,15 +110,18 @@ class BakeOperator:
         try:
             summary = job.commit(context)
         except SinewError as exc:
+            LAST_RESULT.update(summary="", error=str(exc))
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
         elapsed = time.perf_counter() - self._started
         message = f"{summary} in {elapsed:.2f} s"
+        LAST_RESULT.update(summary=message, error="")
         print(f"Sinew: {job.label}: {message}", flush=True)
         self.report({"INFO"}, message)
         return {"FINISHED"}
 
     def _fail(self, context: bpy.types.Context, job: BakeJob, exc: Exception) -> set[str]:
+        LAST_RESULT.update(summary="", error=str(exc))
         job.cancel()
         job.restore_view(context)
         self.report({"ERROR"}, str(exc))
