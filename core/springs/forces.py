@@ -221,6 +221,8 @@ class HessianAssembler:
             Symmetric, shape ``(3f, 3f)`` (CSC and CSR arrays coincide).
         """
         vals = self._sign * blocks.reshape(-1)[self._gather] if self._s else np.zeros(0)
-        data = np.bincount(self._inv_blk, weights=vals, minlength=self.nnz)
+        data = np.zeros(self.nnz)
+        if len(vals):
+            data += np.bincount(self._inv_blk, weights=vals, minlength=self.nnz)
         data += np.bincount(self._inv_diag, weights=diag, minlength=self.nnz)
         return sp.csc_matrix((data, self._indices, self._indptr), shape=(self.size, self.size))
