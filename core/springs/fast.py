@@ -128,9 +128,8 @@ class LocalGlobal(Integrator):
     def _iterate(self, model: Model, pre: _Prefactored, obj: Objective, x: np.ndarray,
                  targets: np.ndarray, iterations: int) -> np.ndarray:
         free = model.free_index
-        s = model.springs
-        k = model.stiffness[:, None]
-        rest = model.rest_lengths[:, None]
+        inc = model.incidence
+        k_rest = (model.stiffness * model.rest_lengths)[:, None]
         const = obj.w[free, None] * obj.y[free] + pre.ld_free @ obj.x0
         if len(model.pinned_index):
             const -= pre.coupling @ targets
@@ -138,6 +137,7 @@ class LocalGlobal(Integrator):
         if damp:
             kd_h = (model.damping / obj.h)[:, None]
             u0 = obj.u0
+            d0 = inc @ obj.x0
         rho = self.rho if self.rho is not None else pre.rho
         use_cheb = self.chebyshev and rho is not None
         measure = self.chebyshev and rho is None
@@ -147,15 +147,18 @@ class LocalGlobal(Integrator):
         ratios = []
         last_step = None
         for it in range(iterations):
-            # local step
-            d = x[s[:, 0]] - x[s[:, 1]]
+            # local step: d_s = L_s (x_i - x_j)/|x_i - x_j|, weighted by k_s
+            d = inc @ x
             length = np.sqrt(np.einsum("ij,ij->i", d, d))
-            ok = length > 1e-12
-            unit = np.where(ok[:, None], d / np.where(ok, length, 1.0)[:, None],
-                            model.rest_directions)
-            per = k * rest * unit
+            tiny = length <= 1e-12
+            if tiny.any():
+                length[tiny] = 1.0
+                per = d * (k_rest / length[:, None])
+                per[tiny] = k_rest[tiny] * model.rest_directions[tiny]
+            else:
+                per = d * (k_rest / length[:, None])
             if damp:
-                du = model.incidence @ (x - obj.x0)
+                du = d - d0
                 per += kd_h * (du - np.einsum("ij,ij->i", du, u0)[:, None] * u0)
             rhs = const + pre.inc_t_free @ per
             xf_hat = pre.solve(rhs)

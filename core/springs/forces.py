@@ -59,8 +59,7 @@ def spring_geometry(model: Model, x: np.ndarray) -> Tuple[np.ndarray, np.ndarray
     unit : numpy.ndarray
         Shape ``(s, 3)``; the rest direction where ``length`` is ~0.
     """
-    s = model.springs
-    d = x[s[:, 0]] - x[s[:, 1]]
+    d = model.incidence @ x
     length = np.sqrt(np.einsum("ij,ij->i", d, d))
     ok = length > _TINY
     safe = np.where(ok, length, 1.0)
@@ -154,9 +153,9 @@ def max_strain(model: Model, x: np.ndarray) -> float:
     keep = model.rest_lengths > _TINY
     if not np.any(keep):
         return 0.0
-    s = model.springs[keep]
-    length = np.linalg.norm(x[s[:, 0]] - x[s[:, 1]], axis=1)
-    return float(np.max(np.abs(length / model.rest_lengths[keep] - 1.0)))
+    d = model.incidence @ x
+    length = np.sqrt(np.einsum("ij,ij->i", d, d))
+    return float(np.max(np.abs(length[keep] / model.rest_lengths[keep] - 1.0)))
 
 
 class HessianAssembler:
