@@ -1,0 +1,219 @@
+"""``sinew.bake_springs`` and ``sinew.free_bake``.
+
+The bake is one translation step: :mod:`.read` copies the deformed input, pins and
+colliders of every frame into numpy, ``core.springs`` simulates in world space, and
+:mod:`.write` stores object-space positions. The job touches the scene only in
+``commit``; a failed or cancelled bake leaves the object as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import bpy
+import numpy as np
+from bpy.props import IntProperty
+
+from .. import deps
+from ..bakejob import BakeJob, BakeOperator
+from ..core.errors import SinewError
+from . import read, write
+
+
+@dataclass(frozen=True)
+class SpringSettings:
+    """The plain settings of one bake, copied from ``object.sinew_springs``."""
+
+    solver: str
+    vertex_mass: float
+    stiffness: float
+    shear_stiffness: float
+    bending_stiffness: float
+    damping: float
+    air_drag: float
+    pin_group: str
+    substeps: int
+    iterations: int
+    output: str
+
+    @classmethod
+    def from_props(cls, props: Any) -> "SpringSettings":
+        return cls(props.solver, float(props.vertex_mass), float(props.stiffness),
+                   float(props.shear_stiffness), float(props.bending_stiffness),
+                   float(props.damping), float(props.air_drag), props.pin_group,
+                   int(props.substeps), int(props.iterations), props.output)
+
+
+def scene_fps(scene: bpy.types.Scene) -> float:
+    """Frames per second of ``scene`` (``fps / fps_base``)."""
+    return scene.render.fps / scene.render.fps_base
+
+
+def scene_gravity(scene: bpy.types.Scene) -> np.ndarray:
+    """The scene's gravity ``(3,)`` m/s², zero when ``use_gravity`` is off."""
+    return np.array(scene.gravity, dtype=np.float64) if scene.use_gravity else np.zeros(3)
+
+
+def check_object(obj: Any) -> None:
+    """Raise :class:`SinewError` unless ``obj`` is a mesh object that can be baked."""
+    if obj is None or obj.type != "MESH":
+        raise SinewError("select a mesh object to bake springs")
+    if obj.mode != "OBJECT":
+        raise SinewError(f"{obj.name}: switch to Object Mode before baking")
+
+
+class SpringBakeJob(BakeJob):
+    """Reads every frame up front, simulates one frame per :meth:`step`, writes in :meth:`commit`."""
+
+    def __init__(self, context: bpy.types.Context, obj: bpy.types.Object, frame_start: int,
+                 frame_end: int) -> None:
+        super().__init__()
+        problem = deps.scipy_problem()
+        if problem:
+            raise SinewError(problem)
+        from ..core.springs import Simulator, TriangleMesh, build_model, build_springs
+
+        check_object(obj)
+        if frame_end < frame_start:
+            raise SinewError(f"frame_end ({frame_end}) is before frame_start ({frame_start})")
+        self.label = f"Springs {obj.name}"
+        self.obj = obj
+        self.settings = s = SpringSettings.from_props(obj.sinew_springs)
+        if s.pin_group and obj.vertex_groups.get(s.pin_group) is None:
+            raise SinewError(f"{obj.name}: the pin group '{s.pin_group}' does not exist; pick one of "
+                             f"the object's vertex groups or clear the field")
+        if s.output == "CACHE":
+            write.cache_path(obj)  # raises when the .blend is unsaved
+        scene = context.scene
+        self.started = started = time.perf_counter()
+        with write.unbaked_view(obj):
+            self.input = inp = read.read_input(scene, obj, frame_start, frame_end, s.pin_group,
+                                               obj.sinew_springs.collision_collection)
+        topo = inp.topology
+        springs = build_springs(topo.vertex_count, topo.edges, topo.loop_starts, topo.loop_totals,
+                                topo.loop_vertices, shear=s.shear_stiffness > 0,
+                                bending=s.bending_stiffness > 0)
+        self.model = build_model(inp.world[0], springs, stiffness=s.stiffness,
+                                 shear_stiffness=s.shear_stiffness,
+                                 bending_stiffness=s.bending_stiffness, damping=s.damping,
+                                 vertex_mass=s.vertex_mass, pinned=inp.pin_weights > 0,
+                                 air_drag=s.air_drag, gravity=scene_gravity(scene))
+        self.sim = Simulator(self.model, s.solver, fps=scene_fps(scene), substeps=s.substeps,
+                             iterations=s.iterations, frame_start=frame_start)
+        self._colliders = [[TriangleMesh(v, t, thickness=th, friction=fr) for v, t, th, fr in cols]
+                           for cols in inp.colliders]
+        self.positions = np.empty_like(inp.world)
+        self.positions[0] = self.sim.state.x
+        self.iterations = 0
+        self.max_strain = 0.0
+        self.read_time = time.perf_counter() - started
+        self.total = len(inp.frames) - 1
+        self.done = 0
+
+    def step(self) -> bool:
+        if self.done >= self.total:
+            return True
+        i = self.done + 1
+        pins = self.input.world[i][self.model.pinned_index]
+        diag = self.sim.advance(pins, self._colliders[i])
+        self.positions[i] = self.sim.state.x
+        self.iterations += diag.iterations
+        self.max_strain = max(self.max_strain, float(diag.max_strain))
+        self.done = i
+        return self.done >= self.total
+
+    def cancel(self) -> None:
+        self.positions = None
+
+    def local_positions(self) -> np.ndarray:
+        """The simulated positions in object space per frame, ``(F, n, 3)``."""
+        mats = self.input.matrices
+        inv = np.linalg.inv(mats[:, :3, :3])
+        return np.einsum("fij,fnj->fni", inv, self.positions - mats[:, None, :3, 3])
+
+    def commit(self, context: bpy.types.Context) -> str:
+        obj, props = self.obj, self.obj.sinew_springs
+        frames = self.input.frames
+        local = self.local_positions()
+        if props.baked:
+            free_bake(obj)
+        record = write.write(obj, self.settings.output, frames, local)
+        props.bake_record = json.dumps(record)
+        props.baked = True
+        props.bake_output = self.settings.output
+        props.bake_frame_start = int(frames[0])
+        props.bake_frame_end = int(frames[-1])
+        props.bake_iterations = self.iterations / max(self.total, 1)
+        props.bake_max_strain = self.max_strain
+        props.bake_time = time.perf_counter() - self.started
+        return (f"{obj.name}: {len(frames)} frames, {props.bake_iterations:.1f} iterations per "
+                f"frame, max strain {100.0 * self.max_strain:.2f}%")
+
+
+def free_bake(obj: bpy.types.Object) -> bool:
+    """Remove ``obj``'s bake and restore it exactly; False when there was none."""
+    props = obj.sinew_springs
+    if not props.baked:
+        return False
+    record = json.loads(props.bake_record) if props.bake_record else {}
+    write.free(obj, record)
+    props.baked = False
+    props.bake_record = ""
+    props.bake_output = ""
+    props.bake_frame_start = props.bake_frame_end = 0
+    props.bake_time = props.bake_iterations = props.bake_max_strain = 0.0
+    return True
+
+
+class SINEW_OT_bake_springs(BakeOperator, bpy.types.Operator):
+    """Simulate the active mesh as a mass-spring system and bake the motion"""
+
+    bl_idname = "sinew.bake_springs"
+    bl_label = "Bake Springs"
+    bl_options = {"REGISTER", "UNDO"}
+
+    frame_start: IntProperty(name="Start", description="First frame (default: the scene's start)")
+    frame_end: IntProperty(name="End", description="Last frame (default: the scene's end)")
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        obj = context.active_object
+        return obj is not None and obj.type == "MESH"
+
+    def make_job(self, context: bpy.types.Context) -> BakeJob:
+        scene = context.scene
+        if not self.properties.is_property_set("frame_start"):
+            self.frame_start = scene.frame_start
+        if not self.properties.is_property_set("frame_end"):
+            self.frame_end = scene.frame_end
+        return SpringBakeJob(context, context.active_object, self.frame_start, self.frame_end)
+
+
+class SINEW_OT_free_bake(bpy.types.Operator):
+    """Remove the active mesh's spring bake and restore the mesh exactly as before"""
+
+    bl_idname = "sinew.free_bake"
+    bl_label = "Free Bake"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        obj = context.active_object
+        return obj is not None and obj.type == "MESH"
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        obj = context.active_object
+        if obj.mode != "OBJECT":
+            self.report({"ERROR"}, f"{obj.name}: switch to Object Mode before freeing the bake")
+            return {"CANCELLED"}
+        if not free_bake(obj):
+            self.report({"WARNING"}, f"{obj.name} has no spring bake")
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"{obj.name}: spring bake freed")
+        return {"FINISHED"}
+
+
+classes = (SINEW_OT_bake_springs, SINEW_OT_free_bake)
