@@ -151,3 +151,16 @@ def test_chebyshev_reduces_iterations_for_a_given_error():
     target = error(LocalGlobal(), 40)
     its_cheb = next(i for i in range(1, 41) if error(cheb, i) <= target)
     assert its_cheb <= 24  # measured: about half the plain iterations
+
+
+def test_newton_pcg_and_direct_agree():
+    m = grid_model()
+    sim = Simulator(m, "NEWTON", fps=24, iterations=20)
+    for _ in range(3):
+        sim.advance()
+    a, b = sim.state.copy(), sim.state.copy()
+    NewtonImplicitEuler(tolerance=1e-12, linear_solver="DIRECT").step(m, a, 1 / 24, iterations=40)
+    info = NewtonImplicitEuler(tolerance=1e-12, linear_solver="PCG").step(m, b, 1 / 24,
+                                                                          iterations=40)
+    assert info.residual < 1e-9
+    assert np.abs(a.x - b.x).max() < 1e-8
