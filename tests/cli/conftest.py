@@ -20,12 +20,26 @@ def blender_binary() -> str:
     return path
 
 
+def clean_env() -> dict[str, str]:
+    """The environment for the system blender: no pyenv, no virtualenv, no PYTHON* paths.
+
+    Debian's blender embeds the system Python and finds its standard library through
+    ``python3`` on PATH; a pyenv or venv interpreter there would hand it the wrong one.
+    """
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYENV", "PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV"))}
+    parts = [p for p in env.get("PATH", "").split(os.pathsep)
+             if p and ".pyenv" not in p and ".venv" not in p]
+    env["PATH"] = os.pathsep.join(parts or ["/usr/local/bin", "/usr/bin", "/bin"])
+    return env
+
+
 @pytest.fixture()
 def blender(tmp_path: Path):
     """Run ``blender -b --factory-startup --python-exit-code 1 ...`` with a private user folder."""
 
     def run(*args: str, script: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-        env = dict(os.environ)
+        env = clean_env()
         for key, sub in (("BLENDER_USER_SCRIPTS", "scripts"), ("BLENDER_USER_CONFIG", "config"),
                          ("BLENDER_USER_DATAFILES", "datafiles")):
             env[key] = str(tmp_path / "user" / sub)
