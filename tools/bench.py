@@ -1,0 +1,191 @@
+"""Run every benchmark section in this process and write out/bench.md and plots.
+
+Called by ``python3 build.py bench`` inside a bpy environment (one process per Blender
+version). Each section is a module under ``bench/`` with ``run(quick) -> list[dict]``;
+the sections that compare against Blender run Blender's own solver side by side in this
+same process, alternating and repeating runs themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import math
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SECTIONS = [
+    ("IK in core: 10-bone chain, 1,000 frames", "bench.ik_core"),
+    ("IK: Sinew core against ikpy (same chains and targets)", "bench.ikpy_compare"),
+    ("IK bake: Sinew against Blender's IK constraint + nla.bake (same rig, same target)", "bench.ik_blender"),
+    ("Springs in core: hanging grids, two top corners pinned", "bench.springs_core"),
+    ("Spring bake: Sinew FAST against Blender's Cloth modifier (64² grid)", "bench.springs_blender"),
+    ("Keyframe writing", "bench.keys"),
+]
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+
+
+def versions() -> str:
+    import numpy
+    import scipy
+
+    parts = [f"Python {platform.python_version()}", f"numpy {numpy.__version__}", f"scipy {scipy.__version__}"]
+    try:
+        import bpy
+
+        parts.insert(0, f"Blender {bpy.app.version_string} (bpy module)")
+    except ImportError:
+        pass
+    return ", ".join(parts)
+
+
+def fmt(v) -> str:
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "–"
+        if v == 0:
+            return "0"
+        if abs(v) >= 1e5 or abs(v) < 1e-3:
+            return f"{v:.2e}"
+        if abs(v) >= 100:
+            return f"{v:.0f}"
+        return f"{v:.3g}"
+    return str(v)
+
+
+def table(rows: list[dict]) -> str:
+    if not rows:
+        return "(no rows)\n"
+    cols: list[str] = []
+    for r in rows:
+        for k in r:
+            if k not in cols:
+                cols.append(k)
+    out = ["| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
+    for r in rows:
+        out.append("| " + " | ".join(fmt(r.get(c, "")) for c in cols) + " |")
+    return "\n".join(out) + "\n"
+
+
+def plot_scaling(rows: list[dict], path: Path) -> bool:
+    pts = [r for r in rows if "vertices" in r and "ms_per_frame" in r and isinstance(r.get("ms_per_frame"), float)]
+    if not pts:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    key = "integrator" if "integrator" in pts[0] else "solver"
+    for name in sorted({r.get(key, "?") for r in pts}):
+        sel = sorted((r["vertices"], r["ms_per_frame"]) for r in pts if r.get(key) == name and r["ms_per_frame"] > 0)
+        if sel:
+            ax.loglog([s[0] for s in sel], [s[1] for s in sel], "o-", label=name)
+    ax.set_xlabel("vertices")
+    ax.set_ylabel("ms per frame")
+    ax.set_title("Spring solvers: cost against mesh size (log-log)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def plot_ik(rows: list[dict], path: Path) -> bool:
+    pts = [r for r in rows if "ms_per_frame" in r and r.get("frames")]
+    if not pts:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r.get('library', 'Sinew')} {r.get('solver', '')}\n{r.get('bones', '')} bones" for r in pts]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    ax.bar(range(len(pts)), [r["ms_per_frame"] for r in pts], color=["C0" if r.get("library") == "Sinew" else "C3"
+                                                                       for r in pts])
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(pts)), labels, fontsize=7)
+    ax.set_ylabel("ms per frame (log)")
+    ax.set_title("IK: Sinew (blue) against ikpy (red), warm-started per frame")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", default=str(ROOT / "out"))
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--label", default="5.2")
+    parser.add_argument("--only", nargs="*", help="module names to run (default: all)")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = "" if args.label == "5.2" else f"_{args.label.replace('.', '')}"
+    started = time.perf_counter()
+    doc = [
+        f"# Sinew benchmarks{' (quick)' if args.quick else ''}",
+        "",
+        f"- date: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}",
+        f"- machine: {machine()}",
+        f"- versions: {versions()}",
+        "- every figure below was measured in this run; ratios are what we claim, absolute times are this "
+        "machine's.",
+        "",
+    ]
+    failed = 0
+    all_rows: dict[str, list[dict]] = {}
+    for title, module in SECTIONS:
+        if args.only and module.split(".")[-1] not in args.only:
+            continue
+        print(f"bench: {title} ...", flush=True)
+        t0 = time.perf_counter()
+        try:
+            rows = importlib.import_module(module).run(args.quick)
+        except Exception:  # a broken section is reported, the others still run
+            failed += 1
+            doc += [f"## {title}", "", "```", traceback.format_exc(), "```", ""]
+            traceback.print_exc()
+            continue
+        all_rows[module] = rows
+        doc += [f"## {title}", "", table(rows), f"_{time.perf_counter() - t0:.1f} s_", ""]
+        print(table(rows), flush=True)
+    pics = []
+    if plot_scaling(all_rows.get("bench.springs_core", []), out / f"bench_springs{suffix}.png"):
+        pics.append(f"bench_springs{suffix}.png")
+    if plot_ik(all_rows.get("bench.ikpy_compare", []), out / f"bench_ik{suffix}.png"):
+        pics.append(f"bench_ik{suffix}.png")
+    doc += [f"![{p}]({p})" for p in pics]
+    doc += ["", f"Total: {time.perf_counter() - started:.0f} s."]
+    path = out / f"bench{suffix}.md"
+    path.write_text("\n".join(doc) + "\n")
+    print(f"bench: wrote {path}" + "".join(f", {out / p}" for p in pics))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
