@@ -146,6 +146,8 @@ class LocalGlobal(Integrator):
         omega = 1.0
         ratios = []
         last_step = None
+        last_plain = None
+        cheb_start = self.chebyshev_start
         for it in range(iterations):
             # local step: d_s = L_s (x_i - x_j)/|x_i - x_j|, weighted by k_s
             d = inc @ x
@@ -162,12 +164,19 @@ class LocalGlobal(Integrator):
                 per += kd_h * (du - np.einsum("ij,ij->i", du, u0)[:, None] * u0)
             rhs = const + pre.inc_t_free @ per
             xf_hat = pre.solve(rhs)
-            if use_cheb and it >= self.chebyshev_start:
-                if it == self.chebyshev_start:
+            if use_cheb and it >= cheb_start:
+                if it == cheb_start:
                     omega = 2.0 / (2.0 - rho * rho)
                 else:
                     omega = 4.0 / (4.0 - rho * rho * omega)
                 xf_new = omega * (self.gamma * (xf_hat - xf) + xf - xf_prev) + xf_prev
+                plain = float(np.linalg.norm(xf_hat - xf))
+                if last_plain is not None and plain > last_plain:
+                    # safeguard: the local/global map is not linear, so Chebyshev can
+                    # overshoot; restart from the plain iterate (Wang 2015 §4)
+                    xf_new = xf_hat
+                    cheb_start = it + 2
+                last_plain = plain
             else:
                 xf_new = xf_hat
             if measure:
