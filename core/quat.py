@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "identity", "normalize", "multiply", "conjugate", "inverse", "rotate",
+    "identity", "normalize", "cross", "multiply", "conjugate", "inverse", "rotate",
     "from_axis_angle", "from_rotvec", "to_rotvec", "between", "to_matrix", "from_matrix",
     "angle", "angle_between", "slerp", "swing_twist", "twist_angle", "make_continuous",
     "canonical",
@@ -118,6 +118,22 @@ def inverse(q: np.ndarray) -> np.ndarray:
     return conjugate(q) / np.where(n2 > _EPS, n2, 1.0)
 
 
+def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cross product over the last axis (a faster ``np.cross`` for 3-vectors).
+
+    Parameters
+    ----------
+    a, b : ndarray, shape (..., 3)
+
+    Returns
+    -------
+    ndarray, shape (..., 3)
+    """
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    return np.stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), axis=-1)
+
+
 def rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Rotate vectors by unit quaternions.
 
@@ -135,8 +151,8 @@ def rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     v = np.asarray(v, dtype=np.float64)
     w = q[..., :1]
     u = q[..., 1:]
-    t = 2.0 * np.cross(u, v)
-    return v + w * t + np.cross(u, t)
+    t = 2.0 * cross(u, v)
+    return v + w * t + cross(u, t)
 
 
 def from_axis_angle(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
@@ -249,7 +265,7 @@ def between(u: np.ndarray, v: np.ndarray, fallback_axis: np.ndarray | None = Non
     uu = u / np.where(nu > _EPS, nu, 1.0)
     vv = v / np.where(nv > _EPS, nv, 1.0)
     d = np.einsum("...i,...i->...", uu, vv)
-    q = np.concatenate(((1.0 + d)[..., None], np.cross(uu, vv)), axis=-1)
+    q = np.concatenate(((1.0 + d)[..., None], cross(uu, vv)), axis=-1)
     anti = (d < -1.0 + 1e-12) & ~zero
     if np.any(anti):
         perp = _any_perpendicular(uu)
