@@ -32,9 +32,9 @@ def step_angles(rot):
 @pytest.mark.parametrize("name", NAMES)
 def test_bake_follows_target_and_is_sign_continuous(name):
     c = straight(5)
-    tg = circle(60)
+    tg = circle(40)
     res = bake_chain(c, tg, name, SolveSettings(400, 1e-6))
-    assert res.rotations.shape == (60, 5, 4) and res.iterations.shape == (60,)
+    assert res.rotations.shape == (40, 5, 4) and res.iterations.shape == (40,)
     tips = forward_kinematics_batch(c, res.rotations)[:, -1]
     np.testing.assert_allclose(np.linalg.norm(tips - tg, axis=1), res.errors, atol=1e-12)
     assert np.all(res.converged) and np.all(res.errors <= 1e-6)
@@ -71,11 +71,11 @@ def test_max_step_angle_is_respected_on_a_fast_target(name):
 def test_target_crossing_the_root_and_straight_line_do_not_flip(name):
     c = straight(4)
     # Along the chain's own line from beyond the tip, through the root, out the other side.
-    tg = np.stack((np.zeros(80), np.linspace(2.5, -2.5, 80), np.zeros(80)), axis=1)
-    res = bake_chain(c, tg, name, SolveSettings(300, 1e-6))
+    tg = np.stack((np.zeros(50), np.linspace(2.5, -2.5, 50), np.zeros(50)), axis=1)
+    res = bake_chain(c, tg, name, SolveSettings(100, 1e-5))
     assert np.all(np.isfinite(res.rotations))
     steps = step_angles(res.rotations)
-    # The target moves 0.063 m per frame; no joint may whip around (a flip is ~180 degrees).
+    # The target moves 0.1 m per frame; no joint may whip around (a flip is ~180 degrees).
     assert steps.max() < np.radians(60), np.degrees(steps.max())
 
 
@@ -85,7 +85,7 @@ def test_limits_hold_in_bakes(name):
     lim = JointLimits(rng.random((4, 3)) < 0.2, np.ones((4, 3), bool), -rng.uniform(0.1, 0.8, (4, 3)),
                       rng.uniform(0.1, 0.8, (4, 3)))
     c = straight(4).with_limits(lim)
-    res = bake_chain(c, circle(30), name, SolveSettings(60, 1e-5), max_step_angle=0.2)
+    res = bake_chain(c, circle(15), name, SolveSettings(25, 1e-5), max_step_angle=0.2)
     assert within(res.rotations, lim, tol=1e-9)
 
 
