@@ -37,6 +37,9 @@ from ..core.errors import SinewError
 from .read import is_deform
 
 KEY_PREFIX = "sinew_f"
+# Blender 4.4+ binds an action to an ID through a slot (even where bpy_extras lacks the
+# channel-bag helpers, as in 4.5).
+_SLOTTED = "action_slot" in bpy.types.AnimData.bl_rna.properties
 CACHE_MODIFIER = "Sinew Cache"
 CACHE_DIR = "//sinew_cache/"
 _GROUP = "Sinew"
@@ -177,7 +180,7 @@ def _write_keyframes(obj: bpy.types.Object, frames: np.ndarray, local: np.ndarra
     ref = key.reference_key
     anim = {"anim_existed": key.animation_data is not None,
             "action_existed": key.animation_data is not None and key.animation_data.action is not None}
-    if compat.has_slots() and anim["action_existed"]:
+    if _SLOTTED and anim["action_existed"]:
         anim["slot_existed"] = key.animation_data.action_slot is not None
         anim["slots_before"] = [s.identifier for s in key.animation_data.action.slots]
     record["anim"] = anim
@@ -197,6 +200,22 @@ def _write_keyframes(obj: bpy.types.Object, frames: np.ndarray, local: np.ndarra
         fc = compat.ensure_fcurve(key, f'key_blocks["{name}"].value', 0, _GROUP)
         fr, val = _key_frames(i, count, int(f))
         compat.set_keys(fc, fr, val, "CONSTANT")
+    _bind_slot(key, action)
+
+
+def _bind_slot(key: Any, action: Any) -> None:
+    """Make sure the Key's animation data plays ``action`` (4.4+: through a slot).
+
+    The legacy ``Action.fcurves`` API of 4.4/4.5 creates a slot for new F-curves but does
+    not assign it, so the keys would never play.
+    """
+    ad = key.animation_data
+    if not _SLOTTED or ad.action_slot is not None:
+        return
+    for slot in action.slots:
+        if slot.target_id_type in ("KEY", "UNSPECIFIED"):
+            ad.action_slot = slot
+            return
 
 
 def _free_keyframes(obj: bpy.types.Object, record: dict) -> None:
@@ -215,7 +234,7 @@ def _free_keyframes(obj: bpy.types.Object, record: dict) -> None:
                 fc = compat.find_fcurve(key, f'key_blocks["{name}"].value', 0)
                 if fc is not None:
                     compat.remove_fcurve(key, fc)
-            if compat.has_slots() and "slots_before" in anim:
+            if _SLOTTED and "slots_before" in anim:
                 act = ad.action
                 if not anim.get("slot_existed"):
                     ad.action_slot = None
