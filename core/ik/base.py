@@ -121,6 +121,10 @@ def recover_rotations(chain: Chain, q_old: np.ndarray, desired: np.ndarray, root
         The joints the returned pose really reaches (differs from ``desired`` under limits).
     """
     b, n = q_old.shape[0], chain.n
+    if b == 1 and bounds is None:
+        from ._scalar import recover_one
+        q1, p1 = recover_one(chain, q_old[0], desired[0], root_rot[0], root_pos[0])
+        return q1[None], p1[None]
     q_new = np.empty_like(q_old)
     pos = np.empty((b, n + 1, 3))
     g = root_rot

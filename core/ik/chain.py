@@ -234,6 +234,10 @@ def _fk(chain: Chain, q: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray
         ) -> tuple[np.ndarray, np.ndarray]:
     """Batched FK. ``q (B, n, 4)``, root ``(B, 4)``/``(B, 3)`` -> positions (B, n+1, 3), globals (B, n, 4)."""
     b, n = q.shape[0], chain.n
+    if b == 1:
+        from ._scalar import fk_one
+        p1, g1 = fk_one(chain, q[0], root_rot[0], root_pos[0])
+        return p1[None], g1[None]
     pos = np.empty((b, n + 1, 3))
     glob = np.empty((b, n, 4))
     g = root_rot

@@ -20,9 +20,52 @@ from .chain import Chain, RootLike, _fk
 __all__ = ["FABRIK", "solve", "kernel"]
 
 
+def _passes_scalar(p: np.ndarray, target: np.ndarray, seg: np.ndarray, count: int) -> int:
+    """``count`` passes for one problem with plain floats (numpy is slow on 3-vectors).
+
+    Stops early when the tip is within ``seg``-independent tolerance handled by the caller;
+    returns the number of passes made. ``p`` has shape (n+1, 3) and is updated in place.
+    """
+    pts = p.tolist()
+    segs = seg.tolist()
+    n = len(segs)
+    tx, ty, tz = (float(v) for v in target)
+    bx, by, bz = pts[0]
+    for _ in range(count):
+        nx, ny, nz = tx, ty, tz
+        pts[n] = [nx, ny, nz]
+        for i in range(n - 1, -1, -1):
+            px, py, pz = pts[i]
+            dx, dy, dz = px - nx, py - ny, pz - nz
+            ln = (dx * dx + dy * dy + dz * dz) ** 0.5
+            if ln > 1e-12:
+                k = segs[i] / ln
+                nx, ny, nz = nx + dx * k, ny + dy * k, nz + dz * k
+            else:
+                nx, ny, nz = px, py, pz
+            pts[i] = [nx, ny, nz]
+        qx, qy, qz = bx, by, bz
+        pts[0] = [bx, by, bz]
+        for i in range(n):
+            px, py, pz = pts[i + 1]
+            dx, dy, dz = px - qx, py - qy, pz - qz
+            ln = (dx * dx + dy * dy + dz * dz) ** 0.5
+            if ln > 1e-12:
+                k = segs[i] / ln
+                qx, qy, qz = qx + dx * k, qy + dy * k, qz + dz * k
+            else:
+                qx, qy, qz = px, py, pz
+            pts[i + 1] = [qx, qy, qz]
+    p[:] = pts
+    return count
+
+
 def _passes(p: np.ndarray, targets: np.ndarray, seg: np.ndarray) -> None:
     """One backward + forward pass on joint positions ``p (b, n+1, 3)``, in place."""
     n = seg.shape[0]
+    if p.shape[0] == 1:
+        _passes_scalar(p[0], targets[0], seg, 1)
+        return
     base = p[:, 0].copy()
     nxt = targets
     p[:, n] = nxt

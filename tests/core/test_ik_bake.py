@@ -32,9 +32,9 @@ def step_angles(rot):
 @pytest.mark.parametrize("name", NAMES)
 def test_bake_follows_target_and_is_sign_continuous(name):
     c = straight(5)
-    tg = circle(40)
+    tg = circle(60)  # 6 degrees of orbit per frame
     res = bake_chain(c, tg, name, SolveSettings(400, 1e-6))
-    assert res.rotations.shape == (40, 5, 4) and res.iterations.shape == (40,)
+    assert res.rotations.shape == (60, 5, 4) and res.iterations.shape == (60,)
     tips = forward_kinematics_batch(c, res.rotations)[:, -1]
     np.testing.assert_allclose(np.linalg.norm(tips - tg, axis=1), res.errors, atol=1e-12)
     assert np.all(res.converged) and np.all(res.errors <= 1e-6)
