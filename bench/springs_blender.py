@@ -1,0 +1,190 @@
+"""Sinew springs in Blender vs Blender's own Cloth modifier (not a test).
+
+In one bpy 5.2 process, on the 64² grid of ``primitive_grid_add(x_subdivisions=64,
+y_subdivisions=64, size=2)`` rotated to hang in XZ with its two top corners pinned:
+
+* Blender Cloth at its defaults (pin group through ``settings.vertex_group_mass``), frames
+  stepped with ``frame_set``;
+* Sinew FAST end to end: ``bpy.ops.sinew.bake_springs`` (read, simulate, write shape keys);
+* playback of Sinew's baked result: ``frame_set`` + evaluated mesh read.
+
+Runs alternate and repeat (≥ 3 times); medians and ratios are printed as a markdown table.
+Goals (issue 6): Sinew ≤ 0.5× Blender's ms/frame with max edge strain ≤ 10 %, playback
+≤ 5 ms/frame.
+
+``.venv/bpy-5.2/bin/python bench/springs_blender.py [--quick]``; importable as
+``run(quick) -> list[dict]``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List
+
+ROOT = Path(__file__).resolve().parent.parent
+os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-bench-"))
+
+import bpy  # noqa: E402
+import numpy as np  # noqa: E402
+
+ADDON = "bl_ext.user_default.sinew"
+GRID = 64
+#: Sinew's cloth: 1.2 kg spread over the 2 m × 2 m sheet (0.3 kg/m²), as bench/springs_core.py.
+SINEW = dict(solver="FAST", stiffness=4000.0, shear_stiffness=1000.0, bending_stiffness=20.0,
+             damping=0.05, air_drag=0.1, substeps=1, iterations=10)
+
+
+def _install() -> None:
+    if ADDON in sys.modules:
+        return
+    sys.path.insert(0, str(ROOT))
+    from tests.conftest import built_zip
+
+    res = bpy.ops.extensions.package_install_files(repo="user_default",
+                                                   filepath=str(built_zip("linux-x64")),
+                                                   enable_on_install=True)
+    assert res == {"FINISHED"}, res
+
+
+def _grid(name: str) -> bpy.types.Object:
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=GRID, y_subdivisions=GRID, size=2)
+    ob = bpy.context.active_object
+    ob.name = name
+    ob.rotation_euler = (math.pi / 2, 0.0, 0.0)
+    co = _positions(ob.data)
+    top = np.flatnonzero(co[:, 1] > co[:, 1].max() - 1e-6)
+    corners = [int(top[np.argmin(co[top, 0])]), int(top[np.argmax(co[top, 0])])]
+    ob.vertex_groups.new(name="pins").add(corners, 1.0, "REPLACE")
+    return ob
+
+
+def _positions(me) -> np.ndarray:
+    co = np.empty(3 * len(me.vertices), dtype=np.float32)
+    me.vertices.foreach_get("co", co)
+    return co.reshape(-1, 3).astype(np.float64)
+
+
+def _edges(me) -> np.ndarray:
+    e = np.empty(2 * len(me.edges), dtype=np.int64)
+    me.edges.foreach_get("vertices", e)
+    return e.reshape(-1, 2)
+
+
+def _evaluated(ob) -> np.ndarray:
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    me = ev.to_mesh()
+    x = _positions(me)
+    ev.to_mesh_clear()
+    return x
+
+
+def _strain(x: np.ndarray, edges: np.ndarray, rest: np.ndarray) -> float:
+    return float(np.max(np.abs(np.linalg.norm(x[edges[:, 0]] - x[edges[:, 1]], axis=1) / rest - 1)))
+
+
+def _remove(ob) -> None:
+    me = ob.data
+    bpy.data.objects.remove(ob)
+    key = me.shape_keys
+    bpy.data.meshes.remove(me)
+    for a in list(bpy.data.actions):
+        if a.users == 0:
+            bpy.data.actions.remove(a)
+
+
+def blender_cloth(frames: int) -> Dict[str, float]:
+    scene = bpy.context.scene
+    scene.frame_set(1)
+    ob = _grid("BlenderCloth")
+    edges, rest_x = _edges(ob.data), _positions(ob.data)
+    rest = np.linalg.norm(rest_x[edges[:, 0]] - rest_x[edges[:, 1]], axis=1)
+    cloth = ob.modifiers.new("Cloth", "CLOTH")
+    cloth.settings.vertex_group_mass = "pins"
+    cloth.point_cache.frame_start, cloth.point_cache.frame_end = 1, frames
+    scene.frame_set(1)
+    _evaluated(ob)
+    elapsed, strain = 0.0, 0.0
+    for f in range(2, frames + 1):
+        t = time.perf_counter()
+        scene.frame_set(f)
+        bpy.context.evaluated_depsgraph_get()
+        elapsed += time.perf_counter() - t
+        strain = max(strain, _strain(_evaluated(ob), edges, rest))
+    _remove(ob)
+    scene.frame_set(1)
+    return {"ms_per_frame": 1000 * elapsed / (frames - 1), "max_edge_strain": strain}
+
+
+def sinew(frames: int) -> Dict[str, float]:
+    scene = bpy.context.scene
+    scene.frame_set(1)
+    ob = _grid("SinewCloth")
+    edges, rest_x = _edges(ob.data), _positions(ob.data)
+    rest = np.linalg.norm(rest_x[edges[:, 0]] - rest_x[edges[:, 1]], axis=1)
+    s = ob.sinew_springs
+    s.enabled, s.pin_group = True, "pins"
+    s.vertex_mass = 1.2 / len(ob.data.vertices)
+    for k, v in SINEW.items():
+        setattr(s, k, v)
+    t = time.perf_counter()
+    res = bpy.ops.sinew.bake_springs(frame_start=1, frame_end=frames)
+    elapsed = time.perf_counter() - t
+    assert res == {"FINISHED"}, res
+    play, strain = 0.0, 0.0
+    for f in range(1, frames + 1):
+        t = time.perf_counter()
+        scene.frame_set(f)
+        x = _evaluated(ob)
+        play += time.perf_counter() - t
+        strain = max(strain, _strain(x, edges, rest))
+    _remove(ob)
+    scene.frame_set(1)
+    return {"ms_per_frame": 1000 * elapsed / frames, "max_edge_strain": strain,
+            "playback_ms_per_frame": 1000 * play / frames}
+
+
+def run(quick: bool = False) -> List[dict]:
+    """Alternate Blender Cloth and Sinew ≥ 3 times; return one dict per method (medians)."""
+    _install()
+    bpy.ops.wm.read_homefile(use_empty=True)
+    frames, reps = (30, 3) if quick else (100, 3)
+    cloth_runs, sinew_runs = [], []
+    for _ in range(reps):
+        cloth_runs.append(blender_cloth(frames))
+        sinew_runs.append(sinew(frames))
+
+    def med(runs, key):
+        return statistics.median(r[key] for r in runs)
+
+    c_ms, s_ms = med(cloth_runs, "ms_per_frame"), med(sinew_runs, "ms_per_frame")
+    return [
+        {"method": "Blender Cloth (defaults)", "grid": GRID, "frames": frames, "repeats": reps,
+         "ms_per_frame": c_ms, "max_edge_strain": med(cloth_runs, "max_edge_strain"),
+         "ratio_to_blender": 1.0, "playback_ms_per_frame": float("nan")},
+        {"method": "Sinew FAST (read+simulate+write keys)", "grid": GRID, "frames": frames,
+         "repeats": reps, "ms_per_frame": s_ms, "max_edge_strain": med(sinew_runs, "max_edge_strain"),
+         "ratio_to_blender": s_ms / c_ms,
+         "playback_ms_per_frame": med(sinew_runs, "playback_ms_per_frame")},
+    ]
+
+
+def table(rows: List[dict]) -> str:
+    out = ["| method | grid | frames | ms/frame | × Blender | max edge strain | playback ms/frame |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        pb = "" if math.isnan(r["playback_ms_per_frame"]) else f"{r['playback_ms_per_frame']:.2f}"
+        out.append(f"| {r['method']} | {r['grid']}² | {r['frames']} | {r['ms_per_frame']:.1f} | "
+                   f"{r['ratio_to_blender']:.2f} | {100 * r['max_edge_strain']:.1f}% | {pb} |")
+    out.append("")
+    out.append("Goals: Sinew ≤ 0.50× Blender, max edge strain ≤ 10%, playback ≤ 5 ms/frame.")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(table(run(quick="--quick" in sys.argv[1:])))
