@@ -46,9 +46,21 @@ from .model import Model, State
 
 __all__ = ["LocalGlobal"]
 
+_TINY = F._TINY
+
 
 class _Prefactored:
-    """Per-(model, h) matrices of the global step."""
+    """Per-(model, h) matrices and work buffers of the global step.
+
+    Attributes (``s`` springs, ``f`` free and ``p`` pinned vertices):
+    ``matrix`` CSC ``(f, f)`` = ``W + L_k + L_d/h`` over the free vertices and
+    ``matrix_csr`` the same in CSR (for products); ``solve`` its factorised
+    solve; ``coupling`` CSR ``(f, p)`` (free-pinned block of ``L_k + L_d/h``);
+    ``ld_free`` CSR ``(f, n)``; ``inc_free`` CSR ``(s, f)`` and ``inc_pinned``
+    CSR ``(s, p)`` (columns of the incidence matrix ``Aᵀ``); ``inc_t_free`` CSR
+    ``(f, s)``; ``k_rest`` ``(s,)`` = ``k L``; ``kd_h`` ``(s,)`` = ``k_d/h``;
+    ``rho`` the Chebyshev spectral-radius estimate.
+    """
 
     def __init__(self, model: Model, h: float) -> None:
         free, pinned = model.free_index, model.pinned_index
@@ -59,12 +71,61 @@ class _Prefactored:
         w = model.masses * (1.0 / h**2 + model.air_drag / h)
         k_ff = k_all[free][:, free]
         self.matrix = (sp.diags(w[free]) + k_ff).tocsc()
+        self.matrix_csr = self.matrix.tocsr()
         self.solve = factor_spd(self.matrix)
         self.coupling = k_all[free][:, pinned].tocsr()
         self.ld_free = ld.tocsr()[free]
+        inc_csc = inc.tocsc()
+        self.inc_free = inc_csc[:, free].tocsr()
+        self.inc_pinned = inc_csc[:, pinned].tocsr()
         self.inc_t_free = inc_t.tocsr()[free]
+        self.k_rest = model.stiffness * model.rest_lengths
+        self.kd_h = model.damping / h
         self.has_damping = bool(np.any(model.damping))
+        s = model.spring_count
+        self._length = np.empty(s)
+        self._scale = np.empty(s)
+        self._proj = np.empty(s)
         self.rho: Optional[float] = None
+
+    def spring_forces(self, model: Model, xf: np.ndarray, d_pin: Optional[np.ndarray],
+                      u0: Optional[np.ndarray]) -> np.ndarray:
+        """The local step, already weighted: ``K d + (1/h) T-term`` per spring.
+
+        ``per_s = k_s L_s d_s/‖d_s‖ + (k_d/h)(d_s − (d_s·û⁰_s) û⁰_s)`` with
+        ``d = Aᵀ x`` (the damping part is the lagged transverse term up to a
+        per-step constant, see :meth:`LocalGlobal._iterate`). One sparse
+        product and a few in-place vectorised passes.
+
+        Shapes: ``xf (f, 3)``, ``d_pin (s, 3)`` or ``None`` (pinned part of
+        ``Aᵀ x``), ``u0 (s, 3)`` or ``None`` (no damping); returns ``(s, 3)``.
+        """
+        d = self.inc_free @ xf
+        if d_pin is not None:
+            d += d_pin
+        length, scale = self._length, self._scale
+        np.einsum("ij,ij->i", d, d, out=length)
+        np.sqrt(length, out=length)
+        tiny = None
+        if length.min(initial=np.inf) <= _TINY:
+            tiny = length <= _TINY
+            length[tiny] = 1.0
+        np.divide(self.k_rest, length, out=scale)
+        if tiny is not None:
+            scale[tiny] = 0.0
+        if u0 is not None:
+            scale += self.kd_h
+            proj = self._proj
+            np.einsum("ij,ij->i", d, u0, out=proj)
+            proj *= self.kd_h
+            d *= scale[:, None]
+            d -= proj[:, None] * u0
+        else:
+            d *= scale[:, None]
+        if tiny is not None:
+            # coincident ends: push along the rest direction (as forces.spring_geometry)
+            d[tiny] += self.k_rest[tiny, None] * model.rest_directions[tiny]
+        return d
 
 
 class LocalGlobal(Integrator):
@@ -115,33 +176,53 @@ class LocalGlobal(Integrator):
         x = obj.start(targets)
         free = model.free_index
         its = max(int(iterations), 1)
+        r = float("nan")
         if len(free) and model.spring_count:
             pre = self.prefactored(model, h)
-            x = self._iterate(model, pre, obj, x, targets, its)
-        elif len(free):
-            its = 1
-        r = float(np.linalg.norm(obj.gradient(x))) if self.compute_residual else float("nan")
+            r = self._iterate(model, pre, obj, x, targets, its)
+        else:
+            its = 1 if len(free) else its
+            if self.compute_residual:
+                r = float(np.linalg.norm(obj.gradient(x)))
         x0 = obj.x0
         self._finish(model, state, x, (x - x0) / h, x0, h, targets, colliders)
         return StepInfo(its, r)
 
     def _iterate(self, model: Model, pre: _Prefactored, obj: Objective, x: np.ndarray,
-                 targets: np.ndarray, iterations: int) -> np.ndarray:
+                 targets: np.ndarray, iterations: int) -> float:
+        """Run the local/global iterations on ``x`` ``(n, 3)`` in place (free rows).
+
+        The right-hand side of the global step at ``x`` is
+        ``b(x) = c + A_f (per(x))`` with the per-step constant ``c`` and the
+        weighted local step ``per`` (:meth:`_Prefactored.spring_forces`); the
+        damping term ``(k_d/h)(Δd − (Δd·û⁰)û⁰)`` with ``Δd = d − d⁰`` is split
+        into its ``d`` part (in ``per``) and its ``d⁰`` part (in ``c``). Since
+        ``∇E(x) = L_k x − J d(x)`` (Liu 2013 §4), the gradient of ``g`` over
+        the free vertices is exactly ``∇g(x) = S x − b(x)`` (``S`` the system
+        matrix), so the residual costs one more local step and one product.
+
+        Returns ``‖∇g‖`` at the final ``x`` if ``compute_residual``, else ``nan``.
+        """
         free = model.free_index
-        inc = model.incidence
-        k_rest = (model.stiffness * model.rest_lengths)[:, None]
-        const = obj.w[free, None] * obj.y[free] + pre.ld_free @ obj.x0
-        if len(model.pinned_index):
-            const -= pre.coupling @ targets
+        const = obj.w[free, None] * obj.y[free]
         damp = pre.has_damping
         if damp:
-            kd_h = (model.damping / obj.h)[:, None]
+            const += pre.ld_free @ obj.x0
             u0 = obj.u0
-            d0 = inc @ obj.x0
+            d0 = model.incidence @ obj.x0
+            c_s = d0 - np.einsum("ij,ij->i", d0, u0)[:, None] * u0
+            c_s *= -pre.kd_h[:, None]
+            const += pre.inc_t_free @ c_s
+        else:
+            u0 = None
+        d_pin = None
+        if len(model.pinned_index):
+            const -= pre.coupling @ targets
+            d_pin = pre.inc_pinned @ targets
         rho = self.rho if self.rho is not None else pre.rho
         use_cheb = self.chebyshev and rho is not None
         measure = self.chebyshev and rho is None
-        xf = x[free].copy()
+        xf = x[free]
         xf_prev = xf
         omega = 1.0
         ratios = []
@@ -149,20 +230,8 @@ class LocalGlobal(Integrator):
         last_plain = None
         cheb_start = self.chebyshev_start
         for it in range(iterations):
-            # local step: d_s = L_s (x_i - x_j)/|x_i - x_j|, weighted by k_s
-            d = inc @ x
-            length = np.sqrt(np.einsum("ij,ij->i", d, d))
-            tiny = length <= 1e-12
-            if tiny.any():
-                length[tiny] = 1.0
-                per = d * (k_rest / length[:, None])
-                per[tiny] = k_rest[tiny] * model.rest_directions[tiny]
-            else:
-                per = d * (k_rest / length[:, None])
-            if damp:
-                du = d - d0
-                per += kd_h * (du - np.einsum("ij,ij->i", du, u0)[:, None] * u0)
-            rhs = const + pre.inc_t_free @ per
+            rhs = pre.inc_t_free @ pre.spring_forces(model, xf, d_pin, u0)
+            rhs += const
             xf_hat = pre.solve(rhs)
             if use_cheb and it >= cheb_start:
                 if it == cheb_start:
@@ -185,7 +254,12 @@ class LocalGlobal(Integrator):
                     ratios.append(step_norm / last_step)
                 last_step = step_norm
             xf_prev, xf = xf, xf_new
-            x[free] = xf
+        x[free] = xf
         if measure and ratios:
             pre.rho = float(min(max(ratios[-1], 0.0), 0.9999))
-        return x
+        if not self.compute_residual:
+            return float("nan")
+        grad = pre.matrix_csr @ xf
+        grad -= pre.inc_t_free @ pre.spring_forces(model, xf, d_pin, u0)
+        grad -= const
+        return float(np.linalg.norm(grad))
