@@ -35,7 +35,8 @@ from .model import Model
 __all__ = [
     "spring_geometry", "spring_energy", "spring_gradient", "spring_hessian_blocks",
     "damping_forces", "damping_blocks", "external_forces", "gravity_energy",
-    "potential_energy", "kinetic_energy", "max_strain", "HessianAssembler",
+    "potential_energy", "kinetic_energy", "max_strain", "spring_energy_and_strain",
+    "HessianAssembler",
 ]
 
 _TINY = 1e-12
@@ -61,6 +62,8 @@ def spring_geometry(model: Model, x: np.ndarray) -> Tuple[np.ndarray, np.ndarray
     """
     d = model.incidence @ x
     length = np.sqrt(np.einsum("ij,ij->i", d, d))
+    if length.min(initial=np.inf) > _TINY:
+        return d, length, d / length[:, None]
     ok = length > _TINY
     safe = np.where(ok, length, 1.0)
     unit = np.where(ok[:, None], d / safe[:, None], model.rest_directions)
@@ -146,6 +149,37 @@ def potential_energy(model: Model, x: np.ndarray) -> float:
 def kinetic_energy(model: Model, v: np.ndarray) -> float:
     """``Σ ½ m ‖v‖²`` in J for velocities ``(n, 3)``."""
     return float(0.5 * np.dot(model.masses, np.einsum("ij,ij->i", v, v)))
+
+
+def spring_energy_and_strain(model: Model, x: np.ndarray) -> Tuple[float, float]:
+    """Elastic energy (J) and :func:`max_strain` from one pass over the springs.
+
+    Parameters
+    ----------
+    model : Model
+    x : numpy.ndarray
+        Shape ``(n, 3)``, m.
+
+    Returns
+    -------
+    energy : float
+        ``Σ ½ k (ℓ − L)²``, J.
+    strain : float
+        ``max |ℓ/L − 1|`` over springs with rest length > 0 (0 if none).
+    """
+    if model.spring_count == 0:
+        return 0.0, 0.0
+    d = model.incidence @ x
+    length = np.sqrt(np.einsum("ij,ij->i", d, d))
+    stretch = length - model.rest_lengths
+    energy = float(0.5 * np.dot(model.stiffness, stretch * stretch))
+    rest = model.rest_lengths
+    if rest.min() > _TINY:
+        strain = float(np.max(np.abs(stretch / rest)))
+    else:
+        keep = rest > _TINY
+        strain = float(np.max(np.abs(stretch[keep] / rest[keep]))) if np.any(keep) else 0.0
+    return energy, strain
 
 
 def max_strain(model: Model, x: np.ndarray) -> float:

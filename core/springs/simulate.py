@@ -196,7 +196,8 @@ class Simulator:
                     raise DivergenceError(frame, "positions or velocities became NaN or infinite",
                                           self._remedy())
             ke = F.kinetic_energy(model, work.v)
-            pe = F.potential_energy(model, work.x)
+            e_spring, strain = F.spring_energy_and_strain(model, work.x)
+            pe = e_spring + F.gravity_energy(model, work.x)
         if len(prev):
             travel = float(np.max(np.linalg.norm(nxt - prev, axis=1)))
             self._scale += model.total_mass * ((travel * self.fps) ** 2
@@ -206,7 +207,7 @@ class Simulator:
                 frame, f"the energy ran away (kinetic energy {ke:.3g} J)", self._remedy())
         self.state = work
         self.frame = frame
-        return FrameDiagnostics(frame, total_its, residual, ke, pe, F.max_strain(model, work.x))
+        return FrameDiagnostics(frame, total_its, residual, ke, pe, strain)
 
 
 def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, fps: float,
