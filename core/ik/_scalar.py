@@ -106,3 +106,79 @@ def recover_one(chain, q_old: np.ndarray, desired: np.ndarray, root_rot: np.ndar
     o = qrot(g, segs[n - 1])
     pos.append((h[0] + o[0], h[1] + o[1], h[2] + o[2]))
     return np.array(qn), np.array(pos)
+
+
+def ccd_one(chain, q: np.ndarray, target: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray,
+            tol: float, max_iter: int, bounds) -> tuple[np.ndarray, int]:
+    """CCD (Welman 1993) for one problem; mirrors :func:`.ccd.kernel` (including the unfold kicks)."""
+    from .limits import clamp_bounds
+
+    n = chain.n
+    reach = chain.reach
+    pos_a, glob_a = fk_one(chain, q, root_rot, root_pos)
+    ps = [tuple(p) for p in pos_a.tolist()]
+    gs = [tuple(g) for g in glob_a.tolist()]
+    qs = [tuple(v) for v in q.tolist()]
+    tx, ty, tz = (float(v) for v in target)
+    limited = []
+    if bounds is not None:
+        for i in range(n):
+            limited.append(not (np.all(np.isinf(bounds[0][i])) and np.all(np.isinf(bounds[1][i]))))
+
+    def err_of(p):
+        dx, dy, dz = p[0] - tx, p[1] - ty, p[2] - tz
+        return (dx * dx + dy * dy + dz * dz) ** 0.5
+
+    err = err_of(ps[n])
+    best_err, best_q = err, list(qs)
+    prev = float("inf")
+    kicks = 8
+    iters = 0
+    if err <= tol:
+        return q.copy(), 0
+    for _ in range(max_iter):
+        for i in range(n - 1, -1, -1):
+            h = ps[i]
+            tip = ps[n]
+            r = qbetween((tip[0] - h[0], tip[1] - h[1], tip[2] - h[2]), (tx - h[0], ty - h[1], tz - h[2]))
+            par = qmul(gs[i], qconj(qs[i]))
+            qi = qnorm(qmul(qconj(par), qmul(r, gs[i])))
+            if bounds is not None and limited[i]:
+                qi = tuple(clamp_bounds(np.array(qi), bounds[0][i], bounds[1][i]).tolist())
+            gi = qmul(par, qi)
+            delta = qnorm(qmul(gi, qconj(gs[i])))
+            qs[i] = qi
+            gs[i] = gi
+            for j in range(i + 1, n):
+                gs[j] = qmul(delta, gs[j])
+            for j in range(i + 1, n + 1):
+                p = ps[j]
+                o = qrot(delta, (p[0] - h[0], p[1] - h[1], p[2] - h[2]))
+                ps[j] = (h[0] + o[0], h[1] + o[1], h[2] + o[2])
+        iters += 1
+        e = err_of(ps[n])
+        if e < best_err:
+            best_err, best_q = e, list(qs)
+        if e <= tol:
+            break
+        stalled = e > prev - 1e-14 * reach
+        prev = e
+        if stalled:
+            if kicks > 0 and e > 1e-4 * reach:
+                kicks -= 1
+                sign = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+                rv = np.zeros((n, 3))
+                rv[:, 0] = 0.3 * sign
+                rv[:, 2] = 0.2
+                from .. import quat
+                qk = quat.normalize(quat.multiply(np.array(qs), quat.from_rotvec(rv)))
+                if bounds is not None:
+                    qk = clamp_bounds(qk, bounds[0], bounds[1])
+                qs = [tuple(v) for v in qk.tolist()]
+                pa, ga = fk_one(chain, qk, root_rot, root_pos)
+                ps = [tuple(p) for p in pa.tolist()]
+                gs = [tuple(g) for g in ga.tolist()]
+                prev = float("inf")
+            else:
+                break
+    return np.array(best_q), iters

@@ -23,6 +23,10 @@ def kernel(chain: Chain, q: np.ndarray, targets: np.ndarray, root_rot: np.ndarra
     b, n = q.shape[0], chain.n
     tol = settings.tolerance
     bounds = bone_bounds(chain)
+    if b == 1:
+        from ._scalar import ccd_one
+        q1, it = ccd_one(chain, q[0], targets[0], root_rot[0], root_pos[0], tol, max_iter, bounds)
+        return q1[None], np.array([it], dtype=np.int64)
     q = q.copy()
     pos, glob = _fk(chain, q, root_rot, root_pos)
     iters = np.zeros(b, dtype=np.int64)
