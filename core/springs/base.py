@@ -194,12 +194,12 @@ class Objective:
     def value(self, x: np.ndarray) -> float:
         """``g(x)`` in J (up to a constant)."""
         r = x - self.y
-        val = 0.5 * float(np.dot(self.w, np.einsum("ij,ij->i", r, r)))
+        val = 0.5 * float(np.einsum("i,ij,ij->", self.w, r, r))
         val += F.spring_energy(self.model, x)
         if self.has_damping:
             du = self.model.incidence @ (x - self.x0)
             proj = np.einsum("ij,ij->i", du, self.u0)
-            val += 0.5 / self.h * float(np.dot(self.model.damping, proj * proj))
+            val += 0.5 / self.h * F.dot(self.model.damping, proj * proj)
         return val
 
     def gradient(self, x: np.ndarray) -> np.ndarray:

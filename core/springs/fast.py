@@ -199,7 +199,7 @@ class LocalGlobal(Integrator):
         else:
             its = 1 if len(free) else its
             if self.compute_residual:
-                r = float(np.linalg.norm(obj.gradient(x)))
+                r = F.norm(obj.gradient(x))
         x0 = obj.x0
         self._finish(model, state, x, (x - x0) / h, x0, h, targets, colliders)
         return StepInfo(its, r)
@@ -258,7 +258,7 @@ class LocalGlobal(Integrator):
                 else:
                     omega = 4.0 / (4.0 - rho * rho * omega)
                 xf_new = omega * (self.gamma * (xf_hat - xf) + xf - xf_prev) + xf_prev
-                plain = float(np.linalg.norm(xf_hat - xf))
+                plain = F.norm(xf_hat - xf)
                 if last_plain is not None and plain > last_plain:
                     # safeguard: the local/global map is not linear, so Chebyshev can
                     # overshoot; restart from the plain iterate (Wang 2015 §4)
@@ -268,7 +268,7 @@ class LocalGlobal(Integrator):
             else:
                 xf_new = xf_hat
             if measure:
-                step_norm = float(np.linalg.norm(xf_new - xf))
+                step_norm = F.norm(xf_new - xf)
                 if last_step is not None and last_step > 0 and it >= 2:
                     ratios.append(step_norm / last_step)
                 last_step = step_norm
@@ -281,4 +281,4 @@ class LocalGlobal(Integrator):
         grad = pre.matrix_csr @ xf
         grad -= pre.spring_forces(model, xf, d_pin, u0, rhs)
         grad -= const
-        return float(np.linalg.norm(grad))
+        return F.norm(grad)

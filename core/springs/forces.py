@@ -36,10 +36,27 @@ __all__ = [
     "spring_geometry", "spring_energy", "spring_gradient", "spring_hessian_blocks",
     "damping_forces", "damping_blocks", "external_forces", "gravity_energy",
     "potential_energy", "kinetic_energy", "max_strain", "spring_energy_and_strain",
+    "dot", "norm",
     "HessianAssembler",
 ]
 
 _TINY = 1e-12
+
+
+def dot(a: np.ndarray, b: np.ndarray) -> float:
+    """``Σ aᵢ bᵢ`` over all entries of two same-shape arrays, without BLAS.
+
+    ``numpy.dot`` and ``numpy.linalg.norm`` call multithreaded BLAS for long
+    vectors, which costs milliseconds per call on a busy two-core machine;
+    ``einsum`` sums in a single thread.
+    """
+    return float(np.einsum("i,i->", a.reshape(-1), b.reshape(-1)))
+
+
+def norm(a: np.ndarray) -> float:
+    """Euclidean norm of all entries of ``a`` (see :func:`dot`)."""
+    flat = a.ravel(order="K")  # no copy for C- or Fortran-ordered arrays
+    return float(np.sqrt(np.einsum("i,i->", flat, flat)))
 
 
 def spring_geometry(model: Model, x: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -75,7 +92,7 @@ def spring_energy(model: Model, x: np.ndarray) -> float:
     if model.spring_count == 0:
         return 0.0
     _, length, _ = spring_geometry(model, x)
-    return float(0.5 * np.dot(model.stiffness, (length - model.rest_lengths) ** 2))
+    return 0.5 * dot(model.stiffness, (length - model.rest_lengths) ** 2)
 
 
 def spring_gradient(model: Model, x: np.ndarray) -> np.ndarray:
@@ -138,7 +155,7 @@ def external_forces(model: Model, v: np.ndarray) -> np.ndarray:
 
 def gravity_energy(model: Model, x: np.ndarray) -> float:
     """Gravitational potential ``−Σ m g·x`` in J."""
-    return float(-np.dot(model.masses, x @ model.gravity))
+    return -float(np.einsum("i,ij,j->", model.masses, x, model.gravity))
 
 
 def potential_energy(model: Model, x: np.ndarray) -> float:
@@ -148,7 +165,7 @@ def potential_energy(model: Model, x: np.ndarray) -> float:
 
 def kinetic_energy(model: Model, v: np.ndarray) -> float:
     """``Σ ½ m ‖v‖²`` in J for velocities ``(n, 3)``."""
-    return float(0.5 * np.dot(model.masses, np.einsum("ij,ij->i", v, v)))
+    return 0.5 * float(np.einsum("i,ij,ij->", model.masses, v, v))
 
 
 def spring_energy_and_strain(model: Model, x: np.ndarray) -> Tuple[float, float]:
@@ -172,7 +189,7 @@ def spring_energy_and_strain(model: Model, x: np.ndarray) -> Tuple[float, float]
     d = model.incidence @ x
     length = np.sqrt(np.einsum("ij,ij->i", d, d))
     stretch = length - model.rest_lengths
-    energy = float(0.5 * np.dot(model.stiffness, stretch * stretch))
+    energy = 0.5 * dot(model.stiffness, stretch * stretch)
     rest = model.rest_lengths
     if rest.min() > _TINY:
         strain = float(np.max(np.abs(stretch / rest)))

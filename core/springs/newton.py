@@ -72,7 +72,7 @@ class NewtonImplicitEuler(Integrator):
         x = obj.start(targets)
         free = model.free_index
         grad = obj.gradient(x)
-        r = float(np.linalg.norm(grad))
+        r = F.norm(grad)
         hist = [r]
         tol = self.tolerance * max(r, 1e-300)
         its = 0
@@ -93,7 +93,7 @@ class NewtonImplicitEuler(Integrator):
                 else:
                     solve = factor_spd(asm.assemble(diag, blocks))
                     dx[free] = solve(-grad[free].reshape(-1)).reshape(-1, 3)
-                slope = float(np.sum(grad * dx))
+                slope = F.dot(grad, dx)
                 t = 1.0
                 for _ in range(self.max_backtracks):
                     new_val = obj.value(x + t * dx)
@@ -104,7 +104,7 @@ class NewtonImplicitEuler(Integrator):
                 x = x + t * dx
                 val = new_val
                 grad = obj.gradient(x)
-                r = float(np.linalg.norm(grad))
+                r = F.norm(grad)
                 hist.append(r)
                 its += 1
                 if t < 1.0 and r >= hist[-2]:
@@ -113,7 +113,7 @@ class NewtonImplicitEuler(Integrator):
             # No springs: g is a pure quadratic, minimised by ŷ.
             its = 1
             grad = obj.gradient(x)
-            r = float(np.linalg.norm(grad))
+            r = F.norm(grad)
             hist.append(r)
         self.residual_history = hist
         x0 = obj.x0
@@ -148,17 +148,17 @@ class NewtonImplicitEuler(Integrator):
         r = b.copy()
         z = pre.solve(r)
         p = z.copy()
-        rz = float(np.sum(r * z))
-        tol = eta * float(np.linalg.norm(b))
+        rz = F.dot(r, z)
+        tol = eta * F.norm(b)
         for _ in range(max_iter):
             ap = apply(p)
-            alpha = rz / float(np.sum(p * ap))
+            alpha = rz / F.dot(p, ap)
             x += alpha * p
             r -= alpha * ap
-            if float(np.linalg.norm(r)) <= tol:
+            if F.norm(r) <= tol:
                 break
             z = pre.solve(r)
-            rz_new = float(np.sum(r * z))
+            rz_new = F.dot(r, z)
             p = z + (rz_new / rz) * p
             rz = rz_new
         return x
