@@ -393,6 +393,7 @@ def demo(args: argparse.Namespace) -> int:
 
 def bench(args: argparse.Namespace) -> int:
     OUT.mkdir(exist_ok=True)
+    zips = build(["linux-x64"])
     code = 0
     versions = args.blender or ["5.2"]
     for version in versions:
@@ -403,7 +404,8 @@ def bench(args: argparse.Namespace) -> int:
         cmd = [str(py), str(ROOT / "tools" / "bench.py"), "--out", str(OUT), "--label", version]
         if args.quick:
             cmd.append("--quick")
-        code |= subprocess.run(cmd, cwd=ROOT).returncode
+        env = dict(os.environ, SINEW_ZIP=str(zips["linux-x64"]))
+        code |= subprocess.run(cmd, cwd=ROOT, env=env).returncode
     return code
 
 

@@ -41,15 +41,9 @@ SINEW = dict(solver="FAST", stiffness=4000.0, shear_stiffness=1000.0, bending_st
 
 
 def _install() -> None:
-    if ADDON in sys.modules:
-        return
-    sys.path.insert(0, str(ROOT))
-    from tests.conftest import built_zip
+    from bench import install_addon
 
-    res = bpy.ops.extensions.package_install_files(repo="user_default",
-                                                   filepath=str(built_zip("linux-x64")),
-                                                   enable_on_install=True)
-    assert res == {"FINISHED"}, res
+    install_addon()
 
 
 def _grid(name: str) -> bpy.types.Object:

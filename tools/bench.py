@@ -15,6 +15,7 @@ import math
 import os
 import platform
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -22,6 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+# The add-on is installed from its built zip into a throw-away user folder; Blender reads
+# this variable once, when bpy is first imported.
+os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-bench-"))
 
 SECTIONS = [
     ("IK in core: 10-bone chain, 1,000 frames", "bench.ik_core"),
