@@ -149,9 +149,29 @@ def recover_rotations(chain: Chain, q_old: np.ndarray, desired: np.ndarray, root
     return q_new, pos
 
 
+def _straight_one(pts: list, reach: float) -> bool:
+    """Whether the joints ``pts`` (plain lists) lie on the first-head -> tip line."""
+    bx, by, bz = pts[0]
+    ux, uy, uz = pts[-1][0] - bx, pts[-1][1] - by, pts[-1][2] - bz
+    ll = (ux * ux + uy * uy + uz * uz) ** 0.5
+    if ll <= 1e-12:
+        return True
+    ux, uy, uz = ux / ll, uy / ll, uz / ll
+    lim = (1e-7 * reach) ** 2
+    for x, y, z in pts[1:-1]:
+        rx, ry, rz = x - bx, y - by, z - bz
+        d = rx * ux + ry * uy + rz * uz
+        px, py, pz = rx - d * ux, ry - d * uy, rz - d * uz
+        if px * px + py * py + pz * pz > lim:
+            return False
+    return True
+
+
 def _prebend(chain: Chain, q: np.ndarray, pos: np.ndarray, glob: np.ndarray, targets: np.ndarray,
              bend: np.ndarray) -> np.ndarray:
     """Bend chains that lie straight along the line to a nearer target; return new q."""
+    if pos.shape[0] == 1 and not _straight_one(pos[0].tolist(), chain.reach):
+        return q
     base = pos[:, 0]
     line = pos[:, -1] - base
     ll = np.linalg.norm(line, axis=1)

@@ -20,18 +20,21 @@ from .chain import Chain, RootLike, _fk
 __all__ = ["FABRIK", "solve", "kernel"]
 
 
-def _passes_scalar(p: np.ndarray, target: np.ndarray, seg: np.ndarray, count: int) -> int:
-    """``count`` passes for one problem with plain floats (numpy is slow on 3-vectors).
+def _passes_scalar(p: np.ndarray, target: np.ndarray, seg: np.ndarray, count: int,
+                   tol: float = -1.0) -> int:
+    """Up to ``count`` passes for one problem with plain floats (numpy is slow on 3-vectors).
 
-    Stops early when the tip is within ``seg``-independent tolerance handled by the caller;
-    returns the number of passes made. ``p`` has shape (n+1, 3) and is updated in place.
+    Stops as soon as the tip is within ``tol`` of the target; returns the passes made.
+    ``p`` has shape (n+1, 3) and is updated in place.
     """
     pts = p.tolist()
     segs = seg.tolist()
     n = len(segs)
     tx, ty, tz = (float(v) for v in target)
     bx, by, bz = pts[0]
+    made = 0
     for _ in range(count):
+        made += 1
         nx, ny, nz = tx, ty, tz
         pts[n] = [nx, ny, nz]
         for i in range(n - 1, -1, -1):
@@ -56,8 +59,11 @@ def _passes_scalar(p: np.ndarray, target: np.ndarray, seg: np.ndarray, count: in
             else:
                 qx, qy, qz = px, py, pz
             pts[i + 1] = [qx, qy, qz]
+        ex, ey, ez = qx - tx, qy - ty, qz - tz
+        if (ex * ex + ey * ey + ez * ez) ** 0.5 <= tol:
+            break
     p[:] = pts
-    return count
+    return made
 
 
 def _passes(p: np.ndarray, targets: np.ndarray, seg: np.ndarray) -> None:
@@ -96,6 +102,13 @@ def kernel(chain: Chain, q: np.ndarray, targets: np.ndarray, root_rot: np.ndarra
     iters = np.zeros(b, dtype=np.int64)
     err = np.linalg.norm(pos[:, -1] - targets, axis=1)
     active = err > tol
+    if bounds is None and b == 1:
+        if not active[0] or max_iter <= 0:
+            return q, iters
+        p = pos[0].copy()
+        iters[0] = _passes_scalar(p, targets[0], seg, max_iter, tol)
+        qn, _ = recover_rotations(chain, q, p[None], root_rot, root_pos, None)
+        return qn, iters
     if bounds is None:
         p = pos.copy()
         for _ in range(max_iter):
