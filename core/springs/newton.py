@@ -15,7 +15,7 @@ exact and convergence is quadratic.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -38,6 +38,12 @@ class NewtonImplicitEuler(Integrator):
         Sufficient-decrease constant of the line search.
     max_backtracks : int
         Halvings tried before accepting the smallest step.
+    linear_solver : str
+        ``'DIRECT'`` (assembled ``3f × 3f`` Hessian, sparse factorisation:
+        exact Newton directions), ``'PCG'`` (inexact Newton: conjugate
+        gradients preconditioned with the prefactored Liu 2013 matrix, forcing
+        term ``min(½, ‖∇g‖/‖∇g₀‖)``, Eisenstat & Walker 1996) or ``'AUTO'``
+        (PCG above :attr:`pcg_threshold` unknowns).
     """
 
     name = "NEWTON"
@@ -45,6 +51,9 @@ class NewtonImplicitEuler(Integrator):
     description = ("Implicit Euler solved by Newton's method with line search: accurate and "
                    "stable, the most expensive per iteration")
     implicit = True
+
+    #: Above this many unknowns (3 × free vertices) ``AUTO`` uses PCG.
+    pcg_threshold = 6000
 
     def __init__(self, tolerance: float = 1e-10, armijo: float = 1e-4,
                  max_backtracks: int = 30, linear_solver: str = "AUTO") -> None:
@@ -71,87 +80,128 @@ class NewtonImplicitEuler(Integrator):
         obj = Objective(model, state, h)
         x = obj.start(targets)
         free = model.free_index
-        grad = obj.gradient(x)
-        r = F.norm(grad)
-        hist = [r]
-        tol = self.tolerance * max(r, 1e-300)
         its = 0
-        if len(free) and model.spring_count:
-            asm = self._assembler(model)
-            diag = np.repeat(obj.w[free], 3)
-            dblocks = obj.damping_blocks() if obj.has_damping else None
-            val = obj.value(x)
-            while its < max(int(iterations), 1) and r > tol:
-                blocks = F.spring_hessian_blocks(model, x, project=True)
-                if dblocks is not None:
-                    blocks += dblocks
-                dx = np.zeros_like(x)
-                use_pcg = self.linear_solver == "PCG" or (
-                    self.linear_solver == "AUTO" and 3 * len(free) > 6000)
-                if use_pcg:
-                    dx[free] = self._pcg(model, obj, blocks, -grad[free], min(0.5, r / hist[0]))
-                else:
-                    solve = factor_spd(asm.assemble(diag, blocks))
-                    dx[free] = solve(-grad[free].reshape(-1)).reshape(-1, 3)
-                slope = F.dot(grad, dx)
-                t = 1.0
-                for _ in range(self.max_backtracks):
-                    new_val = obj.value(x + t * dx)
-                    # 8 ulp of slack: near the minimiser g differs by round-off only
-                    if new_val <= val + self.armijo * t * slope + 8e-16 * abs(val):
-                        break
-                    t *= 0.5
-                x = x + t * dx
-                val = new_val
-                grad = obj.gradient(x)
-                r = F.norm(grad)
-                hist.append(r)
-                its += 1
-                if t < 1.0 and r >= hist[-2]:
-                    break  # stagnated at round-off level
-        elif len(free):
+        use_pcg = self.linear_solver == "PCG" or (
+            self.linear_solver == "AUTO" and 3 * len(free) > self.pcg_threshold)
+        hist: List[float] = []
+        if len(free) and model.spring_count and use_pcg:
+            x[free], its, r = self._newton_pcg(model, obj, x[free], targets, int(iterations), hist)
+        elif len(free) and model.spring_count:
+            its, r = self._newton_direct(model, obj, x, int(iterations), hist)
+        else:
             # No springs: g is a pure quadratic, minimised by ŷ.
-            its = 1
-            grad = obj.gradient(x)
-            r = F.norm(grad)
-            hist.append(r)
+            its = 1 if len(free) else 0
+            r = F.norm(obj.gradient(x))
+            hist += [r, r] if len(free) else [r]
         self.residual_history = hist
         x0 = obj.x0
         v1 = (x - x0) / h
         self._finish(model, state, x, v1, x0, h, targets, colliders)
         return StepInfo(its, r)
 
-    def _pcg(self, model: Model, obj: Objective, blocks: np.ndarray, b: np.ndarray,
-             eta: float, max_iter: int = 200) -> np.ndarray:
-        """Inexact Newton direction by conjugate gradients, preconditioned with
-        the prefactored Liu 2013 matrix ``(W + L_k + L_d/h) ⊗ I`` (an upper
-        bound of the projected Hessian), to relative residual ``eta``.
+    def _newton_direct(self, model: Model, obj: Objective, x: np.ndarray, iterations: int,
+                       hist: List[float]) -> Tuple[int, float]:
+        """Newton iterations with exact directions from the assembled ``3f × 3f``
+        system; updates ``x`` ``(n, 3)`` in place, returns (iterations, ‖∇g‖)."""
+        free = model.free_index
+        grad = obj.gradient(x)
+        r = F.norm(grad)
+        hist.append(r)
+        tol = self.tolerance * max(r, 1e-300)
+        its = 0
+        asm = self._assembler(model)
+        diag = np.repeat(obj.w[free], 3)
+        dblocks = obj.damping_blocks() if obj.has_damping else None
+        val = obj.value(x)
+        while its < max(iterations, 1) and r > tol:
+            blocks = F.spring_hessian_blocks(model, x, project=True)
+            if dblocks is not None:
+                blocks += dblocks
+            dx = np.zeros_like(x)
+            solve = factor_spd(asm.assemble(diag, blocks))
+            dx[free] = solve(-grad[free].reshape(-1)).reshape(-1, 3)
+            slope = F.dot(grad, dx)
+            t = 1.0
+            for _ in range(self.max_backtracks):
+                new_val = obj.value(x + t * dx)
+                # 8 ulp of slack: near the minimiser g differs by round-off only
+                if new_val <= val + self.armijo * t * slope + 8e-16 * abs(val):
+                    break
+                t *= 0.5
+            x += t * dx
+            val = new_val
+            grad = obj.gradient(x)
+            r = F.norm(grad)
+            hist.append(r)
+            its += 1
+            if t < 1.0 and r >= hist[-2]:
+                break  # stagnated at round-off level
+        return its, r
 
-        Shapes: ``blocks (s, 3, 3)``, ``b (f, 3)``; returns ``(f, 3)``.
+    def _newton_pcg(self, model: Model, obj: Objective, xf: np.ndarray, targets: np.ndarray,
+                    iterations: int, hist: List[float]) -> Tuple[np.ndarray, int, float]:
+        """Newton iterations with inexact directions from :meth:`_pcg`.
+
+        Every evaluation works on the free vertices in structure-of-arrays
+        form (:class:`_FreeObjective`): the line search's accepted trial point
+        supplies the gradient and the Hessian of the next iteration, so one
+        iteration costs one spring-geometry pass, the CG iterations and the
+        backtracking trials. Shapes: ``xf (f, 3)``; returns the new ``xf``,
+        the iterations used and ``‖∇g‖``.
         """
         from .fast import LocalGlobal  # local import: fast imports base, not newton
 
         if self._fast is None:
             self._fast = LocalGlobal()
         pre = self._fast.prefactored(model, obj.h)
-        free = model.free_index
-        n = model.vertex_count
-        w = obj.w[free, None]
-        full = np.zeros((n, 3))
+        ev = _FreeObjective(model, obj, pre, targets)
+        xf = np.asfortranarray(xf)
+        geo = ev.evaluate(xf)
+        grad = ev.gradient(xf, geo)
+        r = F.norm(grad)
+        hist.append(r)
+        tol = self.tolerance * max(r, 1e-300)
+        its = 0
+        while its < max(iterations, 1) and r > tol:
+            dx = self._pcg(ev, pre, geo, -grad, min(0.5, r / hist[0]))
+            slope = F.dot(grad, dx)
+            val = geo.value
+            t = 1.0
+            for _ in range(self.max_backtracks):
+                xt = xf + t * dx
+                trial = ev.evaluate(xt)
+                # 8 ulp of slack: near the minimiser g differs by round-off only
+                if trial.value <= val + self.armijo * t * slope + 8e-16 * abs(val):
+                    break
+                t *= 0.5
+            xf, geo = xt, trial
+            grad = ev.gradient(xf, geo)
+            r = F.norm(grad)
+            hist.append(r)
+            its += 1
+            if t < 1.0 and r >= hist[-2]:
+                break  # stagnated at round-off level
+        return xf, its, r
 
-        def apply(u: np.ndarray) -> np.ndarray:
-            full[free] = u
-            du = model.incidence @ full
-            return w * u + model.incidence_t[free] @ np.einsum("sij,sj->si", blocks, du)
+    @staticmethod
+    def _pcg(ev: "_FreeObjective", pre: Any, geo: "_Geometry", b: np.ndarray, eta: float,
+             max_iter: int = 200) -> np.ndarray:
+        """Inexact Newton direction by conjugate gradients, preconditioned with
+        the prefactored Liu 2013 matrix ``(W + L_k + L_d/h) ⊗ I`` (an upper
+        bound of the projected Hessian), to relative residual ``eta``.
 
+        Shapes: ``b (f, 3)``; returns ``(f, 3)``.
+        """
+        coeffs = ev.hessian_coefficients(geo)
         x = np.zeros_like(b)
         r = b.copy()
         z = pre.solve(r)
         p = z.copy()
         rz = F.dot(r, z)
         tol = eta * F.norm(b)
+        ap = np.empty_like(b)
         for _ in range(max_iter):
-            ap = apply(p)
+            ev.hessian_apply(geo, coeffs, p, ap)
             alpha = rz / F.dot(p, ap)
             x += alpha * p
             r -= alpha * ap
@@ -159,6 +209,136 @@ class NewtonImplicitEuler(Integrator):
                 break
             z = pre.solve(r)
             rz_new = F.dot(r, z)
-            p = z + (rz_new / rz) * p
+            p *= rz_new / rz
+            p += z
             rz = rz_new
         return x
+
+
+class _Geometry:
+    """Springs at one position, structure of arrays: ``d``, ``unit`` ``(3, s)``,
+    ``length`` ``(s,)``, ``proj`` ``(s,)`` (``û⁰·(d − d⁰)``, damping only),
+    ``value`` (``g``, J)."""
+
+    __slots__ = ("d", "length", "unit", "proj", "value")
+
+
+class _FreeObjective:
+    """The objective ``g`` of :class:`~.base.Objective` over the free vertices,
+    evaluated coordinate by coordinate (contiguous ``(s,)`` rows) with the
+    incidence blocks of the Liu prefactorisation ``pre``.
+
+    Shapes: positions ``(f, 3)`` (Fortran order preferred), springs ``(3, s)``.
+    """
+
+    def __init__(self, model: Model, obj: Objective, pre: Any, targets: np.ndarray) -> None:
+        free, pinned = model.free_index, model.pinned_index
+        self.model = model
+        self.pre = pre
+        self.w = obj.w[free]
+        self.yf = np.asfortranarray(obj.y[free])
+        rp = targets - obj.y[pinned]
+        self.value_pinned = 0.5 * float(np.einsum("i,ij,ij->", obj.w[pinned], rp, rp))
+        self.d_pin = (np.ascontiguousarray((pre.inc_pinned @ targets).T) if len(pinned)
+                      else None)
+        self.damped = obj.has_damping
+        if self.damped:
+            self.u0 = np.ascontiguousarray(obj.u0.T)
+            self.d0 = np.ascontiguousarray((model.incidence @ obj.x0).T)
+        self.rest_t = np.ascontiguousarray(model.rest_directions.T)
+        s = model.spring_count
+        self._du = np.empty((3, s))
+        self._per = np.empty((3, s))
+        self._tmp = np.empty(s)
+
+    def evaluate(self, xf: np.ndarray) -> _Geometry:
+        """Spring geometry and ``g`` at free positions ``xf`` ``(f, 3)``."""
+        m, pre = self.model, self.pre
+        s = m.spring_count
+        d = np.empty((3, s))
+        for k in range(3):
+            d[k] = pre.inc_free @ xf[:, k]
+        if self.d_pin is not None:
+            d += self.d_pin
+        length = np.sqrt(np.einsum("ij,ij->j", d, d))
+        if length.min(initial=np.inf) > F._TINY:
+            unit = d / length
+        else:
+            ok = length > F._TINY
+            unit = np.where(ok, d / np.where(ok, length, 1.0), self.rest_t)
+        geo = _Geometry()
+        geo.d, geo.length, geo.unit = d, length, unit
+        r = xf - self.yf
+        stretch = length - m.rest_lengths
+        val = (0.5 * float(np.einsum("i,ij,ij->", self.w, r, r)) + self.value_pinned
+               + 0.5 * F.dot(m.stiffness, stretch * stretch))
+        if self.damped:
+            geo.proj = np.einsum("ij,ij->j", d - self.d0, self.u0)
+            val += 0.5 * F.dot(pre.kd_h, geo.proj * geo.proj)
+        geo.value = val
+        return geo
+
+    def gradient(self, xf: np.ndarray, geo: _Geometry) -> np.ndarray:
+        """``∇g`` over the free vertices, shape ``(f, 3)`` (Fortran order), N."""
+        m, pre = self.model, self.pre
+        per = geo.unit * (m.stiffness * (geo.length - m.rest_lengths))
+        if self.damped:
+            per += self.u0 * (pre.kd_h * geo.proj)
+        grad = np.asfortranarray(self.w[:, None] * (xf - self.yf))
+        for k in range(3):
+            grad[:, k] += pre.inc_t_free @ per[k]
+        return grad
+
+    def hessian_coefficients(self, geo: _Geometry) -> np.ndarray:
+        """Per-spring 3×3 blocks of ``H + D/h`` as their 6 distinct entries.
+
+        The projected spring block (:func:`~.forces.spring_hessian_blocks`) is
+        ``α I + β ûûᵀ`` with ``α = k max(1 − L/ℓ, 0)``, ``β = k − α``; spring
+        damping adds ``(k_d/h) û⁰û⁰ᵀ``. Returns shape ``(6, s)``: entries
+        ``00, 11, 22, 01, 02, 12``.
+        """
+        m = self.model
+        length, rest = geo.length, m.rest_lengths
+        ratio = np.divide(rest, length, out=np.where(rest > 0, np.inf, 0.0),
+                          where=length > F._TINY)
+        alpha = m.stiffness * np.maximum(1.0 - ratio, 0.0)
+        beta = m.stiffness - alpha
+        u = geo.unit
+        b = np.empty((6, len(alpha)))
+        for e, (i, j) in enumerate(_PAIRS):
+            np.multiply(u[i], u[j], out=b[e])
+            b[e] *= beta
+        if self.damped:
+            u0, kd = self.u0, self.pre.kd_h
+            tmp = np.empty(len(alpha))
+            for e, (i, j) in enumerate(_PAIRS):
+                np.multiply(u0[i], u0[j], out=tmp)
+                tmp *= kd
+                b[e] += tmp
+        b[:3] += alpha
+        return b
+
+    def hessian_apply(self, geo: _Geometry, coeffs: np.ndarray, u: np.ndarray,
+                      out: np.ndarray) -> np.ndarray:
+        """``out = (W + H + D/h) u`` for ``u``, ``out`` ``(f, 3)``; ``coeffs`` from
+        :meth:`hessian_coefficients`."""
+        pre = self.pre
+        du, per, tmp = self._du, self._per, self._tmp
+        for k in range(3):
+            du[k] = pre.inc_free @ u[:, k]
+        b = coeffs
+        for k in range(3):
+            np.multiply(b[k], du[k], out=per[k])
+        for e in range(3, 6):
+            i, j = _PAIRS[e]
+            np.multiply(b[e], du[j], out=tmp)
+            per[i] += tmp
+            np.multiply(b[e], du[i], out=tmp)
+            per[j] += tmp
+        for k in range(3):
+            out[:, k] = self.w * u[:, k] + pre.inc_t_free @ per[k]
+        return out
+
+
+#: (row, column) of the 6 distinct entries of a symmetric 3×3 block.
+_PAIRS = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))
