@@ -277,26 +277,26 @@ class _Parser:
         raise self.fail(f"unexpected {text!r}", tok)
 
 
-def _eval(node: tuple, env: dict[str, np.ndarray]) -> np.ndarray:
+def _evaluate_node(node: tuple, env: dict[str, np.ndarray]) -> np.ndarray:
     kind = node[0]
     if kind == "num":
         return np.asarray(node[1])
     if kind == "var":
         return env[node[1]]
     if kind == "neg":
-        return np.negative(_eval(node[1], env))
+        return np.negative(_evaluate_node(node[1], env))
     if kind == "pow":
-        return np.power(_eval(node[1], env), _eval(node[2], env))
+        return np.power(_evaluate_node(node[1], env), _evaluate_node(node[2], env))
     if kind == "chain":
-        out = _eval(node[1], env)
+        out = _evaluate_node(node[1], env)
         for op, sub in node[2]:
-            out = _BINARY[op](out, _eval(sub, env))
+            out = _BINARY[op](out, _evaluate_node(sub, env))
             if op in _COMPARE:
                 out = out.astype(np.float64)
         return out
     if kind == "call":
         fn = FUNCTIONS[node[1]][0]
-        return fn(*[np.asarray(_eval(a, env), dtype=np.float64) for a in node[2]])
+        return fn(*[np.asarray(_evaluate_node(a, env), dtype=np.float64) for a in node[2]])
     raise AssertionError(f"bad node {kind}")  # pragma: no cover
 
 
@@ -335,7 +335,7 @@ class Expression:
         ff = np.asarray(frame, dtype=np.float64)
         tt, ff = np.broadcast_arrays(tt, ff)
         with np.errstate(all="ignore"):
-            out = _eval(self._tree, {"t": tt, "frame": ff})
+            out = _evaluate_node(self._tree, {"t": tt, "frame": ff})
             out = np.array(np.broadcast_to(np.asarray(out, dtype=np.float64), tt.shape))
         return out
 

@@ -9,6 +9,7 @@ static method sharing one signature::
 
 from __future__ import annotations
 
+from .bake import BakeProgress, BakeResult, bake_chain, iter_bake
 from .base import SolveResult, SolveSettings
 from .ccd import CCD
 from .chain import (Chain, RootTransform, forward_kinematics, forward_kinematics_batch,
@@ -16,11 +17,13 @@ from .chain import (Chain, RootTransform, forward_kinematics, forward_kinematics
 from .dls import DLS
 from .fabrik import FABRIK
 from .limits import JointLimits, clamp, within
+from .targets import expression_targets, resample_polyline
 
 SOLVERS = {"CCD": CCD, "FABRIK": FABRIK, "DLS": DLS}
 
 __all__ = [
     "SOLVERS", "CCD", "FABRIK", "DLS", "Chain", "RootTransform", "JointLimits", "SolveSettings",
     "SolveResult", "forward_kinematics", "forward_kinematics_full", "forward_kinematics_batch",
-    "clamp", "within",
+    "clamp", "within", "bake_chain", "iter_bake", "BakeResult", "BakeProgress",
+    "resample_polyline", "expression_targets",
 ]

@@ -131,8 +131,7 @@ class Chain:
 
     # -- construction -------------------------------------------------------------------
     @classmethod
-    def from_points(cls, points: np.ndarray, limits: JointLimits | None = None,
-                    roll_reference: np.ndarray | None = None) -> "Chain":
+    def from_points(cls, points: np.ndarray, limits: JointLimits | None = None) -> "Chain":
         """A connected chain through ``points`` (heads, then the tip), in the root frame.
 
         Each bone's rest frame has +Y along the bone; its roll is the minimal rotation from the
@@ -143,8 +142,6 @@ class Chain:
         points : array_like, shape (n+1, 3)
             Metres. Consecutive points must be distinct.
         limits : JointLimits, optional
-        roll_reference : array_like, shape (4,), optional
-            Unused placeholder for a future roll control; must be None.
 
         Returns
         -------
