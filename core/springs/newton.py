@@ -244,7 +244,8 @@ class _FreeObjective:
         self.damped = obj.has_damping
         if self.damped:
             self.u0 = np.ascontiguousarray(obj.u0.T)
-            self.d0 = np.ascontiguousarray((model.incidence @ obj.x0).T)
+            d0 = model.incidence @ obj.x0
+            self.proj0 = np.einsum("ij,ij->i", d0, obj.u0)  # û⁰·d⁰, shape (s,)
         self.rest_t = np.ascontiguousarray(model.rest_directions.T)
         s = model.spring_count
         self._du = np.empty((3, s))
@@ -260,7 +261,8 @@ class _FreeObjective:
             d[k] = pre.inc_free @ xf[:, k]
         if self.d_pin is not None:
             d += self.d_pin
-        length = np.sqrt(np.einsum("ij,ij->j", d, d))
+        length = _dot3(d, d)
+        np.sqrt(length, out=length)
         if length.min(initial=np.inf) > F._TINY:
             unit = d / length
         else:
@@ -273,7 +275,8 @@ class _FreeObjective:
         val = (0.5 * float(np.einsum("i,ij,ij->", self.w, r, r)) + self.value_pinned
                + 0.5 * F.dot(m.stiffness, stretch * stretch))
         if self.damped:
-            geo.proj = np.einsum("ij,ij->j", d - self.d0, self.u0)
+            geo.proj = _dot3(d, self.u0)
+            geo.proj -= self.proj0
             val += 0.5 * F.dot(pre.kd_h, geo.proj * geo.proj)
         geo.value = val
         return geo
@@ -338,6 +341,14 @@ class _FreeObjective:
         for k in range(3):
             out[:, k] = self.w * u[:, k] + pre.inc_t_free @ per[k]
         return out
+
+
+def _dot3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise ``Σₖ a[k] b[k]`` of two ``(3, s)`` arrays, shape ``(s,)``."""
+    out = a[0] * b[0]
+    out += a[1] * b[1]
+    out += a[2] * b[2]
+    return out
 
 
 #: (row, column) of the 6 distinct entries of a symmetric 3×3 block.
