@@ -11,31 +11,79 @@ semi-definite: see :mod:`.forces`), and damping and air drag act on
 then ``x₁ = x₀ + h v₁``. ``β = 0`` is semi-implicit (symplectic) Euler,
 ``β = ½`` the implicit midpoint-like rule, ``β = 1`` (default) backward Euler
 as in Blender's cloth solver. Pinned velocities ``(target − x₀)/h`` are known
-and moved to the right-hand side. The sparse system is solved exactly with a
-sparse direct factorisation.
+and moved to the right-hand side.
+
+The ``3f × 3f`` system (``f`` free vertices) is solved to a tight relative
+residual (:attr:`LinearImplicitEuler.tolerance`) by conjugate gradients
+preconditioned with ``P = M(1 + βhc) + βh² L_k + βh L_d`` (``L_k``, ``L_d``
+the stiffness- and damping-weighted graph Laplacians acting on each
+coordinate alike), the matrix of Liu et al. 2013 "Fast Simulation of
+Mass-Spring Systems" for ``β = 1``, factored once per (model, h, β). Each
+spring block ``βh² (αI + β'ûûᵀ) + βh k_d ûûᵀ`` lies below ``(βh² k + βh k_d) I``,
+so ``P`` bounds the system matrix from above and the preconditioned spectrum
+lies in ``(0, 1]``. The product with the system matrix never assembles it:
+two coefficients per spring (structure of arrays). Small systems (at most
+:attr:`~LinearImplicitEuler.pcg_threshold` unknowns), or CG that has not
+converged after :attr:`~LinearImplicitEuler.max_cg_iterations`, use the
+assembled matrix and a sparse direct factorisation instead.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import forces as F
-from .base import Integrator, StepInfo, block_apply, pin_targets
+from .base import Integrator, StepInfo, pin_targets
 from .linsolve import factor_spd
 from .model import Model, State
 
 __all__ = ["LinearImplicitEuler"]
 
 
+class _Preconditioner:
+    """``P = M(1 + βhc) + βh² L_k + βh L_d`` over the free vertices, factored;
+    plus the incidence blocks used by the matrix-free product.
+
+    Attributes: ``solve`` (``(f, 3) → (f, 3)``), ``inc_free`` CSR ``(s, f)``,
+    ``inc_pinned`` CSR ``(s, p)``, ``inc_t_free`` CSR ``(f, s)``.
+    """
+
+    def __init__(self, model: Model, h: float, beta: float) -> None:
+        free, pinned = model.free_index, model.pinned_index
+        inc, inc_t = model.incidence, model.incidence_t
+        weights = beta * h * h * model.stiffness + beta * h * model.damping
+        lap = (inc_t @ sp.diags(weights) @ inc).tocsr()[free][:, free]
+        diag = model.masses[free] * (1.0 + beta * h * model.air_drag)
+        self.solve = factor_spd((sp.diags(diag) + lap).tocsc())
+        inc_csc = inc.tocsc()
+        self.inc_free = inc_csc[:, free].tocsr()
+        self.inc_pinned = inc_csc[:, pinned].tocsr()
+        self.inc_t_free = inc_t.tocsr()[free]
+
+
 class LinearImplicitEuler(Integrator):
-    """Linearised backward Euler (Baraff–Witkin), one sparse solve per step.
+    """Linearised backward Euler (Baraff–Witkin), one linear solve per step.
 
     Parameters
     ----------
     beta : float
         0, ½ or 1 (any value in [0, 1] works): how implicit the step is.
+
+    Attributes
+    ----------
+    tolerance : float
+        Relative residual ``‖b − A v‖ ≤ tolerance · ‖b‖`` at which conjugate
+        gradients stop (the step is the exact linear solve to this accuracy).
+    pcg_threshold : int
+        Systems with at most this many unknowns (3 × free vertices) are
+        solved directly.
+    max_cg_iterations : int
+        Beyond this, fall back to the direct solve.
+    last_cg_iterations : int
+        CG iterations of the last step (0 for a direct solve).
     """
 
     name = "IMPLICIT"
@@ -44,11 +92,17 @@ class LinearImplicitEuler(Integrator):
                    "Blender's cloth): stable at large steps, adds numerical damping")
     implicit = True
 
+    tolerance = 1e-10
+    pcg_threshold = 6000
+    max_cg_iterations = 500
+
     def __init__(self, beta: float = 1.0) -> None:
         if not 0.0 <= beta <= 1.0:
             raise ValueError("beta must be in [0, 1]")
         self.beta = float(beta)
         self._assemblers: Dict[int, F.HessianAssembler] = {}
+        self._pre: Dict[Tuple[int, float, float], _Preconditioner] = {}
+        self.last_cg_iterations = 0
 
     def _assembler(self, model: Model) -> F.HessianAssembler:
         asm = self._assemblers.get(model.uid)
@@ -56,6 +110,14 @@ class LinearImplicitEuler(Integrator):
             self._assemblers = {model.uid: F.HessianAssembler(model)}
             asm = self._assemblers[model.uid]
         return asm
+
+    def _preconditioner(self, model: Model, h: float) -> _Preconditioner:
+        key = (model.uid, float(h), self.beta)
+        pre = self._pre.get(key)
+        if pre is None:
+            self._pre = {key: _Preconditioner(model, h, self.beta)}  # keep only the current one
+            pre = self._pre[key]
+        return pre
 
     def step(self, model: Model, state: State, h: float, *, pins: Optional[np.ndarray] = None,
              iterations: int = 1, colliders: Sequence[Any] = ()) -> StepInfo:
@@ -66,29 +128,127 @@ class LinearImplicitEuler(Integrator):
         c = model.air_drag
         free, pinned = model.free_index, model.pinned_index
         v_pin = (targets - x0[pinned]) / h
+        s = model.spring_count
+        self.last_cg_iterations = 0
 
+        # spring geometry at x0, once: gradient, damping force and Hessian coefficients
+        if s:
+            _, length, unit = F.spring_geometry(model, x0)
+            per = unit * (model.stiffness * (length - model.rest_lengths))[:, None]
+            if b < 1.0 and np.any(model.damping):
+                dv = model.incidence @ v0
+                per += unit * ((1.0 - b) * model.damping
+                               * np.einsum("ij,ij->i", dv, unit))[:, None]
+            spring_force = -(model.incidence_t @ per)
+        else:
+            unit = None
+            spring_force = np.zeros_like(x0)
         rhs = m[:, None] * v0 + h * (
-            -F.spring_gradient(model, x0)
-            + (1.0 - b) * F.damping_forces(model, x0, v0)
-            - (1.0 - b) * c * m[:, None] * v0
+            spring_force - (1.0 - b) * c * m[:, None] * v0
             + c * m[:, None] * model.wind + m[:, None] * model.gravity)
         v1 = v0.copy()
         v1[pinned] = v_pin
         if len(free):
-            if b > 0 and model.spring_count:
-                blocks = (b * h**2) * F.spring_hessian_blocks(model, x0, project=True)
-                if np.any(model.damping):
-                    blocks += (b * h) * F.damping_blocks(model, x0)
-                if len(pinned):
-                    u = np.zeros_like(x0)
-                    u[pinned] = v_pin
-                    rhs -= block_apply(model, blocks, u)
+            diag = m[free] * (1.0 + b * h * c)
+            if b > 0 and s:
+                # blocks a I + e ûûᵀ (projected Hessian, spring damping along û)
+                ratio = np.divide(model.rest_lengths, length,
+                                  out=np.where(model.rest_lengths > 0, np.inf, 0.0),
+                                  where=length > F._TINY)
+                alpha = model.stiffness * np.maximum(1.0 - ratio, 0.0)
+                a_co = (b * h * h) * alpha
+                e_co = (b * h * h) * (model.stiffness - alpha) + (b * h) * model.damping
             else:
-                blocks = np.zeros((model.spring_count, 3, 3))
-            diag = np.repeat(m[free] * (1.0 + b * h * c), 3)
-            a = self._assembler(model).assemble(diag, blocks)
-            solve = factor_spd(a)
-            v1[free] = solve(rhs[free].reshape(-1)).reshape(-1, 3)
+                a_co = e_co = None
+            if a_co is not None and 3 * len(free) > self.pcg_threshold:
+                v_free = self._solve_pcg(model, h, rhs, v0, v_pin, diag, a_co, e_co, unit)
+            else:
+                v_free = None
+            if v_free is None:
+                v_free = self._solve_direct(model, rhs, v_pin, diag, a_co, e_co, unit)
+            v1[free] = v_free
         x1 = x0 + h * v1
         self._finish(model, state, x1, v1, x0, h, targets, colliders)
         return StepInfo(1, float("nan"))
+
+    def _solve_direct(self, model: Model, rhs: np.ndarray, v_pin: np.ndarray, diag: np.ndarray,
+                      a_co: Optional[np.ndarray], e_co: Optional[np.ndarray],
+                      unit: Optional[np.ndarray]) -> np.ndarray:
+        """Assemble the ``3f × 3f`` matrix and solve it directly; returns ``(f, 3)``."""
+        free, pinned = model.free_index, model.pinned_index
+        if a_co is not None:
+            blocks = e_co[:, None, None] * (unit[:, :, None] * unit[:, None, :])
+            idx = np.arange(3)
+            blocks[:, idx, idx] += a_co[:, None]
+            if len(pinned):
+                u = np.zeros_like(rhs)
+                u[pinned] = v_pin
+                rhs = rhs - _block_apply_soa(model.incidence, model.incidence_t, a_co, e_co,
+                                             unit, u)
+        else:
+            blocks = np.zeros((model.spring_count, 3, 3))
+        a = self._assembler(model).assemble(np.repeat(diag, 3), blocks)
+        return factor_spd(a)(rhs[free].reshape(-1)).reshape(-1, 3)
+
+    def _solve_pcg(self, model: Model, h: float, rhs: np.ndarray, v0: np.ndarray,
+                   v_pin: np.ndarray, diag: np.ndarray, a_co: np.ndarray, e_co: np.ndarray,
+                   unit: np.ndarray) -> Optional[np.ndarray]:
+        """Preconditioned CG from ``v0``; returns ``(f, 3)`` or ``None`` if it
+        did not reach :attr:`tolerance` within :attr:`max_cg_iterations`."""
+        pre = self._preconditioner(model, h)
+        free = model.free_index
+        unit_t = np.ascontiguousarray(unit.T)
+        b = np.asfortranarray(rhs[free])
+        if len(model.pinned_index):
+            b -= _block_apply_soa(pre.inc_pinned, pre.inc_t_free, a_co, e_co, unit, v_pin)
+        s = model.spring_count
+        du = np.empty((3, s))
+        tmp = np.empty(s)
+
+        def apply(u: np.ndarray, out: np.ndarray) -> np.ndarray:
+            for k in range(3):
+                du[k] = pre.inc_free @ u[:, k]
+            np.multiply(unit_t[0], du[0], out=tmp)
+            np.add(tmp, unit_t[1] * du[1], out=tmp)
+            np.add(tmp, unit_t[2] * du[2], out=tmp)
+            np.multiply(tmp, e_co, out=tmp)
+            np.multiply(du, a_co, out=du)
+            for k in range(3):
+                du[k] += tmp * unit_t[k]
+                out[:, k] = diag * u[:, k] + pre.inc_t_free @ du[k]
+            return out
+
+        x = np.asfortranarray(v0[free])
+        ap = np.empty_like(x)
+        r = b - apply(x, ap)
+        tol = self.tolerance * F.norm(b)
+        if F.norm(r) <= tol:
+            return x
+        z = pre.solve(r)
+        p = z.copy()
+        rz = F.dot(r, z)
+        for it in range(1, self.max_cg_iterations + 1):
+            apply(p, ap)
+            alpha = rz / F.dot(p, ap)
+            x += alpha * p
+            r -= alpha * ap
+            if F.norm(r) <= tol:
+                self.last_cg_iterations = it
+                return x
+            z = pre.solve(r)
+            rz_new = F.dot(r, z)
+            p *= rz_new / rz
+            p += z
+            rz = rz_new
+        return None
+
+
+def _block_apply_soa(inc: sp.csr_matrix, inc_t: sp.csr_matrix, a_co: np.ndarray,
+                     e_co: np.ndarray, unit: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """``inc_tᵀ-side`` product ``inc_t (B (inc u))`` with per-spring blocks
+    ``B = a I + e ûûᵀ``. Shapes: ``a_co``, ``e_co`` ``(s,)``, ``unit`` ``(s, 3)``,
+    ``u`` ``(cols of inc, 3)``; returns ``(rows of inc_t, 3)``."""
+    du = inc @ u
+    per = du * a_co[:, None]
+    per += unit * (e_co * np.einsum("ij,ij->i", du, unit))[:, None]
+    return inc_t @ per
