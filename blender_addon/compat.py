@@ -15,7 +15,8 @@ import bpy
 try:  # Blender 4.4+
     from bpy_extras import anim_utils as _anim_utils
 
-    _HAS_SLOTS = hasattr(_anim_utils, "action_ensure_channelbag_for_slot")
+    # 4.4-4.5 have action_get_channelbag_for_slot only; 5.x adds action_ensure_channelbag_for_slot.
+    _HAS_SLOTS = hasattr(_anim_utils, "action_get_channelbag_for_slot")
 except ImportError:  # pragma: no cover - very old Blender
     _anim_utils = None
     _HAS_SLOTS = False
@@ -49,7 +50,13 @@ def _channelbag(id_data: Any, create: bool) -> Any:
     if ad is None or ad.action is None:
         return None
     if create:
-        return _anim_utils.action_ensure_channelbag_for_slot(ad.action, ad.action_slot)
+        ensure = getattr(_anim_utils, "action_ensure_channelbag_for_slot", None)
+        if ensure is not None:
+            return ensure(ad.action, ad.action_slot)
+        action = ad.action  # 4.4-4.5: first layer's keyframe strip
+        layer = action.layers[0] if len(action.layers) else action.layers.new("Layer")
+        strip = layer.strips[0] if len(layer.strips) else layer.strips.new(type="KEYFRAME")
+        return strip.channelbag(ad.action_slot, ensure=True)
     if ad.action_slot is None:
         return None
     return _anim_utils.action_get_channelbag_for_slot(ad.action, ad.action_slot)

@@ -84,9 +84,33 @@ def continuous_euler(e: np.ndarray, axis: int = 0) -> np.ndarray:
     return np.unwrap(np.asarray(e, dtype=np.float64), axis=axis)
 
 
+def _wrap(a: np.ndarray) -> np.ndarray:
+    return (a + np.pi) % (2 * np.pi) - np.pi
+
+
 def quat_to_euler(q: np.ndarray, order: str) -> np.ndarray:
-    """Euler angles ``(F, ..., 3)`` of quaternions ``(F, ..., 4)``, continuous along frames."""
-    return continuous_euler(matrix_to_euler(quat_to_matrix(q), order), axis=0)
+    """Euler angles ``(F, ..., 3)`` of quaternions ``(F, ..., 4)``, continuous along frames.
+
+    Every rotation has two Euler triples: the principal one ``(a, b, c)`` (middle angle ``b``
+    in [-pi/2, pi/2]) and ``(a + pi, pi - b, c + pi)``. When the motion carries the middle
+    angle past +-pi/2 the principal triple jumps by pi in both outer angles; those jumps are
+    detected (vectorised: a cumulative parity over frames) and the other triple is used from
+    there on, then 2*pi jumps are unwrapped.
+    """
+    e = matrix_to_euler(quat_to_matrix(q), order)
+    if e.shape[0] < 2:
+        return e
+    i, j, k, _ = _order(order)
+    da = np.abs(_wrap(np.diff(e[..., i], axis=0)))
+    dc = np.abs(_wrap(np.diff(e[..., k], axis=0)))
+    jump = (da > 0.5 * np.pi) & (dc > 0.5 * np.pi)
+    other = np.concatenate((np.zeros_like(jump[:1]), np.cumsum(jump, axis=0) % 2 == 1), axis=0)
+    alt = e.copy()
+    alt[..., i] = e[..., i] + np.pi
+    alt[..., j] = np.pi - e[..., j]
+    alt[..., k] = e[..., k] + np.pi
+    e = np.where(other[..., None], alt, e)
+    return continuous_euler(e, axis=0)
 
 
 def quat_to_axis_angle(q: np.ndarray) -> np.ndarray:
