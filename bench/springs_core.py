@@ -52,68 +52,154 @@ def stable_substeps(model) -> int:
     return int(np.ceil(omega / (1.8 * CLOTH["fps"])))
 
 
-def _case(model, integrator, label, n, substeps, iterations, frames) -> Dict[str, object]:
-    """Time ``frames`` frames (after one warm-up frame), then measure peak
-    memory of one more frame under tracemalloc (kept out of the timing: it
-    slows numpy's allocations)."""
-    sim = Simulator(model, integrator, fps=CLOTH["fps"], substeps=substeps, iterations=iterations)
-    row: Dict[str, object] = dict(grid=n, vertices=model.vertex_count, springs=model.spring_count,
-                                  solver=label, substeps=substeps, iterations=iterations)
+def _time_interleaved(sims: Dict[str, Simulator], frames: Dict[str, int]) -> Dict[str, object]:
+    """Advance every simulator one frame in turn (round robin), ``frames[k]``
+    times each, after one warm-up frame (factorisations, caches). Returns per
+    key the list of frame times (s), the last diagnostics, or the
+    :class:`DivergenceError`. Interleaving puts every case under the same
+    machine load, so ratios between cases are meaningful on a shared box."""
+    times: Dict[str, List[float]] = {k: [] for k in sims}
+    last: Dict[str, object] = {}
+    live = dict(sims)
+    for k, sim in list(live.items()):
+        try:
+            last[k] = sim.advance()
+        except DivergenceError as e:
+            last[k] = e
+            del live[k]
+    for r in range(max(frames.values(), default=0)):
+        for k, sim in list(live.items()):
+            if r >= frames[k]:
+                continue
+            try:
+                t0 = time.perf_counter()
+                d = sim.advance()
+                times[k].append(time.perf_counter() - t0)
+                last[k] = d
+            except DivergenceError as e:
+                last[k] = e
+                del live[k]
+    return {"times": times, "last": last}
+
+
+def _peak_mib(sim: Simulator) -> float:
+    """Peak traced memory (MiB) of one more frame (kept out of the timing:
+    tracemalloc slows numpy's allocations)."""
+    tracemalloc.start()
     try:
-        sim.advance()  # first frame: factorisations, caches
-        t0 = time.perf_counter()
-        for _ in range(frames):
-            d = sim.advance()
-        ms = (time.perf_counter() - t0) / frames * 1e3
-        row.update(ms_per_frame=round(ms, 2), iterations_per_frame=d.iterations,
-                   max_strain=round(d.max_strain, 4), residual=d.residual, status="ok")
-        tracemalloc.start()
         sim.advance()
-        row["peak_mib"] = round(tracemalloc.get_traced_memory()[1] / 2**20, 1)
+        return round(tracemalloc.get_traced_memory()[1] / 2**20, 1)
+    except DivergenceError:
+        return float("nan")
+    finally:
         tracemalloc.stop()
-    except DivergenceError as e:
-        row.update(ms_per_frame=float("nan"), status=f"diverged at frame {e.frame}")
-    return row
 
 
 def run(quick: bool = False) -> List[Dict[str, object]]:
-    """Run the springs benchmark; return one dict per (grid, solver) case."""
+    """Run the springs benchmark; return one dict per (grid, integrator) case.
+
+    Keys: ``integrator`` (case label), ``solver`` (its ``INTEGRATORS`` name),
+    ``grid``, ``vertices``, ``springs``, ``substeps``, ``iterations``,
+    ``ms_per_frame`` (median), ``ms_per_iteration``, ``iterations_per_frame``,
+    ``cg_iterations`` (IMPLICIT), ``residual`` (N), ``max_strain``,
+    ``peak_mib``, ``status``, ``load_avg``. All cases of all grids run
+    interleaved frame by frame, so the goal ratios compare like with like.
+    """
     sizes = [32, 64] if quick else [32, 64, 128]
     frames = 5 if quick else 12
-    rows = []
+    sims: Dict[str, Simulator] = {}
+    meta: Dict[str, Dict[str, object]] = {}
+    nframes: Dict[str, int] = {}
     for n in sizes:
         model = hanging_grid(n)
         cases = [("FAST", "FAST", 1, 10), ("FAST+cheb", LocalGlobal(chebyshev=True), 1, 10),
                  ("NEWTON", "NEWTON", 1, 3), ("IMPLICIT", "IMPLICIT", 1, 1)]
         if n <= 64:
             stable = stable_substeps(model)
-            cases += [("SYMPLECTIC", "SYMPLECTIC", 1, 1), ("SYMPLECTIC", "SYMPLECTIC", stable, 1),
-                      ("EXPLICIT", "EXPLICIT", stable, 1)]
+            cases += [("SYMPLECTIC", "SYMPLECTIC", 1, 1),
+                      (f"SYMPLECTIC×{stable}", "SYMPLECTIC", stable, 1),
+                      (f"EXPLICIT×{stable}", "EXPLICIT", stable, 1)]
         for label, integ, sub, its in cases:
             if isinstance(integ, str):
                 integ = INTEGRATORS[integ]()
-            rows.append(_case(model, integ, label, n, sub, its, frames if sub < 10 else 2))
+            key = f"{n}:{label}"
+            sims[key] = Simulator(model, integ, fps=CLOTH["fps"], substeps=sub, iterations=its)
+            nframes[key] = frames if sub < 10 else 2
+            meta[key] = dict(integrator=label, solver=integ.name, grid=n,
+                             vertices=model.vertex_count, springs=model.spring_count,
+                             substeps=sub, iterations=its)
+    res = _time_interleaved(sims, nframes)
+    load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else float("nan")
+    rows = []
+    for key, sim in sims.items():
+        row: Dict[str, object] = dict(meta[key])
+        last = res["last"][key]
+        ts = res["times"][key]
+        if isinstance(last, DivergenceError) or not ts:
+            row.update(ms_per_frame=float("nan"), status=(
+                f"diverged at frame {last.frame}" if isinstance(last, DivergenceError)
+                else "no frames"))
+        else:
+            ms = float(np.median(ts)) * 1e3
+            its = max(int(last.iterations), 1)
+            row.update(ms_per_frame=round(ms, 2), ms_per_iteration=round(ms / its, 3),
+                       iterations_per_frame=last.iterations, residual=last.residual,
+                       max_strain=round(last.max_strain, 4), status="ok")
+            cg = getattr(sim.integrator, "last_cg_iterations", None)
+            if cg is not None:
+                row["cg_iterations"] = cg
+            row["peak_mib"] = _peak_mib(sim)
+        row["load_avg"] = load
+        rows.append(row)
     return rows
+
+
+def goals(rows: List[Dict[str, object]]) -> List[str]:
+    """The issue-4 goals, measured (lines of text)."""
+    def get(label: str, n: int):
+        for r in rows:
+            if r["integrator"] == label and r["grid"] == n and r.get("status") == "ok":
+                return r
+        return None
+
+    out = []
+    f64, f128, n64 = get("FAST", 64), get("FAST", 128), get("NEWTON", 64)
+    if f64:
+        ms = f64["ms_per_frame"]
+        out.append(f"FAST 64², 1 substep, 10 iterations: {ms} ms/frame (goal ≤ 20: "
+                   f"{'met' if ms <= 20 else 'NOT met'})")
+    if f64 and f128:
+        q = f128["ms_per_frame"] / f64["ms_per_frame"]
+        out.append(f"FAST 128²/64²: {q:.2f}× (goal ≤ 4.5: {'met' if q <= 4.5 else 'NOT met'})")
+    if f64 and n64:
+        q = n64["ms_per_iteration"] / f64["ms_per_iteration"]
+        out.append(f"NEWTON iteration / FAST iteration at 64²: {q:.2f}× "
+                   f"(goal ≤ 3: {'met' if q <= 3 else 'NOT met'})")
+    i64 = get("IMPLICIT", 64)
+    if i64:
+        out.append(f"IMPLICIT 64²: {i64['ms_per_frame']} ms/frame "
+                   f"({i64.get('cg_iterations', '?')} PCG iterations)")
+    if rows:
+        out.append(f"load average during the run: {rows[0]['load_avg']} (2 cores)")
+    return out
 
 
 def main() -> None:
     quick = "--quick" in sys.argv
     print("cloth:", ", ".join(f"{k}={v}" for k, v in CLOTH.items()))
     rows = run(quick)
-    keys = ["grid", "vertices", "springs", "solver", "substeps", "iterations", "ms_per_frame",
-            "iterations_per_frame", "max_strain", "peak_mib", "status"]
+    keys = ["grid", "vertices", "springs", "integrator", "substeps", "iterations",
+            "ms_per_frame", "ms_per_iteration", "iterations_per_frame", "cg_iterations",
+            "residual", "max_strain", "peak_mib", "status"]
     print(" | ".join(keys))
     for r in rows:
-        print(" | ".join(str(r.get(k, "")) for k in keys))
-    fast = {r["grid"]: r["ms_per_frame"] for r in rows if r["solver"] == "FAST"}
-    if 64 in fast:
-        print(f"goal FAST 64² ≤ 20 ms/frame: {fast[64]} ms")
-    if 64 in fast and 128 in fast:
-        print(f"goal 128²/64² ≤ 4.5: {fast[128] / fast[64]:.2f}")
-    newton = [r for r in rows if r["solver"] == "NEWTON" and r["grid"] == 64 and r["status"] == "ok"]
-    if newton and 64 in fast:
-        per_newton = newton[0]["ms_per_frame"] / max(newton[0]["iterations_per_frame"], 1)
-        print(f"goal NEWTON iteration ≤ 3× FAST iteration at 64²: {per_newton / (fast[64] / 10):.1f}×")
+        print(" | ".join(_fmt(r.get(k, "")) for k in keys))
+    for line in goals(rows):
+        print(line)
+
+
+def _fmt(v: object) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
 if __name__ == "__main__":

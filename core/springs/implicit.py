@@ -93,7 +93,7 @@ class LinearImplicitEuler(Integrator):
     implicit = True
 
     tolerance = 1e-10
-    pcg_threshold = 6000
+    pcg_threshold = 2000
     max_cg_iterations = 500
 
     def __init__(self, beta: float = 1.0) -> None:

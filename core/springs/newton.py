@@ -53,7 +53,7 @@ class NewtonImplicitEuler(Integrator):
     implicit = True
 
     #: Above this many unknowns (3 × free vertices) ``AUTO`` uses PCG.
-    pcg_threshold = 6000
+    pcg_threshold = 300
 
     def __init__(self, tolerance: float = 1e-10, armijo: float = 1e-4,
                  max_backtracks: int = 30, linear_solver: str = "AUTO") -> None:
