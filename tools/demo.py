@@ -35,13 +35,14 @@ ROOT = Path(__file__).resolve().parent.parent
 # --------------------------------------------------------------------------- the word
 
 # Strokes of each letter in a unit box (x right, y up), drawn in order; the pen moves
-# in straight lines between strokes (the arm never lifts its pen).
+# in straight lines between letters (the arm never lifts its pen), so each letter starts
+# where the previous one ended, along the baseline or the top line.
 LETTERS: dict[str, list[tuple[float, float]]] = {
     "S": [(1.0, 0.85), (0.8, 1.0), (0.2, 1.0), (0.0, 0.8), (0.05, 0.6), (0.95, 0.4),
           (1.0, 0.2), (0.8, 0.0), (0.2, 0.0), (0.0, 0.15)],
-    "I": [(0.5, 1.0), (0.5, 0.0)],
-    "N": [(0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0)],
-    "E": [(1.0, 1.0), (0.0, 1.0), (0.0, 0.5), (0.7, 0.5), (0.0, 0.5), (0.0, 0.0), (1.0, 0.0)],
+    "I": [(0.5, 0.0), (0.5, 1.0)],
+    "N": [(0.0, 1.0), (0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0)],
+    "E": [(1.0, 0.0), (0.0, 0.0), (0.0, 0.5), (0.7, 0.5), (0.0, 0.5), (0.0, 1.0), (1.0, 1.0)],
     "W": [(0.0, 1.0), (0.25, 0.0), (0.5, 0.6), (0.75, 0.0), (1.0, 1.0)],
 }
 
@@ -127,7 +128,36 @@ def make_arm(name: str, location, bones: int, length: float, direction=(0.0, 0.0
     bpy.ops.object.mode_set(mode="OBJECT")
     for pb in ob.pose.bones:
         pb.rotation_mode = "QUATERNION"
+    skin_arm(ob, d, length, bones)
     return ob, f"{name}.{bones - 1:02d}"
+
+
+def skin_arm(arm_ob, d, length: float, bones: int) -> None:
+    """A renderable tapered box per bone, deformed by the armature (armatures do not render)."""
+    import bpy
+    from mathutils import Vector
+
+    side = d.orthogonal().normalized()
+    other = d.cross(side).normalized()
+    verts, faces, groups = [], [], []
+    for i in range(bones):
+        w0, w1 = 0.09 * (1 - 0.5 * i / bones), 0.09 * (1 - 0.5 * (i + 1) / bones)
+        base = len(verts)
+        for t, w in ((i * length, w0), ((i + 1) * length * 0.985, w1)):
+            for a, b in ((1, 1), (-1, 1), (-1, -1), (1, -1)):
+                verts.append(d * t + side * (a * w) + other * (b * w))
+        faces += [(base, base + 1, base + 2, base + 3), (base + 4, base + 7, base + 6, base + 5)]
+        faces += [(base + k, base + 4 + k, base + 4 + (k + 1) % 4, base + (k + 1) % 4) for k in range(4)]
+        groups.append(list(range(base, base + 8)))
+    me = bpy.data.meshes.new(arm_ob.name + "Skin")
+    me.from_pydata([tuple(v) for v in verts], [], faces)
+    skin = link(bpy.data.objects.new(arm_ob.name + "Skin", me))
+    skin.parent = arm_ob
+    for i, vs in enumerate(groups):
+        skin.vertex_groups.new(name=f"{arm_ob.data.name}.{i:02d}").add(vs, 1.0, "REPLACE")
+    skin.modifiers.new("Armature", "ARMATURE").object = arm_ob
+    skin.color = (0.85, 0.85, 0.8, 1.0)
+    _ = Vector
 
 
 def make_grid(name: str, nx: int, ny: int, sx: float, sy: float):
@@ -184,7 +214,9 @@ def build_scene(frames: int):
     spline.points.add(len(poly) - 1)
     for p, (x, y) in zip(spline.points, poly):
         p.co = (x + 4.5, 0.0, y + z_word, 1.0)
+    curve.bevel_depth = 0.012
     word_ob = link(bpy.data.objects.new("SinewWord", curve))
+    word_ob.color = (0.3, 0.3, 0.3, 1.0)
     arm_fab, tip_fab = make_arm("ArmFABRIK", (4.5, -1.4, 0.0), bones=8, length=0.55)
     s = arm_fab.pose.bones[tip_fab].sinew_ik
     s.enabled, s.chain_length, s.solver, s.target_mode, s.target = True, 0, "FABRIK", "CURVE", word_ob
@@ -204,7 +236,7 @@ def build_scene(frames: int):
     # A flag on a swinging pole (FAST): pinned along its left edge, parented to the pole.
     pole = link(bpy.data.objects.new("Pole", None))
     pole.empty_display_type, pole.empty_display_size = "SINGLE_ARROW", 3.0
-    pole.location = (-6.0, 6.0, 0.0)
+    pole.location = (-3.4, 9.5, 1.4)
     for frame, angle in ((f0, -0.25), (f0 + (f1 - f0) // 2, 0.25), (f1, -0.25)):
         pole.rotation_euler = (0.0, 0.0, angle)
         pole.keyframe_insert("rotation_euler", frame=frame)
@@ -247,6 +279,10 @@ def build_scene(frames: int):
     rope = link(bpy.data.objects.new("Rope", rme))
     rope.location = (5.0, 7.0, 3.2)
     rope.vertex_groups.new(name="top").add([0], 1.0, "REPLACE")
+    # Loose edges do not render: a Skin modifier (generative, applied on top of the bake).
+    rope.modifiers.new("Skin", "SKIN")
+    for sv in rme.skin_vertices[0].data:
+        sv.radius = (0.025, 0.025)
     sp = rope.sinew_springs
     sp.enabled, sp.solver, sp.pin_group = True, "NEWTON", "top"
     sp.vertex_mass, sp.stiffness, sp.bending_stiffness, sp.shear_stiffness = 0.01, 800.0, 0.0, 0.0
@@ -254,10 +290,13 @@ def build_scene(frames: int):
 
     # Camera, light and look.
     cam = link(bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera")))
-    cam.location = (0.0, -13.0, 6.5)
-    direction = Vector((0.0, 3.0, 1.8)) - cam.location
+    cam.location = (0.0, -11.0, 4.2)
+    direction = Vector((0.0, 3.0, 1.9)) - cam.location
     cam.rotation_euler = direction.to_track_quat("-Z", "Y").to_euler()
-    cam.data.lens = 24
+    cam.data.lens = 27
+    world = bpy.data.worlds.new("World")
+    world.color = (0.82, 0.84, 0.88)
+    scene.world = world
     scene.camera = cam
     scene.render.engine = "BLENDER_WORKBENCH"
     shading = scene.display.shading
@@ -299,17 +338,44 @@ def bake(scene_info, frames: int) -> list[dict]:
     return rows
 
 
-def check_ik(scene_info, frames: int) -> dict[str, float]:
-    """Tip error of each arm as Blender evaluates the baked keys (metres)."""
+def style_traces(scene_info, frames: int) -> None:
+    """Give the tip traces a thickness and let them grow with the drawing (bevel end keyed 0→1)."""
     import bpy
 
-    errors: dict[str, float] = {}
+    edit = bpy.context.preferences.edit
+    previous, edit.keyframe_new_interpolation_type = edit.keyframe_new_interpolation_type, "LINEAR"
+    for (ob, tip), color in zip(scene_info["arms"][:2], ((0.1, 0.35, 0.9, 1), (0.9, 0.35, 0.1, 1))):
+        trace = bpy.data.objects.get(f"{ob.name}_{tip}_trace")
+        if trace is None:
+            raise SystemExit(f"demo: the trace curve of {ob.name} is missing")
+        trace.data.bevel_depth = 0.02
+        trace.data.bevel_factor_mapping_end = "SPLINE"
+        trace.color = color
+        for frame, value in ((1, 0.0), (frames, 1.0)):
+            trace.data.bevel_factor_end = value
+            trace.data.keyframe_insert("bevel_factor_end", frame=frame)
+    edit.keyframe_new_interpolation_type = previous
+
+
+def check_ik(scene_info, frames: int) -> list[str]:
+    """The checks the demo holds itself to, with Blender evaluating the baked keys."""
+    import bpy
+
+    problems = []
     scene = bpy.context.scene
-    for ob, tip in scene_info["arms"]:
+    for ob, tip in scene_info["arms"][:2]:
         s = ob.pose.bones[tip].sinew_ik
-        errors[ob.name] = float(s.last_error_max)
+        if not s.last_error_max < 1e-3:
+            problems.append(f"{ob.name}: max tip error {s.last_error_max:.2e} m (expected < 1e-3 m)")
+    # The DLS arm's target is out of reach at mid-range: the chain must be straight there.
+    arm, _tip = scene_info["arms"][2]
+    scene.frame_set(1 + (frames - 1) // 2)
+    dirs = [(pb.tail - pb.head).normalized() for pb in arm.pose.bones]
+    worst = max(math.degrees(dirs[0].angle(d)) for d in dirs[1:])
+    if worst > 0.1:
+        problems.append(f"{arm.name}: target out of reach but the chain bends by {worst:.3f}°")
     scene.frame_set(1)
-    return errors
+    return problems
 
 
 # --------------------------------------------------------------------------- pictures
@@ -324,7 +390,7 @@ def render_contact_sheet(out: Path, frames: int) -> Path:
     import numpy as np
 
     scene = bpy.context.scene
-    scene.render.resolution_x, scene.render.resolution_y = 480, 270
+    scene.render.resolution_x, scene.render.resolution_y = 640, 360
     scene.render.resolution_percentage = 100
     scene.render.image_settings.file_format = "PNG"
     picks = sorted({1, *(int(round(1 + (frames - 1) * k / 5)) for k in range(1, 6))})
@@ -469,6 +535,8 @@ def main() -> int:
     addon = install_addon(zip_path)
     info = build_scene(frames)
     rows = bake(info, frames)
+    style_traces(info, frames)
+    problems = check_ik(info, frames)
     blend = out / "demo.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(blend))
     pictures = [blend]
@@ -495,7 +563,9 @@ def main() -> int:
     print()
     for p in pictures:
         print(f"wrote {p}")
-    return 0
+    for p in problems:
+        print(f"demo: check failed: {p}")
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":
