@@ -28,7 +28,7 @@ velocities are ``(target − x₀)/h``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -172,11 +172,20 @@ class Objective:
         self.y = (state.x / h**2 + state.v / h + model.gravity
                   + c * (state.x / h + model.wind)) / a
         self.has_damping = model.spring_count > 0 and bool(np.any(model.damping))
-        if self.has_damping:
-            _, _, u0 = F.spring_geometry(model, state.x)
-            self.u0 = u0
-        else:
-            self.u0 = None
+        self._geometry0: Optional[Tuple[np.ndarray, np.ndarray]] = None
+
+    def geometry0(self) -> Tuple[np.ndarray, np.ndarray]:
+        """Spring vectors ``d⁰`` and directions ``û⁰`` at the start of the step,
+        both ``(3, s)`` (structure of arrays), computed once on first use."""
+        if self._geometry0 is None:
+            d0, _, u0 = F.spring_geometry_soa(self.model, self.x0)
+            self._geometry0 = (d0, u0)
+        return self._geometry0
+
+    @property
+    def u0(self) -> Optional[np.ndarray]:
+        """``û⁰``, shape ``(s, 3)`` (a view), or ``None`` without spring damping."""
+        return self.geometry0()[1].T if self.has_damping else None
 
     def damping_blocks(self) -> np.ndarray:
         """``k_d û⁰û⁰ᵀ / h`` per spring, shape ``(s, 3, 3)``."""

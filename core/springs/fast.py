@@ -224,18 +224,23 @@ class LocalGlobal(Integrator):
         damp = pre.has_damping
         if damp:
             const += pre.ld_free @ obj.x0
-            u0 = obj.u0
-            d0 = model.incidence @ obj.x0
-            c_s = d0 - np.einsum("ij,ij->i", d0, u0)[:, None] * u0
-            c_s *= -pre.kd_h[:, None]
-            const += pre.inc_t_free @ c_s
-            u0 = np.ascontiguousarray(u0.T)
+            d0, u0 = obj.geometry0()
+            # c_s = -(k_d/h)(d⁰ − (d⁰·û⁰)û⁰) vanishes (to round-off) unless d⁰ ≈ 0,
+            # where û⁰ is the rest direction instead of d⁰/‖d⁰‖
+            tiny = np.flatnonzero(np.abs(d0).max(axis=0) <= _TINY)
+            if len(tiny):
+                dt, ut = d0[:, tiny], u0[:, tiny]
+                c_s = np.zeros((model.spring_count, 3))
+                c_s[tiny] = (-(pre.kd_h[tiny]) * (dt - (dt * ut).sum(axis=0) * ut)).T
+                const += pre.inc_t_free @ c_s
         else:
             u0 = None
         d_pin = None
         if len(model.pinned_index):
             const -= pre.coupling @ targets
-            d_pin = np.ascontiguousarray((pre.inc_pinned @ targets).T)
+            d_pin = np.empty((3, model.spring_count))
+            for k in range(3):
+                d_pin[k] = pre.inc_pinned @ targets[:, k]
         rho = self.rho if self.rho is not None else pre.rho
         use_cheb = self.chebyshev and rho is not None
         measure = self.chebyshev and rho is None

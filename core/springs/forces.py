@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from .model import Model
 
 __all__ = [
-    "spring_geometry", "spring_energy", "spring_gradient", "spring_hessian_blocks",
+    "spring_geometry", "spring_geometry_soa", "spring_energy", "spring_gradient", "spring_hessian_blocks",
     "damping_forces", "damping_blocks", "external_forces", "gravity_energy",
     "potential_energy", "kinetic_energy", "max_strain", "spring_energy_and_strain",
     "dot", "norm",
@@ -84,6 +84,27 @@ def spring_geometry(model: Model, x: np.ndarray) -> Tuple[np.ndarray, np.ndarray
     ok = length > _TINY
     safe = np.where(ok, length, 1.0)
     unit = np.where(ok[:, None], d / safe[:, None], model.rest_directions)
+    return d, length, unit
+
+
+def spring_geometry_soa(model: Model, x: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`spring_geometry` in structure-of-arrays layout.
+
+    Returns ``d`` ``(3, s)``, ``length`` ``(s,)`` and ``unit`` ``(3, s)``
+    (contiguous rows: faster elementwise work than ``(s, 3)``).
+    """
+    inc = model.incidence
+    d = np.empty((3, model.spring_count))
+    for k in range(3):
+        d[k] = inc @ x[:, k]
+    length = d[0] * d[0]
+    length += d[1] * d[1]
+    length += d[2] * d[2]
+    np.sqrt(length, out=length)
+    if length.min(initial=np.inf) > _TINY:
+        return d, length, d / length
+    ok = length > _TINY
+    unit = np.where(ok, d / np.where(ok, length, 1.0), model.rest_directions.T)
     return d, length, unit
 
 
@@ -186,8 +207,7 @@ def spring_energy_and_strain(model: Model, x: np.ndarray) -> Tuple[float, float]
     """
     if model.spring_count == 0:
         return 0.0, 0.0
-    d = model.incidence @ x
-    length = np.sqrt(np.einsum("ij,ij->i", d, d))
+    _, length, _ = spring_geometry_soa(model, x)
     stretch = length - model.rest_lengths
     energy = 0.5 * dot(model.stiffness, stretch * stretch)
     rest = model.rest_lengths

@@ -239,13 +239,15 @@ class _FreeObjective:
         self.yf = np.asfortranarray(obj.y[free])
         rp = targets - obj.y[pinned]
         self.value_pinned = 0.5 * float(np.einsum("i,ij,ij->", obj.w[pinned], rp, rp))
-        self.d_pin = (np.ascontiguousarray((pre.inc_pinned @ targets).T) if len(pinned)
-                      else None)
+        self.d_pin = None
+        if len(pinned):
+            self.d_pin = np.empty((3, model.spring_count))
+            for k in range(3):
+                self.d_pin[k] = pre.inc_pinned @ targets[:, k]
         self.damped = obj.has_damping
         if self.damped:
-            self.u0 = np.ascontiguousarray(obj.u0.T)
-            d0 = model.incidence @ obj.x0
-            self.proj0 = np.einsum("ij,ij->i", d0, obj.u0)  # û⁰·d⁰, shape (s,)
+            d0, self.u0 = obj.geometry0()
+            self.proj0 = _dot3(d0, self.u0)  # û⁰·d⁰, shape (s,)
         self.rest_t = np.ascontiguousarray(model.rest_directions.T)
         s = model.spring_count
         self._du = np.empty((3, s))
