@@ -44,7 +44,7 @@ ENVIRONMENTS: dict[str, dict] = {
     },
     "bpy-4.5": {
         "python": "3.11",
-        "packages": ["bpy==4.5.*", "numpy<2", "scipy", "pytest", "hypothesis"],
+        "packages": ["bpy==4.5.*", "numpy<2", "scipy", "pytest", "hypothesis", "matplotlib"],
     },
     "lint": {
         "python": "3.13",
