@@ -176,9 +176,10 @@ class Objective:
 
     def geometry0(self) -> Tuple[np.ndarray, np.ndarray]:
         """Spring vectors ``d⁰`` and directions ``û⁰`` at the start of the step,
-        both ``(3, s)`` (structure of arrays), computed once on first use."""
+        both ``(3, s)`` (structure of arrays), computed once on first use (also
+        sets ``length0`` ``(s,)``)."""
         if self._geometry0 is None:
-            d0, _, u0 = F.spring_geometry_soa(self.model, self.x0)
+            d0, self.length0, u0 = F.spring_geometry_soa(self.model, self.x0)
             self._geometry0 = (d0, u0)
         return self._geometry0
 

@@ -57,7 +57,9 @@ class _Prefactored:
     ``matrix_csr`` the same in CSR (for products); ``solve`` its factorised
     solve; ``coupling`` CSR ``(f, p)`` (free-pinned block of ``L_k + L_d/h``);
     ``ld_free`` CSR ``(f, n)``; ``inc_free`` CSR ``(s, f)`` and ``inc_pinned``
-    CSR ``(s, p)`` (columns of the incidence matrix ``Aᵀ``); ``inc_t_free`` CSR
+    CSR ``(s, p)`` (columns of the incidence matrix ``Aᵀ``), ``pin_springs``
+    the springs touching a pinned vertex and ``inc_pin_springs`` their rows of
+    ``inc_pinned``; ``inc_t_free`` CSR
     ``(f, s)``; ``k_rest`` ``(s,)`` = ``k L``; ``kd_h`` ``(s,)`` = ``k_d/h``;
     ``rho`` the Chebyshev spectral-radius estimate.
     """
@@ -78,6 +80,8 @@ class _Prefactored:
         inc_csc = inc.tocsc()
         self.inc_free = inc_csc[:, free].tocsr()
         self.inc_pinned = inc_csc[:, pinned].tocsr()
+        self.pin_springs = np.flatnonzero(np.diff(self.inc_pinned.indptr))
+        self.inc_pin_springs = self.inc_pinned[self.pin_springs]
         self.inc_t_free = inc_t.tocsr()[free]
         self.k_rest = model.stiffness * model.rest_lengths
         self.kd_h = model.damping / h
@@ -99,8 +103,8 @@ class _Prefactored:
         contiguous ``(s,)`` rows, several times faster than ``(s, 3)`` rows)
         in preallocated buffers; two sparse products per coordinate.
 
-        Shapes: ``xf (f, 3)``; ``d_pin (3, s)`` (pinned part of ``Aᵀ x``) or
-        ``None``; ``u0 (3, s)`` or ``None`` (no damping); ``out (f, 3)``,
+        Shapes: ``xf (f, 3)``; ``d_pin (3, len(pin_springs))`` (pinned part of
+        ``Aᵀ x`` on the springs that touch a pin) or ``None``; ``u0 (3, s)`` or ``None`` (no damping); ``out (f, 3)``,
         returned.
         """
         d, length, scale, tmp = self._d, self._length, self._scale, self._tmp
@@ -108,7 +112,7 @@ class _Prefactored:
         for k in range(3):
             d[k] = inc_free @ xf[:, k]
         if d_pin is not None:
-            d += d_pin
+            d[:, self.pin_springs] += d_pin
         np.multiply(d[0], d[0], out=length)
         for k in (1, 2):
             np.multiply(d[k], d[k], out=tmp)
@@ -227,7 +231,7 @@ class LocalGlobal(Integrator):
             d0, u0 = obj.geometry0()
             # c_s = -(k_d/h)(d⁰ − (d⁰·û⁰)û⁰) vanishes (to round-off) unless d⁰ ≈ 0,
             # where û⁰ is the rest direction instead of d⁰/‖d⁰‖
-            tiny = np.flatnonzero(np.abs(d0).max(axis=0) <= _TINY)
+            tiny = np.flatnonzero(obj.length0 <= _TINY)
             if len(tiny):
                 dt, ut = d0[:, tiny], u0[:, tiny]
                 c_s = np.zeros((model.spring_count, 3))
@@ -238,9 +242,7 @@ class LocalGlobal(Integrator):
         d_pin = None
         if len(model.pinned_index):
             const -= pre.coupling @ targets
-            d_pin = np.empty((3, model.spring_count))
-            for k in range(3):
-                d_pin[k] = pre.inc_pinned @ targets[:, k]
+            d_pin = np.ascontiguousarray((pre.inc_pin_springs @ targets).T)
         rho = self.rho if self.rho is not None else pre.rho
         use_cheb = self.chebyshev and rho is not None
         measure = self.chebyshev and rho is None

@@ -207,7 +207,13 @@ def spring_energy_and_strain(model: Model, x: np.ndarray) -> Tuple[float, float]
     """
     if model.spring_count == 0:
         return 0.0, 0.0
-    _, length, _ = spring_geometry_soa(model, x)
+    inc = model.incidence
+    length = np.zeros(model.spring_count)
+    for k in range(3):
+        dk = inc @ x[:, k]
+        dk *= dk
+        length += dk
+    np.sqrt(length, out=length)
     stretch = length - model.rest_lengths
     energy = 0.5 * dot(model.stiffness, stretch * stretch)
     rest = model.rest_lengths

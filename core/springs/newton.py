@@ -241,9 +241,7 @@ class _FreeObjective:
         self.value_pinned = 0.5 * float(np.einsum("i,ij,ij->", obj.w[pinned], rp, rp))
         self.d_pin = None
         if len(pinned):
-            self.d_pin = np.empty((3, model.spring_count))
-            for k in range(3):
-                self.d_pin[k] = pre.inc_pinned @ targets[:, k]
+            self.d_pin = np.ascontiguousarray((pre.inc_pin_springs @ targets).T)
         self.damped = obj.has_damping
         if self.damped:
             d0, self.u0 = obj.geometry0()
@@ -262,7 +260,7 @@ class _FreeObjective:
         for k in range(3):
             d[k] = pre.inc_free @ xf[:, k]
         if self.d_pin is not None:
-            d += self.d_pin
+            d[:, pre.pin_springs] += self.d_pin
         length = _dot3(d, d)
         np.sqrt(length, out=length)
         if length.min(initial=np.inf) > F._TINY:
