@@ -6,7 +6,8 @@ mostly within reach. Run from the repository root::
 
     python bench/ik_core.py [--quick]
 
-Prints a markdown table; :func:`run` returns the rows for the top-level bench.
+Prints a markdown table; :func:`run` returns the rows for the top-level bench. FABRIK is run
+with both bake strategies (sequential warm-started, and batched over all frames).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
+from core import quat  # noqa: E402
 from core.ik import SOLVERS, Chain, SolveSettings  # noqa: E402
-from core.ik.bake import bake_chain  # noqa: E402
+from core.ik.bake import bake_chain, uses_batched  # noqa: E402
 
 
 def lissajous(frames: int) -> np.ndarray:
@@ -32,7 +34,7 @@ def lissajous(frames: int) -> np.ndarray:
 
 
 def run(quick: bool = False) -> list[dict]:
-    """Bake the Lissajous path with every solver.
+    """Bake the Lissajous path with every solver and, for FABRIK, both bake strategies.
 
     Parameters
     ----------
@@ -42,8 +44,10 @@ def run(quick: bool = False) -> list[dict]:
     Returns
     -------
     list of dict
-        One row per solver: solver, frames, seconds, ms_per_frame, mean_iterations,
-        max_iterations, max_error_m, converged_fraction.
+        One row per solver and strategy: solver, strategy ('sequential' or 'batched'), frames,
+        seconds (best of a few runs for the fast ones), ms_per_frame, mean_iterations,
+        max_iterations, max_error_m, converged_fraction, max_step_deg (largest joint turn
+        between consecutive frames).
     """
     frames = 200 if quick else 1000
     pts = np.zeros((11, 3))
@@ -53,25 +57,34 @@ def run(quick: bool = False) -> list[dict]:
     settings = SolveSettings(max_iterations=100, tolerance=1e-4)
     rows = []
     for name in SOLVERS:
-        t0 = time.perf_counter()
-        res = bake_chain(chain, targets, name, settings)
-        dt = time.perf_counter() - t0
-        rows.append({
-            "solver": name, "frames": frames, "seconds": dt, "ms_per_frame": 1e3 * dt / frames,
-            "mean_iterations": float(res.iterations.mean()), "max_iterations": int(res.iterations.max()),
-            "max_error_m": float(res.errors.max()), "converged_fraction": float(res.converged.mean()),
-        })
+        strategies = ["sequential"] + (["batched"] if uses_batched(chain, name, None) else [])
+        for strategy in strategies:
+            best = np.inf
+            repeats = 5 if strategy == "batched" else 1
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                res = bake_chain(chain, targets, name, settings, strategy=strategy)
+                best = min(best, time.perf_counter() - t0)
+            steps = quat.angle_between(res.rotations[:-1], res.rotations[1:]).max(axis=1)
+            rows.append({
+                "solver": name, "strategy": strategy, "frames": frames, "seconds": best,
+                "ms_per_frame": 1e3 * best / frames, "mean_iterations": float(res.iterations.mean()),
+                "max_iterations": int(res.iterations.max()), "max_error_m": float(res.errors.max()),
+                "converged_fraction": float(res.converged.mean()),
+                "max_step_deg": float(np.degrees(steps.max())),
+            })
     return rows
 
 
 def main(argv: list[str]) -> None:
     rows = run("--quick" in argv)
-    print("| solver | frames | time (s) | ms/frame | mean iter | max iter | max tip error (m) | converged |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| solver | strategy | frames | time (s) | ms/frame | mean iter | max iter | max tip error (m) "
+          "| converged | max joint step (deg) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['solver']} | {r['frames']} | {r['seconds']:.3f} | {r['ms_per_frame']:.3f} | "
+        print(f"| {r['solver']} | {r['strategy']} | {r['frames']} | {r['seconds']:.3f} | {r['ms_per_frame']:.3f} | "
               f"{r['mean_iterations']:.2f} | {r['max_iterations']} | {r['max_error_m']:.2e} | "
-              f"{100 * r['converged_fraction']:.1f}% |")
+              f"{100 * r['converged_fraction']:.1f}% | {r['max_step_deg']:.1f} |")
 
 
 if __name__ == "__main__":

@@ -20,9 +20,10 @@ import numpy as np
 from .. import quat
 from ..errors import BakeCancelled, ChainError
 from .base import SolveSettings, bone_bounds, clamp_bounds_all, solve_batch
+from .batch import fabrik_all_frames, repair_walk
 from .chain import Chain, RootLike, _fk, _root_arrays
 
-__all__ = ["BakeResult", "BakeProgress", "bake_chain", "iter_bake"]
+__all__ = ["BakeResult", "BakeProgress", "bake_chain", "iter_bake", "uses_batched", "STRATEGIES"]
 
 ProgressFn = Callable[[int, int], Optional[bool]]
 
@@ -64,10 +65,26 @@ def _solver_kernel(solver: str):
         raise ChainError(f"unknown solver {solver!r}; expected one of {sorted(SOLVERS)}") from None
 
 
+STRATEGIES = ("auto", "sequential", "batched")
+
+
+def uses_batched(chain: Chain, solver: str, poles: np.ndarray | None, strategy: str = "auto") -> bool:
+    """Whether :func:`iter_bake` bakes all frames at once (see :mod:`.batch`).
+
+    ``'auto'`` and ``'batched'`` do so for FABRIK on chains without active limits and without a
+    pole target; everything else (CCD, DLS, limits, poles, ``'sequential'``) is baked one frame
+    at a time, warm-started from the previous frame.
+    """
+    if strategy not in STRATEGIES:
+        raise ChainError(f"unknown strategy {strategy!r}; expected one of {list(STRATEGIES)}")
+    return (strategy != "sequential" and solver == "FABRIK" and poles is None
+            and bone_bounds(chain) is None)
+
+
 def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSettings, *,
               max_step_angle: float = 0.0, poles: np.ndarray | None = None,
               initial: np.ndarray | None = None, roots: RootLike = None,
-              chunk: int = 64) -> Iterator[BakeProgress]:
+              chunk: int = 64, strategy: str = "auto") -> Iterator[BakeProgress]:
     """Bake a frame range incrementally.
 
     Parameters
@@ -88,6 +105,13 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
         Root frame per frame (shapes (F, 4)/(F, 3), or (F, 4, 4)) or one for all frames.
     chunk : int
         Frames per yield.
+    strategy : {'auto', 'sequential', 'batched'}
+        ``'auto'`` (and ``'batched'``) solve every frame at once from ``initial`` and repair
+        jumps sequentially (:mod:`.batch`) where the solver is FABRIK and the chain has no
+        active limits and no pole; otherwise, or with ``'sequential'``, each frame is solved
+        warm-started from the previous one. Both give every frame's tip within the tolerance
+        of a reachable target (poses may differ in the null space), continuity, the
+        ``max_step_angle`` cap and sign continuity.
 
     Yields
     ------
@@ -123,10 +147,13 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
         prev = chain.check_rotations(initial).reshape(1, chain.n, 4)
     bounds = bone_bounds(chain)
     prev = clamp_bounds_all(prev, bounds)
+    chunk = max(1, int(chunk))
+    if uses_batched(chain, solver, pl, strategy):
+        yield from _iter_bake_batched(kernel, chain, t, settings, step, prev[0], rr, rp, chunk)
+        return
     rot = np.empty((frames, chain.n, 4))
     its = np.zeros(frames, dtype=np.int64)
     errs = np.empty(frames)
-    chunk = max(1, int(chunk))
     for f in range(frames):
         sl = slice(f, f + 1)
         q, it, err = solve_batch(kernel, chain, t[sl], prev, settings,
@@ -154,10 +181,80 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
     yield BakeProgress(frames, frames, res)
 
 
+def _iter_bake_batched(kernel, chain: Chain, t: np.ndarray, settings: SolveSettings, step: float,
+                       start: np.ndarray, rr: np.ndarray, rp: np.ndarray, chunk: int
+                       ) -> Iterator[BakeProgress]:
+    """The batched FABRIK bake (validated inputs): solve all, repair jumps, cap, sign-fix."""
+    frames = t.shape[0]
+    rot, its, errs = fabrik_all_frames(chain, t, start, settings, rr, rp)
+    for done in repair_walk(kernel, chain, t, start, settings, rr, rp, rot, its, errs, chunk):
+        yield BakeProgress(done, frames)
+    if step > 0.0:
+        limited = _cap_steps(rot, start, step)
+        if limited.size:
+            pos, _ = _fk(chain, rot[limited], rr[limited], rp[limited])
+            errs[limited] = np.linalg.norm(pos[:, -1] - t[limited], axis=1)
+    # Sign continuity along frames (and with the start pose): flip where the running product
+    # of the signs of consecutive dot products is negative.
+    d = np.einsum("fbi,fbi->fb", rot, np.concatenate((start[None], rot[:-1]), axis=0))
+    sign = np.cumprod(np.where(d < 0, -1.0, 1.0), axis=0)
+    rot *= sign[..., None]
+    res = BakeResult(rot, its, errs, errs <= settings.tolerance)
+    yield BakeProgress(frames, frames, res)
+
+
+def _cap_steps(rot: np.ndarray, start: np.ndarray, step: float) -> np.ndarray:
+    """Cap every joint's change between consecutive frames at ``step`` radians, in place.
+
+    Sequential where it matters: a frame whose joints all stay within ``step`` of the previous
+    (already capped) frame is kept; otherwise each joint over the cap is slerped back to exactly
+    ``step`` from the previous frame, and the next frame is compared with that capped pose.
+    Runs of frames needing no cap are skipped with one vectorised test.
+
+    Parameters
+    ----------
+    rot : ndarray, shape (F, n, 4)
+        Rotations, modified in place.
+    start : ndarray, shape (n, 4)
+        Pose before the first frame.
+    step : float
+        Radians, > 0.
+
+    Returns
+    -------
+    ndarray of int
+        Indices of the frames that were changed.
+    """
+    frames = rot.shape[0]
+    # Steps between the uncapped frames; while the output equals the input these are exact.
+    raw = quat.angle_between(np.concatenate((start[None], rot[:-1]), axis=0), rot).max(axis=1)
+    changed = []
+    f = 0
+    prev = start
+    while f < frames:
+        over = np.nonzero(raw[f:] > step)[0]
+        if over.size == 0:
+            break
+        f += int(over[0])
+        prev = start if f == 0 else rot[f - 1]
+        # Capped run: continue frame by frame until the output catches up with the input.
+        while f < frames:
+            ang = quat.angle_between(prev, rot[f])
+            if not np.any(ang > step):
+                break
+            frac = np.where(ang > step, step / np.maximum(ang, 1e-300), 1.0)
+            rot[f] = quat.slerp(prev, rot[f], frac)
+            changed.append(f)
+            prev = rot[f]
+            f += 1
+        f += 1
+    return np.asarray(changed, dtype=np.int64)
+
+
 def bake_chain(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSettings, *,
                max_step_angle: float = 0.0, poles: np.ndarray | None = None,
                initial: np.ndarray | None = None, roots: RootLike = None,
-               progress: ProgressFn | None = None, chunk: int = 64) -> BakeResult:
+               progress: ProgressFn | None = None, chunk: int = 64, strategy: str = "auto") -> BakeResult:
     """Bake a frame range in one call (see :func:`iter_bake` for the parameters).
 
     Parameters
@@ -169,6 +266,9 @@ def bake_chain(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSe
     -------
     BakeResult
 
+    strategy : {'auto', 'sequential', 'batched'}
+        See :func:`iter_bake`.
+
     Raises
     ------
     BakeCancelled
@@ -177,7 +277,7 @@ def bake_chain(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSe
         On invalid input.
     """
     gen = iter_bake(chain, targets, solver, settings, max_step_angle=max_step_angle, poles=poles,
-                    initial=initial, roots=roots, chunk=chunk)
+                    initial=initial, roots=roots, chunk=chunk, strategy=strategy)
     try:
         for p in gen:
             if progress is not None and progress(p.done, p.total) is False:

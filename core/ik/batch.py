@@ -1,0 +1,399 @@
+"""Batched FABRIK bake: every frame solved at once from one shared start pose, then repaired.
+
+The sequential bake (:mod:`.bake`) solves one frame at a time, warm-started from the previous
+frame; that is inherently serial and pays Python overhead per frame. Here every frame of the
+range starts from the *same* pose (the chain's initial pose), so all frames are independent:
+the FABRIK backward/forward passes loop over the ``n`` joints but each step is one numpy
+operation over all still-unconverged frames (positions kept as ``(n+1, 3, F)`` so each joint
+is a contiguous ``(3, F)`` block). Rotations are then recovered from the joint positions in one
+vectorised pass, each bone keeping its twist from the shared start pose.
+
+FABRIK from a fixed start pose is a continuous function of the target almost everywhere, so
+consecutive frames are continuous; where it is not (the target crosses a branch boundary, e.g.
+the line of a straight start pose), a joint jumps. A vectorised check finds every frame whose
+largest joint rotation change exceeds what the target's motion implies; from such a frame the
+bake is *repaired sequentially*: each frame is solved warm-started from the previous output
+frame, with the start pose pulled toward the batched pose by at most a small angle per frame
+(a "glide"), until the output meets the batched solution again, after which the batched frames
+are used as they are. Repairs therefore stay local, and every output frame still reaches its
+target to the tolerance (or is straight toward an unreachable one).
+
+Limits and poles are not batched: :func:`.bake.iter_bake` keeps the sequential path for chains
+with active limits or a pole target.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from .. import quat
+from .base import SolveSettings, _prebend, recover_rotations, solve_batch
+from ._scalar import recover_one
+from .chain import Chain, _fk
+from .fabrik import _passes_scalar
+
+__all__ = ["fabrik_all_frames", "continuity_limits", "repair_walk"]
+
+# The continuity limit of a frame step: _JUMP_GAIN * (target step / shortest segment) +
+# _JUMP_FLOOR radians (a joint turning by target step / shortest segment moves the next joint
+# by the target's step). A step over the limit is repaired if the solution map is
+# discontinuous there (checked by solving between the frames) or if it is over _WHIP times the
+# limit (a continuous but whipping stretch, e.g. the bend plane swinging round as the target
+# passes close to the straight start pose's line). Measured on smooth targets the ratio of
+# joint turn to (target step / shortest segment) peaks at 3.95 (Lissajous bench), < 0.7 on
+# circles; branch jumps are far above.
+_JUMP_GAIN = 3.0
+_JUMP_FLOOR = np.radians(3.0)
+_WHIP = 1.5
+# While repairing, each frame may drift from the warm-started solution toward the batched pose
+# by _GLIDE_GAIN * (the batched pose's own motion) + _GLIDE_FLOOR radians.
+_GLIDE_GAIN = 0.25
+_GLIDE_FLOOR = np.radians(1.0)
+_LOOKAHEAD = 5
+# Sub-steps used to tell a fast but continuous step from a jump.
+_SUBSTEPS = 8
+# Finish the last few slow problems of a batch with plain-float passes.
+_SCALAR_TAIL = 4
+
+
+def _passes_all(p: np.ndarray, targets_t: np.ndarray, seg: np.ndarray, tol: float,
+                max_iter: int) -> np.ndarray:
+    """FABRIK passes over many problems at once until each tip is within ``tol``.
+
+    Parameters
+    ----------
+    p : ndarray, shape (n+1, 3, B)
+        Joint positions (heads, then the tip), updated in place; column ``b`` is problem ``b``.
+    targets_t : ndarray, shape (3, B)
+    seg : ndarray, shape (n,)
+        Segment lengths.
+    tol : float
+        Metres.
+    max_iter : int
+
+    Returns
+    -------
+    ndarray of int, shape (B,)
+        Passes made per problem (a problem stops once its tip is within ``tol``; while more
+        than half the problems are still active, finished ones keep iterating with them, which
+        only makes them more accurate and is cheaper than gathering).
+    """
+    n = seg.shape[0]
+    b_all = p.shape[2]
+    iters = np.zeros(b_all, dtype=np.int64)
+    idx = np.arange(b_all)
+    pa, ta, base = p, targets_t, p[0].copy()
+    tol2 = tol * tol
+    gathered = False
+    for it in range(max_iter):
+        e = pa[n] - ta
+        act = np.einsum("ij,ij->j", e, e) > tol2
+        na = int(np.count_nonzero(act))
+        if na == 0:
+            break
+        if na <= _SCALAR_TAIL:
+            # A few slow problems left: plain-float passes beat numpy's per-call overhead.
+            left = max_iter - it
+            for j in np.nonzero(act)[0]:
+                pj = np.ascontiguousarray(pa[:, :, j])
+                iters[idx[j]] += _passes_scalar(pj, ta[:, j], seg, left, tol)
+                pa[:, :, j] = pj
+            break
+        if na < act.shape[0] // 2:
+            if gathered:
+                p[:, :, idx] = pa
+            idx = idx[act]
+            pa, ta, base = p[:, :, idx], ta[:, act], base[:, act]
+            gathered = True
+        iters[idx] += 1
+        nxt = ta
+        pa[n] = nxt
+        for i in range(n - 1, -1, -1):
+            d = pa[i] - nxt
+            dd = d * d
+            ln = np.sqrt(dd[0] + dd[1] + dd[2])
+            d *= seg[i] / np.maximum(ln, 1e-300)  # coincident joints: d = 0 keeps the joint
+            d += nxt
+            pa[i] = d
+            nxt = d
+        nxt = base
+        pa[0] = base
+        for i in range(n):
+            d = pa[i + 1] - nxt
+            dd = d * d
+            ln = np.sqrt(dd[0] + dd[1] + dd[2])
+            d *= seg[i] / np.maximum(ln, 1e-300)
+            d += nxt
+            pa[i + 1] = d
+            nxt = d
+    if gathered:
+        p[:, :, idx] = pa
+    return iters
+
+
+def fabrik_all_frames(chain: Chain, targets: np.ndarray, start: np.ndarray, settings: SolveSettings,
+                      root_rot: np.ndarray, root_pos: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """FABRIK for every frame at once, each from the same start pose (no limits, no poles).
+
+    Does what :func:`.base.solve_batch` does with the FABRIK kernel, vectorised over frames:
+    targets out of reach give a straight chain toward them, a start pose lying straight along
+    the line to a nearer target is bent slightly first, the rest run FABRIK passes and get
+    their rotations recovered with the start pose's twist.
+
+    Parameters
+    ----------
+    chain : Chain
+        Must have no active limits.
+    targets : ndarray, shape (F, 3)
+    start : ndarray, shape (n, 4)
+        Shared start pose (unit quaternions).
+    settings : SolveSettings
+    root_rot, root_pos : ndarray, shapes (F, 4), (F, 3)
+
+    Returns
+    -------
+    rotations : ndarray, shape (F, n, 4)
+    iterations : ndarray of int, shape (F,)
+    errors : ndarray, shape (F,)
+        Tip distance from the target, metres.
+    """
+    frames, n = targets.shape[0], chain.n
+    tol = settings.tolerance
+    q = np.array(np.broadcast_to(start, (frames, n, 4)))
+    pos, glob = _fk(chain, q, root_rot, root_pos)
+    d = pos[:, -1] - targets
+    err = np.sqrt(np.einsum("fi,fi->f", d, d))
+    iters = np.zeros(frames, dtype=np.int64)
+    todo = err > tol
+    if settings.max_iterations == 0:
+        todo[:] = False
+    desired = pos.copy()
+    dist = np.linalg.norm(targets - pos[:, 0], axis=1)
+    far = todo & (dist >= chain.reach)
+    if np.any(far):
+        u = (targets[far] - pos[far, 0]) / dist[far, None]
+        cum = np.concatenate(([0.0], np.cumsum(chain.segment_lengths)))
+        desired[far] = pos[far, 0][:, None] + cum[None, :, None] * u[:, None]
+        iters[far] = 1
+    near = np.nonzero(todo & ~far)[0]
+    if near.size:
+        bend = quat.rotate(glob[near, n // 2], np.array([0.0, 0.0, 1.0]))
+        qs = _prebend(chain, q[near], pos[near], glob[near], targets[near], bend)
+        bent = np.any(qs != q[near], axis=(1, 2))
+        if np.any(bent):
+            nb = near[bent]
+            q[nb] = qs[bent]
+            pb, _ = _fk(chain, q[nb], root_rot[nb], root_pos[nb])
+            pos[nb] = pb
+        p = np.ascontiguousarray(pos[near].transpose(1, 2, 0))
+        tt = np.ascontiguousarray(targets[near].T)
+        iters[near] = _passes_all(p, tt, chain.segment_lengths, tol, settings.max_iterations)
+        desired[near] = p.transpose(2, 0, 1)
+    moved = np.nonzero(iters > 0)[0]
+    if moved.size:
+        qn, pn = recover_rotations(chain, q[moved], desired[moved], root_rot[moved], root_pos[moved], None)
+        q[moved] = quat.normalize(qn)
+        pos[moved] = pn
+    d = pos[:, -1] - targets
+    return q, iters, np.sqrt(np.einsum("fi,fi->f", d, d))
+
+
+def _max_joint_angles(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Largest per-joint rotation angle between poses ``a`` and ``b`` (..., n, 4) -> (...)."""
+    d = np.abs(np.einsum("...i,...i->...", a, b))
+    return 2.0 * np.arccos(np.clip(d.min(axis=-1), 0.0, 1.0))
+
+
+def continuity_limits(chain: Chain, targets: np.ndarray, root_rot: np.ndarray,
+                      root_pos: np.ndarray) -> np.ndarray:
+    """Largest joint turn per frame step that a continuous solution may make.
+
+    ``_JUMP_GAIN * |step of the target in the root frame| / shortest segment + _JUMP_FLOOR``.
+
+    Parameters
+    ----------
+    chain : Chain
+    targets : ndarray, shape (F, 3)
+    root_rot, root_pos : ndarray, shapes (F, 4), (F, 3)
+
+    Returns
+    -------
+    ndarray, shape (F,)
+        Radians; entry ``f`` bounds the step from frame ``f-1`` to ``f`` (entry 0 is inf).
+    """
+    local = quat.rotate(quat.conjugate(root_rot), targets - root_pos)
+    step = np.zeros(targets.shape[0])
+    step[1:] = np.linalg.norm(np.diff(local, axis=0), axis=1)
+    seg = chain.segment_lengths
+    lmin = float(seg[seg > 0].min()) if np.any(seg > 0) else 1.0
+    lim = _JUMP_GAIN * step / lmin + _JUMP_FLOOR
+    lim[0] = np.inf
+    return lim
+
+
+def _discontinuous(chain: Chain, targets: np.ndarray, start: np.ndarray, settings: SolveSettings,
+                   root_rot: np.ndarray, root_pos: np.ndarray, batched: np.ndarray, nat: np.ndarray,
+                   cand: np.ndarray) -> np.ndarray:
+    """Which large steps of the batched bake are real jumps, by solving between the frames.
+
+    For each candidate frame ``f`` the batched solve is repeated at ``_SUBSTEPS - 1`` targets
+    (and roots) evenly between frames ``f-1`` and ``f``. Along a continuous stretch of the
+    solution map the step splits into ``_SUBSTEPS`` small ones; at a branch jump one sub-step
+    still carries most of it. A step is a jump if its largest sub-step exceeds half of it.
+
+    Parameters
+    ----------
+    chain : Chain
+    targets : ndarray, shape (F, 3)
+    start : ndarray, shape (n, 4)
+        The batched bake's shared start pose.
+    settings : SolveSettings
+    root_rot, root_pos : ndarray, shapes (F, 4), (F, 3)
+    batched : ndarray, shape (F, n, 4)
+        Batched rotations.
+    nat : ndarray, shape (F,)
+        Largest joint step into each frame, radians.
+    cand : ndarray of int, shape (k,)
+        Candidate frames (>= 1).
+
+    Returns
+    -------
+    ndarray of bool, shape (k,)
+    """
+    m = _SUBSTEPS
+    s = (np.arange(1, m) / m)[None, :, None]
+    a, b = cand - 1, cand
+    tg = (targets[a][:, None] * (1.0 - s) + targets[b][:, None] * s).reshape(-1, 3)
+    rp = (root_pos[a][:, None] * (1.0 - s) + root_pos[b][:, None] * s).reshape(-1, 3)
+    ra, rb = root_rot[a][:, None], root_rot[b][:, None]
+    rb = np.where(np.einsum("kji,kji->kj", ra, rb)[..., None] < 0, -rb, rb)
+    rr = quat.normalize(ra * (1.0 - s) + rb * s).reshape(-1, 4)
+    sub, _, _ = fabrik_all_frames(chain, tg, start, settings, rr, rp)
+    sub = sub.reshape(cand.size, m - 1, chain.n, 4)
+    seq = np.concatenate((batched[a][:, None], sub, batched[b][:, None]), axis=1)
+    steps = _max_joint_angles(seq[:, :-1], seq[:, 1:]).max(axis=1)
+    return steps > 0.5 * nat[cand]
+
+
+def repair_walk(kernel, chain: Chain, targets: np.ndarray, start: np.ndarray, settings: SolveSettings,
+                root_rot: np.ndarray, root_pos: np.ndarray, rot: np.ndarray, iters: np.ndarray,
+                errors: np.ndarray, chunk: int) -> Iterator[int]:
+    """Repair jumps of a batched bake in place, sequentially and locally.
+
+    Walks the frames; while the batched frames step continuously (every joint's change within
+    :func:`continuity_limits`) they are kept. At a jump, frames are solved one by one with
+    ``kernel``, each starting from a blend of the previous output frame and the batched frame
+    that moves at most the batched pose's own motion plus a glide step (a quarter of the
+    continuity limit plus 1 degree) toward the batched pose: joint positions are blended
+    linearly in the root frame and rotations recovered from them with a twist slerped the same
+    way. When the batched pose is within that reach, the output takes it again and the repair
+    ends. If a blended start would make a bigger step than the continuity limit, the frame is
+    solved warm-started from the previous output frame alone (the sequential bake).
+
+    Parameters
+    ----------
+    kernel : callable
+        The FABRIK kernel (see :mod:`.base`).
+    chain : Chain
+    targets : ndarray, shape (F, 3)
+    start : ndarray, shape (n, 4)
+        The shared start pose of the batched solve.
+    settings : SolveSettings
+    root_rot, root_pos : ndarray, shapes (F, 4), (F, 3)
+    rot : ndarray, shape (F, n, 4)
+        Batched rotations; repaired in place.
+    iters, errors : ndarray, shape (F,)
+        Batched stats; updated in place (a repaired frame adds its own iterations).
+    chunk : int
+        Yield after every ``chunk`` frames.
+
+    Yields
+    ------
+    int
+        Frames walked so far (multiples of ``chunk``, not the last).
+    """
+    frames = rot.shape[0]
+    lim = continuity_limits(chain, targets, root_rot, root_pos)
+    batched = rot.copy()
+    nat = np.zeros(frames)
+    nat[1:] = _max_joint_angles(batched[:-1], batched[1:])
+    # A step over the limit is a jump if the solution map is discontinuous there, or if it
+    # whips (continuous, but over _WHIP times the limit).
+    jump = nat > _WHIP * lim
+    cand = np.nonzero((nat > lim) & ~jump)[0]
+    if cand.size:
+        jump[cand] = _discontinuous(chain, targets, start, settings, root_rot, root_pos, batched, nat, cand)
+    # Frames the cold start left short of a reachable target: the warm start may reach it.
+    base = quat.rotate(root_rot, chain.rest_offsets[0]) + root_pos
+    reachable = np.linalg.norm(targets - base, axis=1) < chain.reach
+    if settings.max_iterations > 0:
+        jump |= (errors > settings.tolerance) & reachable
+    if not np.any(jump):
+        for f in range(chunk, frames, chunk):
+            yield f
+        return
+    nat = np.where(jump, 0.0, nat)
+    # Glide toward (and rejoin) the batched frames only where no jump follows within
+    # _LOOKAHEAD frames; inside a run of jumps the repair is the plain sequential bake.
+    padded = np.concatenate((jump, np.zeros(_LOOKAHEAD, dtype=bool)))
+    ahead = np.zeros(frames, dtype=bool)
+    for k in range(1, _LOOKAHEAD + 1):
+        ahead |= padded[k:k + frames]
+    clean = ~(jump | ahead)
+    glide = _GLIDE_GAIN * nat + _GLIDE_FLOOR
+    # Batched joint positions in each frame's root frame.
+    pos_b, _ = _fk(chain, batched, root_rot, root_pos)
+    inv = quat.conjugate(root_rot)
+    local_b = quat.rotate(inv[:, None], pos_b - root_pos[:, None])
+    repairing = False
+    seg = chain.segment_lengths
+    cum = np.concatenate(([0.0], np.cumsum(seg)))
+    reach_all = chain.reach
+    tol = settings.tolerance
+    for f in range(1, frames):
+        if f % chunk == 0:
+            yield f
+        if not repairing and not jump[f]:
+            continue
+        prev = rot[f - 1]
+        sl = slice(f, f + 1)
+        # The sequential bake's step: warm start from the previous output frame.
+        qw, itw, ew = solve_batch(kernel, chain, targets[sl], prev[None], settings, None,
+                                  root_rot[sl], root_pos[sl])
+        it = int(itw[0])
+        qf, err = qw[0], float(ew[0])
+        gap = float(_max_joint_angles(qf, batched[f]))
+        repairing = True
+        if clean[f] and gap <= glide[f]:
+            rot[f] = batched[f]  # rejoined: one step within glide[f] of the warm-started one
+            iters[f] += it
+            repairing = False
+            continue
+        if clean[f]:
+            # Drift toward the batched pose by glide[f]: blend joint positions of the warm and
+            # batched solutions (both reach the target, so the blend nearly does), a few
+            # FABRIK passes to restore the lengths, twist slerped alike.
+            w = glide[f] / gap
+            pw = _fk(chain, qw, root_rot[sl], root_pos[sl])[0][0]
+            lw = quat.rotate(inv[f], pw - root_pos[f])
+            p = quat.rotate(root_rot[f], (1.0 - w) * lw + w * local_b[f]) + root_pos[f]
+            tgt = targets[f]
+            dist = float(np.linalg.norm(tgt - p[0]))
+            if dist >= reach_all:
+                p[1:] = p[0] + cum[1:, None] * ((tgt - p[0]) / dist)
+                itb = 1
+            else:
+                itb = _passes_scalar(p, tgt, seg, settings.max_iterations, tol) if settings.max_iterations else 0
+            qb, pb = recover_one(chain, quat.slerp(qf, batched[f], w), p, root_rot[f], root_pos[f])
+            qb = quat.normalize(qb)
+            eb = float(np.linalg.norm(pb[-1] - tgt))
+            it += itb
+            step_w = float(_max_joint_angles(prev, qf))
+            if eb <= max(err, tol) and float(_max_joint_angles(prev, qb)) <= step_w + 2.0 * glide[f]:
+                qf, err = qb, eb
+        rot[f] = qf
+        iters[f] += it
+        errors[f] = err

@@ -1,0 +1,205 @@
+"""Batched FABRIK bake (all frames at once from one start pose, jumps repaired sequentially)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core import quat
+from core.errors import BakeCancelled, ChainError
+from core.ik import Chain, JointLimits, RootTransform, SolveSettings, forward_kinematics_batch
+from core.ik import batch
+from core.ik.bake import bake_chain, iter_bake, uses_batched
+
+
+def straight(n, length=0.5):
+    pts = np.zeros((n + 1, 3))
+    pts[:, 1] = np.arange(n + 1) * length
+    return Chain.from_points(pts)
+
+
+def lissajous(frames):
+    s = np.linspace(0.0, 2.0 * np.pi, frames, endpoint=False)
+    return np.stack((2.2 * np.sin(3 * s + 0.5), 3.0 + 1.2 * np.sin(2 * s), 1.8 * np.sin(5 * s)), axis=1)
+
+
+def circle(frames, radius=1.2, height=1.5, turns=1.0):
+    s = np.linspace(0, 2 * np.pi * turns, frames)
+    return np.stack((radius * np.cos(s), height + 0.3 * np.sin(2 * s), radius * np.sin(s)), axis=1)
+
+
+def step_angles(rot, start=None):
+    if start is not None:
+        rot = np.concatenate((start[None], rot), axis=0)
+    return quat.angle_between(rot[:-1], rot[1:]).max(axis=1)
+
+
+def raw_batched(chain, targets, settings):
+    f = targets.shape[0]
+    return batch.fabrik_all_frames(chain, targets, quat.identity(chain.n), settings, quat.identity((f,)),
+                                   np.zeros((f, 3)))
+
+
+def test_strategy_selection():
+    c = straight(3)
+    assert uses_batched(c, "FABRIK", None) and uses_batched(c, "FABRIK", None, "batched")
+    assert not uses_batched(c, "FABRIK", None, "sequential")
+    assert not uses_batched(c, "DLS", None) and not uses_batched(c, "CCD", None)
+    assert not uses_batched(c, "FABRIK", np.zeros((4, 3)))
+    lim = JointLimits(np.zeros((3, 3), bool), np.ones((3, 3), bool), -np.ones((3, 3)), np.ones((3, 3)))
+    assert not uses_batched(c.with_limits(lim), "FABRIK", None)
+    with pytest.raises(ChainError):
+        bake_chain(c, np.ones((4, 3)), "FABRIK", SolveSettings(), strategy="parallel")
+
+
+def test_batched_reaches_every_frame_and_is_sign_continuous():
+    c = straight(10)
+    tg = lissajous(200)
+    s = SolveSettings(200, 1e-6)
+    res = bake_chain(c, tg, "FABRIK", s, strategy="batched")
+    tips = forward_kinematics_batch(c, res.rotations)[:, -1]
+    err = np.linalg.norm(tips - tg, axis=1)
+    np.testing.assert_allclose(err, res.errors, atol=1e-12)
+    assert np.all(res.converged) and err.max() <= 1e-6
+    np.testing.assert_allclose(np.linalg.norm(res.rotations, axis=2), 1.0, atol=1e-12)
+    assert np.all(np.einsum("fbi,fbi->fb", res.rotations[1:], res.rotations[:-1]) >= 0)
+    assert np.all(res.rotations[0, :, 0] >= 0)  # continuous with the identity start pose too
+
+
+@pytest.mark.parametrize("case", ["lissajous", "circle", "fast", "crossing_line", "crossing_root"])
+def test_batched_agrees_with_sequential_where_both_converge(case):
+    """Tips agree to within the tolerance (poses may differ in the null space)."""
+    c = straight(10 if case == "lissajous" else 4 if case != "circle" else 5)
+    tg = {"lissajous": lissajous(120), "circle": circle(60), "fast": circle(40, 1.0, 0.8, 3.0),
+          "crossing_line": np.stack((np.linspace(-0.5, 0.5, 41), np.full(41, 1.0), np.zeros(41)), 1),
+          "crossing_root": np.stack((np.zeros(50), np.linspace(2.5, -2.5, 50), np.zeros(50)), axis=1)}[case]
+    s = SolveSettings(300, 1e-6)
+    a = bake_chain(c, tg, "FABRIK", s, strategy="batched")
+    b = bake_chain(c, tg, "FABRIK", s, strategy="sequential")
+    both = a.converged & b.converged
+    assert both.mean() > 0.5
+    ta = forward_kinematics_batch(c, a.rotations)[:, -1]
+    tb = forward_kinematics_batch(c, b.rotations)[:, -1]
+    assert np.max(np.linalg.norm(ta - tb, axis=1)[both]) <= 2e-6
+    # Frames the cold start leaves short are re-solved warm, so about as many converge.
+    assert a.converged.sum() >= b.converged.sum() - max(1, tg.shape[0] // 20)
+
+
+def test_batched_repairs_branch_jumps():
+    """The target crosses the straight start pose's line: solved from the start pose, the chain
+    flips to the other side (~180 degrees); the repaired bake moves smoothly."""
+    c = straight(4)
+    tg = np.stack((np.linspace(-0.5, 0.5, 41), np.full(41, 1.0), np.zeros(41)), axis=1)
+    s = SolveSettings(100, 1e-6)
+    raw, _, _ = raw_batched(c, tg, s)
+    assert step_angles(raw).max() > np.radians(90)
+    res = bake_chain(c, tg, "FABRIK", s, strategy="batched")
+    assert step_angles(res.rotations).max() < np.radians(15)
+    seq = bake_chain(c, tg, "FABRIK", s, strategy="sequential")
+    assert res.converged.sum() >= seq.converged.sum() - 2
+
+
+@pytest.mark.parametrize("case", ["fast", "crossing_root", "straight_chain"])
+def test_batched_continuity(case):
+    if case == "fast":  # ~27 degrees of orbit per frame
+        c, tg = straight(4), circle(40, radius=1.0, height=0.8, turns=3.0)
+    elif case == "crossing_root":  # along the chain's own line, through the root
+        c, tg = straight(4), np.stack((np.zeros(50), np.linspace(2.5, -2.5, 50), np.zeros(50)), axis=1)
+    else:  # target slides along the straight chain's line and sideways off it
+        c = straight(6)
+        u = np.linspace(0, 1, 60)
+        tg = np.stack((0.2 * np.sin(6 * u), 2.9 - 1.5 * u, 0.05 * np.cos(4 * u)), axis=1)
+    s = SolveSettings(100, 1e-5)
+    res = bake_chain(c, tg, "FABRIK", s, strategy="batched")
+    assert np.all(np.isfinite(res.rotations))
+    steps = step_angles(res.rotations)
+    assert steps.max() < np.radians(60), np.degrees(steps.max())  # no flip (~180 degrees)
+    if case != "crossing_root":
+        # Reachable motion: within what the target motion implies (batch._WHIP times the
+        # continuity limit; near a straight start pose the cold solution turns faster than the
+        # warm-started one, so the sequential bake can be smoother there).
+        f = tg.shape[0]
+        lim = batch.continuity_limits(c, tg, quat.identity((f,)), np.zeros((f, 3)))
+        assert np.all(steps <= batch._WHIP * lim[1:])
+
+
+def test_batched_max_step_angle_is_exact():
+    c = straight(4)
+    tg = circle(40, radius=1.0, height=0.8, turns=3.0)
+    cap = np.radians(4.0)
+    init = quat.from_rotvec(np.tile([0.05, 0.0, 0.02], (4, 1)))
+    res = bake_chain(c, tg, "FABRIK", SolveSettings(200, 1e-6), max_step_angle=cap, initial=init,
+                     strategy="batched")
+    assert step_angles(res.rotations, init).max() <= cap + 1e-9
+    tips = forward_kinematics_batch(c, res.rotations)[:, -1]
+    np.testing.assert_allclose(np.linalg.norm(tips - tg, axis=1), res.errors, atol=1e-12)
+    assert not np.all(res.converged)
+    # A loose cap changes nothing where it is never reached.
+    free = bake_chain(c, circle(60), "FABRIK", SolveSettings(200, 1e-6), strategy="batched")
+    loose = bake_chain(c, circle(60), "FABRIK", SolveSettings(200, 1e-6), max_step_angle=np.pi,
+                       strategy="batched")
+    np.testing.assert_array_equal(free.rotations, loose.rotations)
+
+
+def test_batched_cap_catches_up_after_a_capped_run():
+    c = straight(3)
+    tg = np.concatenate((np.tile([[1.0, 1.0, 0.0]], (10, 1)), np.tile([[-1.0, 1.0, 0.0]], (30, 1))))
+    cap = np.radians(10.0)
+    res = bake_chain(c, tg, "FABRIK", SolveSettings(200, 1e-7), max_step_angle=cap, strategy="batched")
+    assert step_angles(res.rotations, quat.identity(3)).max() <= cap + 1e-9
+    assert not res.converged[10] and np.all(res.converged[-5:])
+
+
+def test_batched_unreachable_targets_give_a_straight_chain():
+    c = straight(5)
+    s = np.linspace(0, 2 * np.pi, 30)
+    tg = np.stack((4 * np.cos(s), 1.0 + np.sin(s), 4 * np.sin(s)), axis=1)  # 4.1+ m, reach 2.5 m
+    res = bake_chain(c, tg, "FABRIK", SolveSettings(50, 1e-6), strategy="batched")
+    pos = forward_kinematics_batch(c, res.rotations)
+    u = tg - pos[:, :1].squeeze(1)
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    bones = np.diff(pos, axis=1)
+    cosang = np.einsum("fbi,fi->fb", bones, u) / np.linalg.norm(bones, axis=2)
+    assert np.degrees(np.arccos(np.clip(cosang, -1, 1))).max() < 0.1
+
+
+def test_batched_per_frame_roots():
+    c = straight(3)
+    f = 30
+    ang = np.linspace(0, 1.5, f)
+    roots = RootTransform(quat.from_axis_angle(np.array([0, 0, 1.0]), ang), np.stack((ang, 0 * ang, 0 * ang), 1))
+    local = np.stack((0.4 * np.cos(3 * ang), 1.0 + 0 * ang, 0.3 * np.sin(3 * ang)), axis=1)
+    tg = quat.rotate(roots.rotation, local) + roots.position
+    res = bake_chain(c, tg, "FABRIK", SolveSettings(200, 1e-7), roots=roots, strategy="batched")
+    tips = forward_kinematics_batch(c, res.rotations, roots)[:, -1]
+    assert np.max(np.linalg.norm(tips - tg, axis=1)) < 1e-6
+    assert step_angles(res.rotations).max() < np.radians(20)
+
+
+def test_batched_progress_and_cancel():
+    c = straight(3)
+    tg = circle(50)
+    seen = []
+    res = bake_chain(c, tg, "FABRIK", SolveSettings(), progress=lambda d, t: seen.append((d, t)), chunk=16,
+                     strategy="batched")
+    assert seen == [(16, 50), (32, 50), (48, 50), (50, 50)] and res.rotations.shape[0] == 50
+    with pytest.raises(BakeCancelled):
+        bake_chain(c, tg, "FABRIK", SolveSettings(), progress=lambda d, t: d < 20, chunk=10, strategy="batched")
+    gen = iter_bake(c, tg, "FABRIK", SolveSettings(), chunk=7)
+    first = next(gen)
+    assert first.done == 7 and first.result is None
+    gen.close()
+    with pytest.raises(StopIteration):
+        next(gen)
+
+
+def test_batched_degenerate_inputs():
+    c = straight(3)
+    for tg in (np.zeros((3, 3)), np.array([[0, 1.5, 0.0]] * 3), np.array([[0, 0.7, 0.0], [0, 0.7, 0.0]])):
+        res = bake_chain(c, tg, "FABRIK", SolveSettings(), strategy="batched")
+        assert np.all(np.isfinite(res.rotations))
+    one = bake_chain(Chain.from_points([[0, 0, 0], [0, 1, 0]]), circle(10), "FABRIK", SolveSettings(),
+                     strategy="batched")
+    assert np.all(np.isfinite(one.rotations))
+    none = bake_chain(c, circle(5), "FABRIK", SolveSettings(max_iterations=0), strategy="batched")
+    np.testing.assert_array_equal(none.iterations, 0)
