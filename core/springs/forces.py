@@ -50,6 +50,9 @@ def dot(a: np.ndarray, b: np.ndarray) -> float:
     vectors, which costs milliseconds per call on a busy two-core machine;
     ``einsum`` sums in a single thread.
     """
+    if a.shape == b.shape and ((a.flags.c_contiguous and b.flags.c_contiguous)
+                               or (a.flags.f_contiguous and b.flags.f_contiguous)):
+        return float(np.einsum("i,i->", a.ravel(order="K"), b.ravel(order="K")))  # no copies
     return float(np.einsum("i,i->", a.reshape(-1), b.reshape(-1)))
 
 

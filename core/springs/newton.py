@@ -200,11 +200,12 @@ class NewtonImplicitEuler(Integrator):
         rz = F.dot(r, z)
         tol = eta * F.norm(b)
         ap = np.empty_like(b)
+        tmp = np.empty_like(b)
         for _ in range(max_iter):
             ev.hessian_apply(geo, coeffs, p, ap)
             alpha = rz / F.dot(p, ap)
-            x += alpha * p
-            r -= alpha * ap
+            x += np.multiply(p, alpha, out=tmp)
+            r -= np.multiply(ap, alpha, out=tmp)
             if F.norm(r) <= tol:
                 break
             z = pre.solve(r)
@@ -251,6 +252,7 @@ class _FreeObjective:
         self._du = np.empty((3, s))
         self._per = np.empty((3, s))
         self._tmp = np.empty(s)
+        self._sv = np.empty(s)
 
     def evaluate(self, xf: np.ndarray) -> _Geometry:
         """Spring geometry and ``g`` at free positions ``xf`` ``(f, 3)``."""
@@ -292,54 +294,52 @@ class _FreeObjective:
             grad[:, k] += pre.inc_t_free @ per[k]
         return grad
 
-    def hessian_coefficients(self, geo: _Geometry) -> np.ndarray:
-        """Per-spring 3×3 blocks of ``H + D/h`` as their 6 distinct entries.
-
-        The projected spring block (:func:`~.forces.spring_hessian_blocks`) is
-        ``α I + β ûûᵀ`` with ``α = k max(1 − L/ℓ, 0)``, ``β = k − α``; spring
-        damping adds ``(k_d/h) û⁰û⁰ᵀ``. Returns shape ``(6, s)``: entries
-        ``00, 11, 22, 01, 02, 12``.
-        """
+    def hessian_coefficients(self, geo: _Geometry) -> Tuple[np.ndarray, np.ndarray]:
+        """The projected spring block (:func:`~.forces.spring_hessian_blocks`)
+        as ``α I + β ûûᵀ``: ``α = k max(1 − L/ℓ, 0)``, ``β = k − α``, each
+        shape ``(s,)``. (Applying them directly is cheaper than forming the
+        six block entries once the CG needs fewer than ~5 products.)"""
         m = self.model
         length, rest = geo.length, m.rest_lengths
         ratio = np.divide(rest, length, out=np.where(rest > 0, np.inf, 0.0),
                           where=length > F._TINY)
-        alpha = m.stiffness * np.maximum(1.0 - ratio, 0.0)
-        beta = m.stiffness - alpha
-        u = geo.unit
-        b = np.empty((6, len(alpha)))
-        for e, (i, j) in enumerate(_PAIRS):
-            np.multiply(u[i], u[j], out=b[e])
-            b[e] *= beta
-        if self.damped:
-            u0, kd = self.u0, self.pre.kd_h
-            tmp = np.empty(len(alpha))
-            for e, (i, j) in enumerate(_PAIRS):
-                np.multiply(u0[i], u0[j], out=tmp)
-                tmp *= kd
-                b[e] += tmp
-        b[:3] += alpha
-        return b
+        alpha = np.maximum(1.0 - ratio, 0.0, out=ratio)
+        alpha *= m.stiffness
+        return alpha, m.stiffness - alpha
 
-    def hessian_apply(self, geo: _Geometry, coeffs: np.ndarray, u: np.ndarray,
-                      out: np.ndarray) -> np.ndarray:
-        """``out = (W + H + D/h) u`` for ``u``, ``out`` ``(f, 3)``; ``coeffs`` from
-        :meth:`hessian_coefficients`."""
+    def hessian_apply(self, geo: _Geometry, coeffs: Tuple[np.ndarray, np.ndarray],
+                      u: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """``out = (W + H + D/h) u`` for ``u``, ``out`` ``(f, 3)``: per spring
+        ``α du + β (û·du) û + (k_d/h)(û⁰·du) û⁰`` with ``du = Aᵀ u``;
+        ``coeffs = (α, β)`` from :meth:`hessian_coefficients`."""
         pre = self.pre
-        du, per, tmp = self._du, self._per, self._tmp
+        alpha, beta = coeffs
+        du, per, tmp, sv = self._du, self._per, self._tmp, self._sv
+        unit = geo.unit
         for k in range(3):
             du[k] = pre.inc_free @ u[:, k]
-        b = coeffs
+        np.multiply(unit[0], du[0], out=sv)
+        for k in (1, 2):
+            np.multiply(unit[k], du[k], out=tmp)
+            sv += tmp
+        sv *= beta
+        np.multiply(du, alpha, out=per)
         for k in range(3):
-            np.multiply(b[k], du[k], out=per[k])
-        for e in range(3, 6):
-            i, j = _PAIRS[e]
-            np.multiply(b[e], du[j], out=tmp)
-            per[i] += tmp
-            np.multiply(b[e], du[i], out=tmp)
-            per[j] += tmp
+            np.multiply(unit[k], sv, out=tmp)
+            per[k] += tmp
+        if self.damped:
+            u0 = self.u0
+            np.multiply(u0[0], du[0], out=sv)
+            for k in (1, 2):
+                np.multiply(u0[k], du[k], out=tmp)
+                sv += tmp
+            sv *= pre.kd_h
+            for k in range(3):
+                np.multiply(u0[k], sv, out=tmp)
+                per[k] += tmp
         for k in range(3):
-            out[:, k] = self.w * u[:, k] + pre.inc_t_free @ per[k]
+            np.multiply(self.w, u[:, k], out=out[:, k])
+            out[:, k] += pre.inc_t_free @ per[k]
         return out
 
 
@@ -351,5 +351,3 @@ def _dot3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-#: (row, column) of the 6 distinct entries of a symmetric 3×3 block.
-_PAIRS = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))
