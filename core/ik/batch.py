@@ -29,12 +29,12 @@ from typing import Iterator
 import numpy as np
 
 from .. import quat
-from .base import SolveSettings, _prebend, recover_rotations, solve_batch
-from ._scalar import recover_one
+from .base import SolveSettings, _prebend, _straight_one, solve_batch
+from ._scalar import fk_one, recover_one
 from .chain import Chain, _fk
 from .fabrik import _passes_scalar
 
-__all__ = ["fabrik_all_frames", "continuity_limits", "repair_walk"]
+__all__ = ["fabrik_all_frames", "recover_all", "continuity_limits", "repair_walk"]
 
 # The continuity limit of a frame step: _JUMP_GAIN * (target step / shortest segment) +
 # _JUMP_FLOOR radians (a joint turning by target step / shortest segment moves the next joint
@@ -133,6 +133,94 @@ def _passes_all(p: np.ndarray, targets_t: np.ndarray, seg: np.ndarray, tol: floa
     return iters
 
 
+def _qmul(a, b):
+    """Hamilton product of quaternions given as 4-tuples of arrays (or floats)."""
+    aw, ax, ay, az = a
+    bw, bx, by, bz = b
+    return (aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw)
+
+
+def _qrot(q, v):
+    """Rotate the 3-tuple ``v`` by the 4-tuple quaternion ``q`` (components are arrays/floats)."""
+    w, x, y, z = q
+    vx, vy, vz = v
+    tx, ty, tz = 2.0 * (y * vz - z * vy), 2.0 * (z * vx - x * vz), 2.0 * (x * vy - y * vx)
+    return (vx + w * tx + y * tz - z * ty, vy + w * ty + z * tx - x * tz, vz + w * tz + x * ty - y * tx)
+
+
+def recover_all(chain: Chain, q_old: np.ndarray, desired: np.ndarray, root_rot: np.ndarray,
+                root_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`.base.recover_rotations` without limits, for many frames, one array per component.
+
+    Same result as the vectorised recovery (minimal rotation of each bone onto its desired
+    segment on top of its previous rotation, so each bone keeps its twist) but with each
+    quaternion/vector component a contiguous ``(F,)`` array, which needs far fewer and cheaper
+    numpy calls than ``(F, 4)`` stacks.
+
+    Parameters
+    ----------
+    chain : Chain
+    q_old : ndarray, shape (F, n, 4)
+        Reference pose rotations (twist source).
+    desired : ndarray, shape (F, n+1, 3)
+        Desired joint positions, metres (index 0 is ignored).
+    root_rot, root_pos : ndarray, shapes (F, 4), (F, 3)
+
+    Returns
+    -------
+    q : ndarray, shape (F, n, 4)
+        Unit pose rotations.
+    positions : ndarray, shape (F, n+1, 3)
+        The joints the returned pose reaches.
+    """
+    frames, n = q_old.shape[0], chain.n
+    qo = np.ascontiguousarray(q_old.transpose(1, 2, 0))  # (n, 4, F)
+    de = np.ascontiguousarray(desired.transpose(1, 2, 0))  # (n+1, 3, F)
+    q_new = np.empty((n, 4, frames))
+    pos = np.empty((n + 1, 3, frames))
+    g = tuple(np.ascontiguousarray(root_rot.T))
+    h = tuple(np.ascontiguousarray(root_pos.T))
+    offs = chain.rest_offsets.tolist()
+    rests = chain.rest_rotations.tolist()
+    segs = chain.segments.tolist()
+    for i in range(n):
+        o = _qrot(g, offs[i])
+        h = (h[0] + o[0], h[1] + o[1], h[2] + o[2])
+        pos[i] = h
+        par = _qmul(g, rests[i])
+        qi = tuple(qo[i])
+        if chain.segment_lengths[i] > 0.0:
+            cur = _qmul(par, qi)
+            u = _qrot(cur, segs[i])
+            v = (de[i + 1, 0] - h[0], de[i + 1, 1] - h[1], de[i + 1, 2] - h[2])
+            nu = np.sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2])
+            nv = np.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
+            nu_ = np.maximum(nu, 1e-300)
+            nv_ = np.maximum(nv, 1e-300)
+            ux, uy, uz = u[0] / nu_, u[1] / nu_, u[2] / nu_
+            vx, vy, vz = v[0] / nv_, v[1] / nv_, v[2] / nv_
+            d = ux * vx + uy * vy + uz * vz
+            r = [1.0 + d, uy * vz - uz * vy, uz * vx - ux * vz, ux * vy - uy * vx]
+            odd = (d < -1.0 + 1e-12) | (nu <= 1e-12) | (nv <= 1e-12)
+            if np.any(odd):  # antiparallel or zero: the general routine's conventions
+                rq = quat.between(np.stack(u, axis=1)[odd], np.stack(v, axis=1)[odd])
+                for k in range(4):
+                    r[k] = np.where(odd, 0.0, r[k])
+                    r[k][odd] = rq[:, k]
+            rn = np.sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2] + r[3] * r[3])
+            r = (r[0] / rn, r[1] / rn, r[2] / rn, r[3] / rn)
+            pc = (par[0], -par[1], -par[2], -par[3])
+            qi = _qmul(pc, _qmul(r, cur))
+            qn = np.sqrt(qi[0] * qi[0] + qi[1] * qi[1] + qi[2] * qi[2] + qi[3] * qi[3])
+            qi = (qi[0] / qn, qi[1] / qn, qi[2] / qn, qi[3] / qn)
+        q_new[i] = qi
+        g = _qmul(par, qi)
+    o = _qrot(g, segs[n - 1])
+    pos[n] = (h[0] + o[0], h[1] + o[1], h[2] + o[2])
+    return q_new.transpose(2, 0, 1).copy(), pos.transpose(2, 0, 1).copy()
+
+
 def fabrik_all_frames(chain: Chain, targets: np.ndarray, start: np.ndarray, settings: SolveSettings,
                       root_rot: np.ndarray, root_pos: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -163,7 +251,9 @@ def fabrik_all_frames(chain: Chain, targets: np.ndarray, start: np.ndarray, sett
     frames, n = targets.shape[0], chain.n
     tol = settings.tolerance
     q = np.array(np.broadcast_to(start, (frames, n, 4)))
-    pos, glob = _fk(chain, q, root_rot, root_pos)
+    # The start pose's joints in the root frame, once; then placed by each frame's root.
+    local, glob_local = fk_one(chain, start, np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3))
+    pos = quat.rotate(root_rot[:, None], local[None]) + root_pos[:, None]
     d = pos[:, -1] - targets
     err = np.sqrt(np.einsum("fi,fi->f", d, d))
     iters = np.zeros(frames, dtype=np.int64)
@@ -180,23 +270,36 @@ def fabrik_all_frames(chain: Chain, targets: np.ndarray, start: np.ndarray, sett
         iters[far] = 1
     near = np.nonzero(todo & ~far)[0]
     if near.size:
-        bend = quat.rotate(glob[near, n // 2], np.array([0.0, 0.0, 1.0]))
-        qs = _prebend(chain, q[near], pos[near], glob[near], targets[near], bend)
-        bent = np.any(qs != q[near], axis=(1, 2))
-        if np.any(bent):
-            nb = near[bent]
-            q[nb] = qs[bent]
-            pb, _ = _fk(chain, q[nb], root_rot[nb], root_pos[nb])
-            pos[nb] = pb
+        if n > 1 and _straight_one(local.tolist(), chain.reach):
+            # A straight start pose cannot fold toward a target on its own line: bend those
+            # frames first (as the single-frame driver does).
+            line = local[-1] - local[0]
+            u = line / max(float(np.linalg.norm(line)), 1e-300)
+            tl = quat.rotate(quat.conjugate(root_rot[near]), targets[near] - root_pos[near]) - local[0]
+            perp = tl - (tl @ u)[:, None] * u
+            sel = near[(np.linalg.norm(perp, axis=1) < 1e-6 * chain.reach)
+                       & (np.linalg.norm(tl, axis=1) < chain.reach)]
+            if sel.size:
+                glob = quat.multiply(root_rot[sel, None], glob_local[None])
+                bend = quat.rotate(glob[:, n // 2], np.array([0.0, 0.0, 1.0]))
+                qs = _prebend(chain, q[sel], pos[sel], glob, targets[sel], bend)
+                bent = np.any(qs != q[sel], axis=(1, 2))
+                if np.any(bent):
+                    nb = sel[bent]
+                    q[nb] = qs[bent]
+                    pos[nb] = _fk(chain, q[nb], root_rot[nb], root_pos[nb])[0]
         p = np.ascontiguousarray(pos[near].transpose(1, 2, 0))
         tt = np.ascontiguousarray(targets[near].T)
         iters[near] = _passes_all(p, tt, chain.segment_lengths, tol, settings.max_iterations)
         desired[near] = p.transpose(2, 0, 1)
     moved = np.nonzero(iters > 0)[0]
     if moved.size:
-        qn, pn = recover_rotations(chain, q[moved], desired[moved], root_rot[moved], root_pos[moved], None)
-        q[moved] = quat.normalize(qn)
-        pos[moved] = pn
+        if moved.size == frames:
+            q, pos = recover_all(chain, q, desired, root_rot, root_pos)
+        else:
+            qn, pn = recover_all(chain, q[moved], desired[moved], root_rot[moved], root_pos[moved])
+            q[moved] = qn
+            pos[moved] = pn
     d = pos[:, -1] - targets
     return q, iters, np.sqrt(np.einsum("fi,fi->f", d, d))
 

@@ -203,3 +203,22 @@ def test_batched_degenerate_inputs():
     assert np.all(np.isfinite(one.rotations))
     none = bake_chain(c, circle(5), "FABRIK", SolveSettings(max_iterations=0), strategy="batched")
     np.testing.assert_array_equal(none.iterations, 0)
+
+
+def test_recover_all_matches_recover_rotations():
+    from core.ik.base import recover_rotations
+    rng = np.random.default_rng(1)
+    c = Chain.from_points(np.cumsum(rng.normal(size=(8, 3)), axis=0))
+    f = 60
+    q_old = quat.from_rotvec(rng.normal(size=(f, 7, 3)))
+    rr = quat.normalize(rng.normal(size=(f, 4)))
+    rp = rng.normal(size=(f, 3))
+    des = rng.normal(size=(f, 8, 3)) * 2
+    des[:5, 3] = des[:5, 2]  # zero desired segment: keeps the twist source's direction
+    # Antiparallel: the desired next joint exactly behind the current segment.
+    pos = forward_kinematics_batch(c, q_old, RootTransform(rr, rp))
+    des[5:10, 1] = 2 * pos[5:10, 0] - pos[5:10, 1]
+    a = recover_rotations(c, q_old, des, rr, rp)
+    b = batch.recover_all(c, q_old, des, rr, rp)
+    np.testing.assert_allclose(quat.canonical(a[0]), quat.canonical(b[0]), atol=1e-12)
+    np.testing.assert_allclose(a[1], b[1], atol=1e-12)
