@@ -5,12 +5,20 @@ spring-damping terms of :mod:`.base`) over the free vertices (seeds 000, 002,
 004; Liu et al. 2013 §3). Each iteration solves ``(W + H + D/h) Δx = −∇g``
 with ``H`` assembled from positive semi-definite per-spring blocks (the
 compressive transverse term dropped, Choi & Ko 2002), so the system is
-positive definite and ``Δx`` a descent direction; a sparse direct
-factorisation solves it. A backtracking line search halves the step until
-the Armijo condition ``g(x + tΔx) ≤ g(x) + 10⁻⁴ t ∇g·Δx`` holds. The loop
-stops when ``‖∇g‖ ≤ tolerance · ‖∇g(x_start)‖`` or after ``iterations``
-Newton steps. Near the minimiser, where no spring is compressed, ``H`` is
-exact and convergence is quadratic.
+positive definite and ``Δx`` a descent direction. Small systems assemble
+it and factorise it (exact Newton); larger ones (``linear_solver='AUTO'``
+above :attr:`NewtonImplicitEuler.pcg_threshold` unknowns) solve it inexactly
+by conjugate gradients preconditioned with the prefactored Liu 2013 matrix
+``(W + L_k + L_d/h) ⊗ I`` to the relative residual ``min(½, ‖∇g‖/‖∇g₀‖)``
+(an inexact Newton method that keeps quadratic convergence, Eisenstat &
+Walker 1996), matrix-free: the Hessian is applied spring by spring as
+``α I + β ûûᵀ`` on contiguous per-coordinate rows. A backtracking line search
+halves the step until the Armijo condition
+``g(x + tΔx) ≤ g(x) + 10⁻⁴ t ∇g·Δx`` holds; the accepted trial point's spring
+geometry gives the next gradient and Hessian. The loop stops when
+``‖∇g‖ ≤ tolerance · ‖∇g(x_start)‖`` or after ``iterations`` Newton steps.
+Near the minimiser, where no spring is compressed, ``H`` is exact and
+convergence is quadratic.
 """
 
 from __future__ import annotations
