@@ -1,7 +1,9 @@
-"""Baking IK over a frame range: one solve per frame, warm-started, jitter-guarded.
+"""Baking IK over a frame range: warm-started per frame, or batched over all frames; jitter-guarded.
 
-Each frame starts from the previous frame's solution (the first from ``initial``), so the
-pose moves smoothly with the target. ``max_step_angle`` caps how far any joint may turn
+Sequential strategy: each frame starts from the previous frame's solution (the first from
+``initial``), so the pose moves smoothly with the target. Batched strategy (the default for
+FABRIK on chains without limits or poles, see :mod:`.batch`): every frame is solved at once
+from ``initial``, and the few frames where that solution jumps are re-solved sequentially. ``max_step_angle`` caps how far any joint may turn
 between consecutive frames: the new rotation is slerped back toward the previous one. Output
 quaternions are made sign-continuous over frames (``q`` and ``-q`` are the same rotation, but
 keyframe interpolation between them is not).
@@ -101,6 +103,7 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
         Pole target per frame.
     initial : array_like, shape (n, 4), optional
         Pose the first frame starts from (and is step-limited against); rest pose by default.
+        The batched strategy starts every frame from it (each bone keeps its twist).
     roots : RootTransform or ndarray, optional
         Root frame per frame (shapes (F, 4)/(F, 3), or (F, 4, 4)) or one for all frames.
     chunk : int
