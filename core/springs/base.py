@@ -173,6 +173,7 @@ class Objective:
                   + c * (state.x / h + model.wind)) / a
         self.has_damping = model.spring_count > 0 and bool(np.any(model.damping))
         self._geometry0: Optional[Tuple[np.ndarray, np.ndarray]] = None
+        self.length0: Optional[np.ndarray] = None  # (s,), set by geometry0()
 
     def geometry0(self) -> Tuple[np.ndarray, np.ndarray]:
         """Spring vectors ``d⁰`` and directions ``û⁰`` at the start of the step,
