@@ -20,7 +20,7 @@ from bpy.props import IntProperty
 from .. import deps
 from ..bakejob import BakeJob, BakeOperator
 from ..core.errors import SinewError
-from . import read, write
+from . import budget, read, write
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,8 @@ class SpringBakeJob(BakeJob):
         check_object(obj)
         if frame_end < frame_start:
             raise SinewError(f"frame_end ({frame_end}) is before frame_start ({frame_start})")
+        self.memory_estimate = budget.check(obj.name, len(obj.data.vertices), frame_end - frame_start + 1,
+                                            obj.sinew_springs.solver)
         self.label = f"Springs {obj.name}"
         self.obj = obj
         self.settings = s = SpringSettings.from_props(obj.sinew_springs)
@@ -86,7 +88,7 @@ class SpringBakeJob(BakeJob):
             raise SinewError(f"{obj.name}: the pin group '{s.pin_group}' does not exist; pick one of "
                              f"the object's vertex groups or clear the field")
         if s.output == "CACHE":
-            write.cache_path(obj)  # raises when the .blend is unsaved
+            write.check_cache_writable(obj)  # unsaved .blend, path outside its folder, read-only
         scene = context.scene
         self.started = started = time.perf_counter()
         with write.unbaked_view(obj):

@@ -68,9 +68,9 @@ class SINEW_PG_springs(bpy.types.PropertyGroup):
                               description="Vertex group: vertices with weight > 0 follow the "
                                           "object's animated, deformed mesh")
     substeps: IntProperty(name="Substeps", description="Time steps per frame", default=1, min=1,
-                          soft_max=50)
+                          soft_max=50, max=1000)
     iterations: IntProperty(name="Iterations", description="Newton or local/global iterations per step",
-                            default=10, min=1, soft_max=100)
+                            default=10, min=1, soft_max=100, max=1000)
     collision_collection: PointerProperty(name="Collision Collection", type=bpy.types.Collection,
                                           description="Mesh objects in this collection are colliders")
     output: EnumProperty(name="Output", items=OUTPUT_ITEMS, default="KEYFRAMES",

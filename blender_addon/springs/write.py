@@ -66,6 +66,25 @@ def cache_path(obj: bpy.types.Object) -> tuple[str, str]:
     return rel, absolute
 
 
+def check_cache_writable(obj: bpy.types.Object) -> None:
+    """Raise :class:`SinewError` up front when the cache file cannot be written: the .blend
+    is unsaved, the path leaves its folder, or the folder (or the nearest existing parent
+    it would be created in) is not writable."""
+    _rel, absolute = cache_path(obj)
+    folder = os.path.dirname(absolute)
+    probe = folder
+    while not os.path.isdir(probe):
+        if os.path.exists(probe):
+            raise SinewError(f"{obj.name}: cannot write the cache: {probe} is a file, not a folder")
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.access(probe, os.W_OK | os.X_OK) or (os.path.exists(absolute) and not os.access(absolute, os.W_OK)):
+        raise SinewError(f"{obj.name}: cannot write the cache: {probe} is read-only; make it writable "
+                         "or choose Output 'Keyframes'")
+
+
 def write_pc2(path: str, positions: np.ndarray, frame_start: float, sample_rate: float = 1.0) -> None:
     """Write a PC2 point cache: ``positions`` ``(F, n, 3)`` as float32, little-endian."""
     frames, n = positions.shape[:2]
@@ -256,8 +275,17 @@ def _write_cache(obj: bpy.types.Object, frames: np.ndarray, local: np.ndarray, r
     rel, absolute = cache_path(obj)
     folder = os.path.dirname(absolute)
     dir_created = not os.path.isdir(folder)
-    os.makedirs(folder, exist_ok=True)
-    write_pc2(absolute, local, float(frames[0]))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        write_pc2(absolute, local, float(frames[0]))
+    except OSError as exc:
+        for leftover in (absolute + ".tmp",):
+            if os.path.isfile(leftover):
+                os.remove(leftover)
+        if dir_created and os.path.isdir(folder) and not os.listdir(folder):
+            os.rmdir(folder)
+        raise SinewError(f"{obj.name}: cannot write the cache file {absolute}: {exc.strerror or exc}; "
+                         "make the folder writable or choose Output 'Keyframes'") from None
     record["cache"] = {"file": absolute, "dir_created": dir_created}
     mod = obj.modifiers.new(CACHE_MODIFIER, "MESH_CACHE")
     record["cache"]["modifier"] = mod.name
@@ -283,12 +311,22 @@ def _move_modifier_first(obj: bpy.types.Object, mod: Any) -> None:
         bpy.ops.object.modifier_move_to_index(modifier=mod.name, index=0)
 
 
+def _is_own_cache_file(path: str) -> bool:
+    """True for a ``.pc2`` file directly in the saved .blend's ``sinew_cache`` folder."""
+    if not bpy.data.filepath or not isinstance(path, str) or not path.endswith(".pc2"):
+        return False
+    folder = os.path.normpath(bpy.path.abspath(CACHE_DIR))
+    return os.path.dirname(os.path.normpath(path)) == folder
+
+
 def _free_cache(obj: bpy.types.Object, record: dict) -> None:
     cache = record.get("cache", {})
     mod = obj.modifiers.get(cache.get("modifier", "")) if cache.get("modifier") else None
     if mod is not None:
         obj.modifiers.remove(mod)
     path = cache.get("file")
+    if path and not _is_own_cache_file(path):
+        path = None  # the record comes from a .blend file: never delete anything else
     if path and os.path.isfile(path):
         os.remove(path)
         folder = os.path.dirname(path)
