@@ -2,11 +2,21 @@
 
 Grids of ``n × n`` quads ((n+1)² vertices), 2 m wide, hanging in the XZ plane
 from their two top corners; structural + shear + bending springs; cotton-like
-0.3 kg/m². Prints ms/frame, iterations, max strain and peak traced memory per
-integrator; compare with Blender's cloth (../shared/ANCHORS.md: 95 ms/frame at
-64² in bpy 5.2).
+0.3 kg/m². Prints ms/frame (median), ms per solver iteration, iterations,
+PCG iterations (IMPLICIT), residual, max strain and peak traced memory per
+integrator and grid (32², 64², 128²; ``--quick``: 32², 64²), then the issue-4
+goals: FAST at 64² (1 substep of 1/24 s, 10 iterations) ≤ 20 ms/frame, FAST
+128²/64² ≤ 4.5×, one NEWTON iteration ≤ 3× one FAST iteration at 64².
+Compare with Blender's cloth (../shared/ANCHORS.md: 95 ms/frame at 64² in bpy
+5.2).
 
-Run from the repository root: ``python bench/springs_core.py [--quick]``.
+The machines are shared: cases run interleaved so they see the same load,
+and the load average is reported with the figures. Frame times on a busy
+two-core box are bimodal (the solve is memory-bound: ~1.5× slower while
+another process runs on the other core); compare figures from one run.
+
+Run from the repository root: ``python bench/springs_core.py [--quick]``;
+``run(quick) -> list[dict]`` is imported by ``tools/bench.py``.
 """
 
 from __future__ import annotations
