@@ -333,6 +333,27 @@ def _to_armature(arm_world: np.ndarray, points_world: np.ndarray) -> np.ndarray:
     return np.einsum("fij,fj->fi", inv[:, :3, :3], points_world) + inv[:, :3, 3]
 
 
+def _moved_by_chain(obj: bpy.types.Object, arm: bpy.types.Object, bones: list[bpy.types.PoseBone]) -> str | None:
+    """Why ``obj`` moves with the chain's own bones (parented or constrained to them), or None.
+
+    Such a target would chase itself: every solve moves it, so the bake is refused.
+    """
+    chain = {pb.name for pb in bones}
+    moving = {pb.name for pb in arm.pose.bones
+              if pb.name in chain or any(p.name in chain for p in pb.parent_recursive)}
+    seen = set()
+    node = obj
+    while node is not None and node.name not in seen:
+        seen.add(node.name)
+        if node.parent is arm and node.parent_type == "BONE" and node.parent_bone in moving:
+            return f"'{obj.name}' is parented to the chain's bone '{node.parent_bone}'"
+        for con in getattr(node, "constraints", []):
+            if getattr(con, "target", None) is arm and getattr(con, "subtarget", "") in moving and not con.mute:
+                return f"'{obj.name}' follows the chain's bone '{con.subtarget}' through constraint '{con.name}'"
+        node = node.parent
+    return None
+
+
 def _chain_geometry(bones: list[bpy.types.PoseBone]) -> tuple[Chain, str | None]:
     heads = np.array([tuple(pb.bone.head_local) for pb in bones], dtype=np.float64)
     mats = np.array([_mat4(pb.bone.matrix_local) for pb in bones], dtype=np.float64)
@@ -380,6 +401,12 @@ def read_chains(context: bpy.types.Context, arm: bpy.types.Object, frames: np.nd
             objects.append(s.target)
         if s.target_mode == "CURVE" and s.target.type != "CURVE":
             raise SinewError(f"chain of '{tip.name}': target '{s.target.name}' is not a curve")
+        for role, obj in (("target", s.target if s.target_mode != "EXPRESSION" else None),
+                          ("pole target", s.pole_target)):
+            why = _moved_by_chain(obj, arm, bones) if obj is not None else None
+            if why:
+                raise SinewError(f"chain of '{tip.name}': the {role} moves with the chain itself ({why}); "
+                                 "use a target that does not depend on the chain's bones")
         if s.pole_target is not None:
             objects.append(s.pole_target)
         if parent is not None:
@@ -387,6 +414,11 @@ def read_chains(context: bpy.types.Context, arm: bpy.types.Object, frames: np.nd
         geometry.append((tip, bones, chain, parent))
     sampler = FrameSampler(context, frames, objects, list(dict.fromkeys(parent_bones)))
     arm_world = sampler.world[arm.name]
+    det = np.linalg.det(arm_world[:, :3, :3])
+    flat = np.flatnonzero(~(np.abs(det) > 1e-12))
+    if flat.size:
+        raise SinewError(f"'{arm.name}' has zero scale at frame {int(frames[flat[0]])}: its bones cannot reach "
+                         "anything; give the armature object a non-zero scale")
     out = []
     f_count = frames.shape[0]
     for tip, bones, chain, parent in geometry:

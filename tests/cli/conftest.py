@@ -44,11 +44,16 @@ def blender(tmp_path: Path):
                          ("BLENDER_USER_DATAFILES", "datafiles")):
             env[key] = str(tmp_path / "user" / sub)
         cmd = [blender_binary(), "-b", "--factory-startup", "--python-exit-code", "1"]
+        args = list(args)
+        # Blender handles its arguments in order: a .blend file must come before the
+        # script that works on it, and the script's own arguments after "--".
+        own = args[args.index("--"):] if "--" in args else []
+        cmd += args[:len(args) - len(own)]
         if script is not None:
             path = tmp_path / "script.py"
             path.write_text(textwrap.dedent(script))
             cmd += ["--python", str(path)]
-        cmd += list(args)
+        cmd += own
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
 
     return run
