@@ -1,4 +1,4 @@
-"""Batched FABRIK bake: every frame solved at once from one shared start pose, then repaired.
+"""Batched bake (FABRIK, DLS): every frame solved at once from one shared start pose, then repaired.
 
 The sequential bake (:mod:`.bake`) solves one frame at a time, warm-started from the previous
 frame; that is inherently serial and pays Python overhead per frame. Here every frame of the
@@ -6,7 +6,8 @@ range starts from the *same* pose (the chain's initial pose), so all frames are 
 the FABRIK backward/forward passes loop over the ``n`` joints but each step is one numpy
 operation over all still-unconverged frames (positions kept as ``(n+1, 3, F)`` so each joint
 is a contiguous ``(3, F)`` block). Rotations are then recovered from the joint positions in one
-vectorised pass, each bone keeping its twist from the shared start pose.
+vectorised pass, each bone keeping its twist from the shared start pose. DLS runs its own
+kernel, already vectorised over problems, on all frames at once.
 
 FABRIK from a fixed start pose is a continuous function of the target almost everywhere, so
 consecutive frames are continuous; where it is not (the target crosses a branch boundary, e.g.
@@ -18,7 +19,8 @@ frame, with the start pose pulled toward the batched pose by at most a small ang
 are used as they are. Repairs therefore stay local, and every output frame still reaches its
 target to the tolerance (or is straight toward an unreachable one).
 
-Limits and poles are not batched: :func:`.bake.iter_bake` keeps the sequential path for chains
+CCD is not batched (solved from one start pose its solutions jump between frames). Limits and
+poles are not batched: :func:`.bake.iter_bake` keeps the sequential path for chains
 with active limits or a pole target.
 """
 
@@ -34,7 +36,7 @@ from ._scalar import fk_one, recover_one
 from .chain import Chain, _fk
 from .fabrik import _passes_scalar
 
-__all__ = ["fabrik_all_frames", "recover_all", "continuity_limits", "repair_walk"]
+__all__ = ["solve_all_frames", "fabrik_all_frames", "recover_all", "continuity_limits", "repair_walk"]
 
 # The continuity limit of a frame step: _JUMP_GAIN * (target step / shortest segment) +
 # _JUMP_FLOOR radians (a joint turning by target step / shortest segment moves the next joint
@@ -304,6 +306,40 @@ def fabrik_all_frames(chain: Chain, targets: np.ndarray, start: np.ndarray, sett
     return q, iters, np.sqrt(np.einsum("fi,fi->f", d, d))
 
 
+def solve_all_frames(solver: str, kernel, chain: Chain, targets: np.ndarray, start: np.ndarray,
+                     settings: SolveSettings, root_rot: np.ndarray, root_pos: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every frame solved at once from the same start pose (no limits, no poles).
+
+    FABRIK uses :func:`fabrik_all_frames`; other solvers (DLS) run their kernel, which is
+    vectorised over problems, through :func:`.base.solve_batch` on all frames.
+
+    Parameters
+    ----------
+    solver : str
+        ``'FABRIK'`` or ``'DLS'``.
+    kernel : callable
+        The solver's kernel.
+    chain : Chain
+    targets : ndarray, shape (F, 3)
+    start : ndarray, shape (n, 4)
+    settings : SolveSettings
+    root_rot, root_pos : ndarray, shapes (F, 4), (F, 3)
+
+    Returns
+    -------
+    rotations : ndarray, shape (F, n, 4)
+    iterations : ndarray of int, shape (F,)
+    errors : ndarray, shape (F,)
+    """
+    if solver == "FABRIK":
+        return fabrik_all_frames(chain, targets, start, settings, root_rot, root_pos)
+    frames = targets.shape[0]
+    q0 = np.array(np.broadcast_to(start, (frames, chain.n, 4)))
+    return solve_batch(kernel, chain, targets, q0, settings, None, np.ascontiguousarray(root_rot),
+                       np.ascontiguousarray(root_pos))
+
+
 def _max_joint_angles(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Largest per-joint rotation angle between poses ``a`` and ``b`` (..., n, 4) -> (...)."""
     d = np.abs(np.einsum("...i,...i->...", a, b))
@@ -337,9 +373,9 @@ def continuity_limits(chain: Chain, targets: np.ndarray, root_rot: np.ndarray,
     return lim
 
 
-def _discontinuous(chain: Chain, targets: np.ndarray, start: np.ndarray, settings: SolveSettings,
-                   root_rot: np.ndarray, root_pos: np.ndarray, batched: np.ndarray, nat: np.ndarray,
-                   cand: np.ndarray) -> np.ndarray:
+def _discontinuous(solver: str, kernel, chain: Chain, targets: np.ndarray, start: np.ndarray,
+                   settings: SolveSettings, root_rot: np.ndarray, root_pos: np.ndarray,
+                   batched: np.ndarray, nat: np.ndarray, cand: np.ndarray) -> np.ndarray:
     """Which large steps of the batched bake are real jumps, by solving between the frames.
 
     For each candidate frame ``f`` the batched solve is repeated at ``_SUBSTEPS - 1`` targets
@@ -349,6 +385,9 @@ def _discontinuous(chain: Chain, targets: np.ndarray, start: np.ndarray, setting
 
     Parameters
     ----------
+    solver : str
+    kernel : callable
+        As for :func:`solve_all_frames`.
     chain : Chain
     targets : ndarray, shape (F, 3)
     start : ndarray, shape (n, 4)
@@ -374,16 +413,16 @@ def _discontinuous(chain: Chain, targets: np.ndarray, start: np.ndarray, setting
     ra, rb = root_rot[a][:, None], root_rot[b][:, None]
     rb = np.where(np.einsum("kji,kji->kj", ra, rb)[..., None] < 0, -rb, rb)
     rr = quat.normalize(ra * (1.0 - s) + rb * s).reshape(-1, 4)
-    sub, _, _ = fabrik_all_frames(chain, tg, start, settings, rr, rp)
+    sub, _, _ = solve_all_frames(solver, kernel, chain, tg, start, settings, rr, rp)
     sub = sub.reshape(cand.size, m - 1, chain.n, 4)
     seq = np.concatenate((batched[a][:, None], sub, batched[b][:, None]), axis=1)
     steps = _max_joint_angles(seq[:, :-1], seq[:, 1:]).max(axis=1)
     return steps > 0.5 * nat[cand]
 
 
-def repair_walk(kernel, chain: Chain, targets: np.ndarray, start: np.ndarray, settings: SolveSettings,
-                root_rot: np.ndarray, root_pos: np.ndarray, rot: np.ndarray, iters: np.ndarray,
-                errors: np.ndarray, chunk: int) -> Iterator[int]:
+def repair_walk(solver: str, kernel, chain: Chain, targets: np.ndarray, start: np.ndarray,
+                settings: SolveSettings, root_rot: np.ndarray, root_pos: np.ndarray, rot: np.ndarray,
+                iters: np.ndarray, errors: np.ndarray, chunk: int) -> Iterator[int]:
     """Repair jumps of a batched bake in place, sequentially and locally.
 
     Walks the frames; while the batched frames step continuously (every joint's change within
@@ -398,8 +437,10 @@ def repair_walk(kernel, chain: Chain, targets: np.ndarray, start: np.ndarray, se
 
     Parameters
     ----------
+    solver : str
+        ``'FABRIK'`` or ``'DLS'``.
     kernel : callable
-        The FABRIK kernel (see :mod:`.base`).
+        The solver's kernel (see :mod:`.base`).
     chain : Chain
     targets : ndarray, shape (F, 3)
     start : ndarray, shape (n, 4)
@@ -428,7 +469,8 @@ def repair_walk(kernel, chain: Chain, targets: np.ndarray, start: np.ndarray, se
     jump = nat > _WHIP * lim
     cand = np.nonzero((nat > lim) & ~jump)[0]
     if cand.size:
-        jump[cand] = _discontinuous(chain, targets, start, settings, root_rot, root_pos, batched, nat, cand)
+        jump[cand] = _discontinuous(solver, kernel, chain, targets, start, settings, root_rot, root_pos,
+                                    batched, nat, cand)
     # Frames the cold start left short of a reachable target: the warm start may reach it.
     base = quat.rotate(root_rot, chain.rest_offsets[0]) + root_pos
     reachable = np.linalg.norm(targets - base, axis=1) < chain.reach
@@ -475,7 +517,18 @@ def repair_walk(kernel, chain: Chain, targets: np.ndarray, start: np.ndarray, se
             iters[f] += it
             repairing = False
             continue
-        if clean[f]:
+        if clean[f] and solver != "FABRIK":
+            # Drift toward the batched pose by glide[f]: solve from the slerp between the
+            # warm-started and the batched pose (a local solver stays near its start).
+            w = glide[f] / gap
+            qs, its_, es_ = solve_batch(kernel, chain, targets[sl], quat.slerp(qf, batched[f], w)[None],
+                                        settings, None, root_rot[sl], root_pos[sl])
+            it += int(its_[0])
+            step_w = float(_max_joint_angles(prev, qf))
+            eb = float(es_[0])
+            if eb <= max(err, tol) and float(_max_joint_angles(prev, qs[0])) <= step_w + 2.0 * glide[f]:
+                qf, err = qs[0], eb
+        elif clean[f]:
             # Drift toward the batched pose by glide[f]: blend joint positions of the warm and
             # batched solutions (both reach the target, so the blend nearly does), a few
             # FABRIK passes to restore the lengths, twist slerped alike.

@@ -11,6 +11,8 @@ from core.ik import Chain, JointLimits, RootTransform, SolveSettings, forward_ki
 from core.ik import batch
 from core.ik.bake import bake_chain, iter_bake, uses_batched
 
+BATCHED = ["FABRIK", "DLS"]
+
 
 def straight(n, length=0.5):
     pts = np.zeros((n + 1, 3))
@@ -44,7 +46,7 @@ def test_strategy_selection():
     c = straight(3)
     assert uses_batched(c, "FABRIK", None) and uses_batched(c, "FABRIK", None, "batched")
     assert not uses_batched(c, "FABRIK", None, "sequential")
-    assert not uses_batched(c, "DLS", None) and not uses_batched(c, "CCD", None)
+    assert uses_batched(c, "DLS", None) and not uses_batched(c, "CCD", None)
     assert not uses_batched(c, "FABRIK", np.zeros((4, 3)))
     lim = JointLimits(np.zeros((3, 3), bool), np.ones((3, 3), bool), -np.ones((3, 3)), np.ones((3, 3)))
     assert not uses_batched(c.with_limits(lim), "FABRIK", None)
@@ -52,11 +54,12 @@ def test_strategy_selection():
         bake_chain(c, np.ones((4, 3)), "FABRIK", SolveSettings(), strategy="parallel")
 
 
-def test_batched_reaches_every_frame_and_is_sign_continuous():
+@pytest.mark.parametrize("name", BATCHED)
+def test_batched_reaches_every_frame_and_is_sign_continuous(name):
     c = straight(10)
     tg = lissajous(200)
     s = SolveSettings(200, 1e-6)
-    res = bake_chain(c, tg, "FABRIK", s, strategy="batched")
+    res = bake_chain(c, tg, name, s, strategy="batched")
     tips = forward_kinematics_batch(c, res.rotations)[:, -1]
     err = np.linalg.norm(tips - tg, axis=1)
     np.testing.assert_allclose(err, res.errors, atol=1e-12)
@@ -66,16 +69,17 @@ def test_batched_reaches_every_frame_and_is_sign_continuous():
     assert np.all(res.rotations[0, :, 0] >= 0)  # continuous with the identity start pose too
 
 
+@pytest.mark.parametrize("name", BATCHED)
 @pytest.mark.parametrize("case", ["lissajous", "circle", "fast", "crossing_line", "crossing_root"])
-def test_batched_agrees_with_sequential_where_both_converge(case):
+def test_batched_agrees_with_sequential_where_both_converge(case, name):
     """Tips agree to within the tolerance (poses may differ in the null space)."""
     c = straight(10 if case == "lissajous" else 4 if case != "circle" else 5)
     tg = {"lissajous": lissajous(120), "circle": circle(60), "fast": circle(40, 1.0, 0.8, 3.0),
           "crossing_line": np.stack((np.linspace(-0.5, 0.5, 41), np.full(41, 1.0), np.zeros(41)), 1),
           "crossing_root": np.stack((np.zeros(50), np.linspace(2.5, -2.5, 50), np.zeros(50)), axis=1)}[case]
     s = SolveSettings(300, 1e-6)
-    a = bake_chain(c, tg, "FABRIK", s, strategy="batched")
-    b = bake_chain(c, tg, "FABRIK", s, strategy="sequential")
+    a = bake_chain(c, tg, name, s, strategy="batched")
+    b = bake_chain(c, tg, name, s, strategy="sequential")
     both = a.converged & b.converged
     assert both.mean() > 0.5
     ta = forward_kinematics_batch(c, a.rotations)[:, -1]
@@ -99,8 +103,9 @@ def test_batched_repairs_branch_jumps():
     assert res.converged.sum() >= seq.converged.sum() - 2
 
 
+@pytest.mark.parametrize("name", BATCHED)
 @pytest.mark.parametrize("case", ["fast", "crossing_root", "straight_chain"])
-def test_batched_continuity(case):
+def test_batched_continuity(case, name):
     if case == "fast":  # ~27 degrees of orbit per frame
         c, tg = straight(4), circle(40, radius=1.0, height=0.8, turns=3.0)
     elif case == "crossing_root":  # along the chain's own line, through the root
@@ -110,7 +115,7 @@ def test_batched_continuity(case):
         u = np.linspace(0, 1, 60)
         tg = np.stack((0.2 * np.sin(6 * u), 2.9 - 1.5 * u, 0.05 * np.cos(4 * u)), axis=1)
     s = SolveSettings(100, 1e-5)
-    res = bake_chain(c, tg, "FABRIK", s, strategy="batched")
+    res = bake_chain(c, tg, name, s, strategy="batched")
     assert np.all(np.isfinite(res.rotations))
     steps = step_angles(res.rotations)
     assert steps.max() < np.radians(60), np.degrees(steps.max())  # no flip (~180 degrees)
@@ -123,20 +128,21 @@ def test_batched_continuity(case):
         assert np.all(steps <= batch._WHIP * lim[1:])
 
 
-def test_batched_max_step_angle_is_exact():
+@pytest.mark.parametrize("name", BATCHED)
+def test_batched_max_step_angle_is_exact(name):
     c = straight(4)
     tg = circle(40, radius=1.0, height=0.8, turns=3.0)
     cap = np.radians(4.0)
     init = quat.from_rotvec(np.tile([0.05, 0.0, 0.02], (4, 1)))
-    res = bake_chain(c, tg, "FABRIK", SolveSettings(200, 1e-6), max_step_angle=cap, initial=init,
+    res = bake_chain(c, tg, name, SolveSettings(200, 1e-6), max_step_angle=cap, initial=init,
                      strategy="batched")
     assert step_angles(res.rotations, init).max() <= cap + 1e-9
     tips = forward_kinematics_batch(c, res.rotations)[:, -1]
     np.testing.assert_allclose(np.linalg.norm(tips - tg, axis=1), res.errors, atol=1e-12)
     assert not np.all(res.converged)
     # A loose cap changes nothing where it is never reached.
-    free = bake_chain(c, circle(60), "FABRIK", SolveSettings(200, 1e-6), strategy="batched")
-    loose = bake_chain(c, circle(60), "FABRIK", SolveSettings(200, 1e-6), max_step_angle=np.pi,
+    free = bake_chain(c, circle(60), name, SolveSettings(200, 1e-6), strategy="batched")
+    loose = bake_chain(c, circle(60), name, SolveSettings(200, 1e-6), max_step_angle=np.pi,
                        strategy="batched")
     np.testing.assert_array_equal(free.rotations, loose.rotations)
 
@@ -150,11 +156,12 @@ def test_batched_cap_catches_up_after_a_capped_run():
     assert not res.converged[10] and np.all(res.converged[-5:])
 
 
-def test_batched_unreachable_targets_give_a_straight_chain():
+@pytest.mark.parametrize("name", BATCHED)
+def test_batched_unreachable_targets_give_a_straight_chain(name):
     c = straight(5)
     s = np.linspace(0, 2 * np.pi, 30)
     tg = np.stack((4 * np.cos(s), 1.0 + np.sin(s), 4 * np.sin(s)), axis=1)  # 4.1+ m, reach 2.5 m
-    res = bake_chain(c, tg, "FABRIK", SolveSettings(50, 1e-6), strategy="batched")
+    res = bake_chain(c, tg, name, SolveSettings(50, 1e-6), strategy="batched")
     pos = forward_kinematics_batch(c, res.rotations)
     u = tg - pos[:, :1].squeeze(1)
     u /= np.linalg.norm(u, axis=1, keepdims=True)
@@ -163,14 +170,15 @@ def test_batched_unreachable_targets_give_a_straight_chain():
     assert np.degrees(np.arccos(np.clip(cosang, -1, 1))).max() < 0.1
 
 
-def test_batched_per_frame_roots():
+@pytest.mark.parametrize("name", BATCHED)
+def test_batched_per_frame_roots(name):
     c = straight(3)
     f = 30
     ang = np.linspace(0, 1.5, f)
     roots = RootTransform(quat.from_axis_angle(np.array([0, 0, 1.0]), ang), np.stack((ang, 0 * ang, 0 * ang), 1))
     local = np.stack((0.4 * np.cos(3 * ang), 1.0 + 0 * ang, 0.3 * np.sin(3 * ang)), axis=1)
     tg = quat.rotate(roots.rotation, local) + roots.position
-    res = bake_chain(c, tg, "FABRIK", SolveSettings(200, 1e-7), roots=roots, strategy="batched")
+    res = bake_chain(c, tg, name, SolveSettings(200, 1e-7), roots=roots, strategy="batched")
     tips = forward_kinematics_batch(c, res.rotations, roots)[:, -1]
     assert np.max(np.linalg.norm(tips - tg, axis=1)) < 1e-6
     assert step_angles(res.rotations).max() < np.radians(20)
@@ -193,15 +201,16 @@ def test_batched_progress_and_cancel():
         next(gen)
 
 
-def test_batched_degenerate_inputs():
+@pytest.mark.parametrize("name", BATCHED)
+def test_batched_degenerate_inputs(name):
     c = straight(3)
     for tg in (np.zeros((3, 3)), np.array([[0, 1.5, 0.0]] * 3), np.array([[0, 0.7, 0.0], [0, 0.7, 0.0]])):
-        res = bake_chain(c, tg, "FABRIK", SolveSettings(), strategy="batched")
+        res = bake_chain(c, tg, name, SolveSettings(), strategy="batched")
         assert np.all(np.isfinite(res.rotations))
-    one = bake_chain(Chain.from_points([[0, 0, 0], [0, 1, 0]]), circle(10), "FABRIK", SolveSettings(),
+    one = bake_chain(Chain.from_points([[0, 0, 0], [0, 1, 0]]), circle(10), name, SolveSettings(),
                      strategy="batched")
     assert np.all(np.isfinite(one.rotations))
-    none = bake_chain(c, circle(5), "FABRIK", SolveSettings(max_iterations=0), strategy="batched")
+    none = bake_chain(c, circle(5), name, SolveSettings(max_iterations=0), strategy="batched")
     np.testing.assert_array_equal(none.iterations, 0)
 
 
