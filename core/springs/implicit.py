@@ -94,7 +94,7 @@ class LinearImplicitEuler(Integrator):
 
     tolerance = 1e-10
     pcg_threshold = 2000
-    max_cg_iterations = 500
+    max_cg_iterations = 300
 
     def __init__(self, beta: float = 1.0) -> None:
         if not 0.0 <= beta <= 1.0:
@@ -193,8 +193,9 @@ class LinearImplicitEuler(Integrator):
     def _solve_pcg(self, model: Model, h: float, rhs: np.ndarray, v0: np.ndarray,
                    v_pin: np.ndarray, diag: np.ndarray, a_co: np.ndarray, e_co: np.ndarray,
                    unit: np.ndarray) -> Optional[np.ndarray]:
-        """Preconditioned CG from ``v0``; returns ``(f, 3)`` or ``None`` if it
-        did not reach :attr:`tolerance` within :attr:`max_cg_iterations`."""
+        """Preconditioned CG from ``v0`` (or from 0 if that has the smaller
+        residual); returns ``(f, 3)`` or ``None`` if it did not reach
+        :attr:`tolerance` within :attr:`max_cg_iterations`."""
         pre = self._preconditioner(model, h)
         free = model.free_index
         unit_t = np.ascontiguousarray(unit.T)
@@ -221,9 +222,15 @@ class LinearImplicitEuler(Integrator):
         x = np.asfortranarray(v0[free])
         ap = np.empty_like(x)
         r = b - apply(x, ap)
-        tol = self.tolerance * F.norm(b)
-        if F.norm(r) <= tol:
+        b_norm = F.norm(b)
+        tol = self.tolerance * b_norm
+        r_norm = F.norm(r)
+        if r_norm <= tol:
             return x
+        if r_norm > b_norm:
+            # v0 is a worse guess than 0 (e.g. strongly damped noise): start from 0
+            x[...] = 0.0
+            r = b.copy()
         z = pre.solve(r)
         p = z.copy()
         rz = F.dot(r, z)
