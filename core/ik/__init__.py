@@ -12,8 +12,7 @@ from __future__ import annotations
 from .bake import BakeProgress, BakeResult, bake_chain, iter_bake
 from .base import SolveResult, SolveSettings
 from .ccd import CCD
-from .chain import (Chain, RootTransform, forward_kinematics, forward_kinematics_batch,
-                    forward_kinematics_full)
+from .chain import Chain, RootTransform, forward_kinematics, forward_kinematics_batch, forward_kinematics_full
 from .dls import DLS
 from .fabrik import FABRIK
 from .limits import JointLimits, clamp, within

@@ -3,8 +3,9 @@
 Sequential strategy: each frame starts from the previous frame's solution (the first from
 ``initial``), so the pose moves smoothly with the target. Batched strategy (the default for
 FABRIK and DLS on chains without limits or poles, see :mod:`.batch`): every frame is solved at once
-from ``initial``, and the few frames where that solution jumps are re-solved sequentially. ``max_step_angle`` caps how far any joint may turn
-between consecutive frames: the new rotation is slerped back toward the previous one. Output
+from ``initial``, and the few frames where that solution jumps are re-solved sequentially.
+``max_step_angle`` caps how far any joint may turn between consecutive frames: the new
+rotation is slerped back toward the previous one. Output
 quaternions are made sign-continuous over frames (``q`` and ``-q`` are the same rotation, but
 keyframe interpolation between them is not).
 
@@ -14,8 +15,8 @@ operator can bake incrementally and cancel; :func:`bake_chain` runs it to the en
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from .chain import Chain, RootLike, _fk, _root_arrays
 
 __all__ = ["BakeResult", "BakeProgress", "bake_chain", "iter_bake", "uses_batched", "STRATEGIES"]
 
-ProgressFn = Callable[[int, int], Optional[bool]]
+ProgressFn = Callable[[int, int], bool | None]
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class BakeProgress:
 
     done: int
     total: int
-    result: Optional[BakeResult] = None
+    result: BakeResult | None = None
 
 
 def _solver_kernel(solver: str):

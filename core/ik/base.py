@@ -9,8 +9,8 @@ and the final statistics. Each solver supplies a *kernel* that iterates on the r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 import numpy as np
 
@@ -239,7 +239,8 @@ def _errors(pos: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return np.sqrt(np.einsum("bi,bi->b", d, d))
 
 
-def check_inputs(chain: Chain, targets: np.ndarray, initial: np.ndarray | None, b: int) -> tuple[np.ndarray, np.ndarray]:
+def check_inputs(chain: Chain, targets: np.ndarray, initial: np.ndarray | None, b: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """Validate targets (b, 3) and initial rotations (b, n, 4); identity if None."""
     t = np.asarray(targets, dtype=np.float64)
     if t.shape != (b, 3):
@@ -256,7 +257,7 @@ def check_inputs(chain: Chain, targets: np.ndarray, initial: np.ndarray | None, 
 
 
 def solve_batch(kernel: Kernel, chain: Chain, targets: np.ndarray, initial: np.ndarray,
-                settings: SolveSettings, poles: Optional[np.ndarray], root_rot: np.ndarray,
+                settings: SolveSettings, poles: np.ndarray | None, root_rot: np.ndarray,
                 root_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Solve ``b`` independent IK problems with one solver kernel.
 
@@ -346,7 +347,9 @@ def solve_one(kernel: Kernel, chain: Chain, target: np.ndarray, initial: np.ndar
     """Single-problem wrapper around :func:`solve_batch` (validates everything)."""
     if not isinstance(settings, SolveSettings):
         raise ChainError("settings must be a SolveSettings")
-    t, q = check_inputs(chain, np.asarray(target, dtype=np.float64)[None] if np.ndim(target) == 1 else np.asarray(target, dtype=np.float64), None if initial is None else np.asarray(initial, dtype=np.float64)[None], 1)
+    tg = np.asarray(target, dtype=np.float64)
+    t, q = check_inputs(chain, tg[None] if tg.ndim == 1 else tg,
+                        None if initial is None else np.asarray(initial, dtype=np.float64)[None], 1)
     poles = None
     if pole is not None:
         poles = np.asarray(pole, dtype=np.float64).reshape(-1)

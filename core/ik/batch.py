@@ -26,13 +26,13 @@ with active limits or a pole target.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from .. import quat
-from .base import SolveSettings, _prebend, _straight_one, solve_batch
 from ._scalar import fk_one, recover_one
+from .base import SolveSettings, _prebend, _straight_one, solve_batch
 from .chain import Chain, _fk
 from .fabrik import _passes_scalar
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import quat
-from .limits import clamp_bounds
 from .base import SolveResult, SolveSettings, bone_bounds, clamp_bone, solve_one
 from .chain import Chain, RootLike, _fk
+from .limits import clamp_bounds
 
 __all__ = ["CCD", "solve", "kernel"]
 
@@ -94,14 +94,14 @@ class CCD:
 
     @staticmethod
     def solve(chain: Chain, target: np.ndarray, initial: np.ndarray | None = None,
-              settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,
+              settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,  # noqa: B008 (frozen)
               root: RootLike = None) -> SolveResult:
         """Solve one pose; see :func:`solve`."""
         return solve_one(kernel, chain, target, initial, settings, pole, root)
 
 
 def solve(chain: Chain, target: np.ndarray, initial: np.ndarray | None = None,
-          settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,
+          settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,  # noqa: B008 (frozen)
           root: RootLike = None) -> SolveResult:
     """Solve IK with CCD.
 

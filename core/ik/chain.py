@@ -44,7 +44,7 @@ class RootTransform:
     position: np.ndarray
 
     @classmethod
-    def from_matrix(cls, matrix: np.ndarray) -> "RootTransform":
+    def from_matrix(cls, matrix: np.ndarray) -> RootTransform:
         """From 4x4 matrices, shape (..., 4, 4); scale is discarded."""
         m = np.asarray(matrix, dtype=np.float64)
         if m.shape[-2:] != (4, 4):
@@ -131,7 +131,7 @@ class Chain:
 
     # -- construction -------------------------------------------------------------------
     @classmethod
-    def from_points(cls, points: np.ndarray, limits: JointLimits | None = None) -> "Chain":
+    def from_points(cls, points: np.ndarray, limits: JointLimits | None = None) -> Chain:
         """A connected chain through ``points`` (heads, then the tip), in the root frame.
 
         Each bone's rest frame has +Y along the bone; its roll is the minimal rotation from the
@@ -169,7 +169,7 @@ class Chain:
 
     @classmethod
     def from_rest_matrices(cls, heads: np.ndarray, rest_matrices: np.ndarray, lengths: np.ndarray,
-                           limits: JointLimits | None = None) -> "Chain":
+                           limits: JointLimits | None = None) -> Chain:
         """A chain from rest orientations in a common space (Blender's ``bone.matrix_local``).
 
         Parameters
@@ -202,7 +202,7 @@ class Chain:
         off = quat.rotate(quat.conjugate(parent), h - parent_pos)
         return cls(rel, off, ln, limits)
 
-    def with_limits(self, limits: JointLimits | None) -> "Chain":
+    def with_limits(self, limits: JointLimits | None) -> Chain:
         """The same chain with other limits."""
         return Chain(self.rest_rotations, self.rest_offsets, self.lengths, limits)
 

@@ -87,14 +87,14 @@ class DLS:
 
     @staticmethod
     def solve(chain: Chain, target: np.ndarray, initial: np.ndarray | None = None,
-              settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,
+              settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,  # noqa: B008 (frozen)
               root: RootLike = None) -> SolveResult:
         """Solve one pose; see :func:`solve`."""
         return solve_one(kernel, chain, target, initial, settings, pole, root)
 
 
 def solve(chain: Chain, target: np.ndarray, initial: np.ndarray | None = None,
-          settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,
+          settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,  # noqa: B008 (frozen)
           root: RootLike = None) -> SolveResult:
     """Solve IK with damped least squares.
 

@@ -58,7 +58,7 @@ class JointLimits:
             object.__setattr__(self, name, a)
 
     @classmethod
-    def free(cls, n: int) -> "JointLimits":
+    def free(cls, n: int) -> JointLimits:
         """Limits that constrain nothing, for ``n`` bones."""
         return cls(np.zeros((n, 3), bool), np.zeros((n, 3), bool), np.zeros((n, 3)), np.zeros((n, 3)))
 

@@ -7,8 +7,7 @@ import pytest
 
 from core import quat
 from core.errors import BakeCancelled, ChainError
-from core.ik import Chain, JointLimits, RootTransform, SolveSettings, forward_kinematics_batch
-from core.ik import batch
+from core.ik import Chain, JointLimits, RootTransform, SolveSettings, batch, forward_kinematics_batch
 from core.ik.bake import bake_chain, iter_bake, uses_batched
 
 BATCHED = ["FABRIK", "DLS"]
