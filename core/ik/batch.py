@@ -49,10 +49,16 @@ __all__ = ["solve_all_frames", "fabrik_all_frames", "recover_all", "continuity_l
 _JUMP_GAIN = 3.0
 _JUMP_FLOOR = np.radians(3.0)
 _WHIP = 1.5
+# ... and a continuous step over this many radians is always repaired (a near half turn in one
+# frame, however fast the target moves).
+_WHIP_CAP = np.radians(90.0)
 # While repairing, each frame may drift from the warm-started solution toward the batched pose
 # by _GLIDE_GAIN * (the batched pose's own motion) + _GLIDE_FLOOR radians.
 _GLIDE_GAIN = 0.25
 _GLIDE_FLOOR = np.radians(1.0)
+# ... plus this fraction of the remaining gap, at most the batched pose's own motion (a fast
+# target hides a faster glide; a slow one gets a slow, smooth one).
+_GLIDE_PULL = 0.1
 _LOOKAHEAD = 5
 # Sub-steps used to tell a fast but continuous step from a jump.
 _SUBSTEPS = 8
@@ -466,7 +472,7 @@ def repair_walk(solver: str, kernel, chain: Chain, targets: np.ndarray, start: n
     nat[1:] = _max_joint_angles(batched[:-1], batched[1:])
     # A step over the limit is a jump if the solution map is discontinuous there, or if it
     # whips (continuous, but over _WHIP times the limit).
-    jump = nat > _WHIP * lim
+    jump = nat > np.minimum(_WHIP * lim, _WHIP_CAP)
     cand = np.nonzero((nat > lim) & ~jump)[0]
     if cand.size:
         jump[cand] = _discontinuous(solver, kernel, chain, targets, start, settings, root_rot, root_pos,
@@ -512,27 +518,28 @@ def repair_walk(solver: str, kernel, chain: Chain, targets: np.ndarray, start: n
         qf, err = qw[0], float(ew[0])
         gap = float(_max_joint_angles(qf, batched[f]))
         repairing = True
-        if clean[f] and gap <= glide[f]:
-            rot[f] = batched[f]  # rejoined: one step within glide[f] of the warm-started one
+        reach = glide[f] + min(_GLIDE_PULL * gap, nat[f])
+        if clean[f] and gap <= reach:
+            rot[f] = batched[f]  # rejoined: one step within `reach` of the warm-started one
             iters[f] += it
             repairing = False
             continue
         if clean[f] and solver != "FABRIK":
-            # Drift toward the batched pose by glide[f]: solve from the slerp between the
+            # Drift toward the batched pose by `reach`: solve from the slerp between the
             # warm-started and the batched pose (a local solver stays near its start).
-            w = glide[f] / gap
+            w = reach / gap
             qs, its_, es_ = solve_batch(kernel, chain, targets[sl], quat.slerp(qf, batched[f], w)[None],
                                         settings, None, root_rot[sl], root_pos[sl])
             it += int(its_[0])
             step_w = float(_max_joint_angles(prev, qf))
             eb = float(es_[0])
-            if eb <= max(err, tol) and float(_max_joint_angles(prev, qs[0])) <= step_w + 2.0 * glide[f]:
+            if eb <= max(err, tol) and float(_max_joint_angles(prev, qs[0])) <= step_w + 2.0 * reach:
                 qf, err = qs[0], eb
         elif clean[f]:
-            # Drift toward the batched pose by glide[f]: blend joint positions of the warm and
+            # Drift toward the batched pose by `reach`: blend joint positions of the warm and
             # batched solutions (both reach the target, so the blend nearly does), a few
             # FABRIK passes to restore the lengths, twist slerped alike.
-            w = glide[f] / gap
+            w = reach / gap
             pw = _fk(chain, qw, root_rot[sl], root_pos[sl])[0][0]
             lw = quat.rotate(inv[f], pw - root_pos[f])
             p = quat.rotate(root_rot[f], (1.0 - w) * lw + w * local_b[f]) + root_pos[f]
@@ -548,7 +555,7 @@ def repair_walk(solver: str, kernel, chain: Chain, targets: np.ndarray, start: n
             eb = float(np.linalg.norm(pb[-1] - tgt))
             it += itb
             step_w = float(_max_joint_angles(prev, qf))
-            if eb <= max(err, tol) and float(_max_joint_angles(prev, qb)) <= step_w + 2.0 * glide[f]:
+            if eb <= max(err, tol) and float(_max_joint_angles(prev, qb)) <= step_w + 2.0 * reach:
                 qf, err = qb, eb
         rot[f] = qf
         iters[f] += it

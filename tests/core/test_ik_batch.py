@@ -230,3 +230,16 @@ def test_recover_all_matches_recover_rotations():
     b = batch.recover_all(c, q_old, des, rr, rp)
     np.testing.assert_allclose(quat.canonical(a[0]), quat.canonical(b[0]), atol=1e-12)
     np.testing.assert_allclose(a[1], b[1], atol=1e-12)
+
+
+def test_batched_no_half_turn_in_a_frame_on_a_very_fast_target():
+    """35 cm of target motion per frame: the start-pose solution swings a joint by ~135 degrees
+    in one frame (continuously, but too fast); that stretch is re-solved sequentially."""
+    c = straight(10)
+    tg = lissajous(200)
+    s = SolveSettings(100, 1e-4)
+    raw, _, _ = raw_batched(c, tg, s)
+    assert step_angles(raw).max() > np.radians(120)
+    res = bake_chain(c, tg, "FABRIK", s, strategy="batched")
+    assert np.all(res.converged)
+    assert step_angles(res.rotations).max() < np.radians(90)
