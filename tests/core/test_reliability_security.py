@@ -344,7 +344,8 @@ def test_fuzz_oversize_inputs_give_the_parsers_error(traced):
         elif kind == "nodes":
             text = "+".join(["t"] * (MAX_NODES + extra))
         elif kind == "calls":
-            text = "sin(" * (MAX_DEPTH + extra % 500) + "t" + ")" * (MAX_DEPTH + extra % 500)
+            deep = MAX_DEPTH + 1 + extra % 500  # always past the limit
+            text = "sin(" * deep + "t" + ")" * deep
         else:
             text = "1" * (MAX_LENGTH + extra)
         with traced:
