@@ -6,8 +6,9 @@ mostly within reach. Run from the repository root::
 
     python bench/ik_core.py [--quick]
 
-Prints a markdown table; :func:`run` returns the rows for the top-level bench. FABRIK is run
-with both bake strategies (sequential warm-started, and batched over all frames).
+Prints a markdown table; :func:`run` returns the rows for the top-level bench. FABRIK and DLS
+are run with both bake strategies (sequential warm-started, and batched over all frames); the
+``auto`` column marks the one ``strategy='auto'`` picks.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def run(quick: bool = False) -> list[dict]:
         One row per solver and strategy: solver, strategy ('sequential' or 'batched'), frames,
         seconds (best of a few runs for the fast ones), ms_per_frame, mean_iterations,
         max_iterations, max_error_m, converged_fraction, max_step_deg (largest joint turn
-        between consecutive frames).
+        between consecutive frames), auto (whether ``strategy='auto'`` bakes this way).
     """
     frames = 200 if quick else 1000
     pts = np.zeros((11, 3))
@@ -57,7 +58,8 @@ def run(quick: bool = False) -> list[dict]:
     settings = SolveSettings(max_iterations=100, tolerance=1e-4)
     rows = []
     for name in SOLVERS:
-        strategies = ["sequential"] + (["batched"] if uses_batched(chain, name, None) else [])
+        strategies = ["sequential"] + (["batched"] if uses_batched(chain, name, None, "batched") else [])
+        auto = "batched" if uses_batched(chain, name, None, "auto") else "sequential"
         for strategy in strategies:
             best = np.inf
             repeats = 5 if strategy == "batched" else 1
@@ -71,7 +73,7 @@ def run(quick: bool = False) -> list[dict]:
                 "ms_per_frame": 1e3 * best / frames, "mean_iterations": float(res.iterations.mean()),
                 "max_iterations": int(res.iterations.max()), "max_error_m": float(res.errors.max()),
                 "converged_fraction": float(res.converged.mean()),
-                "max_step_deg": float(np.degrees(steps.max())),
+                "max_step_deg": float(np.degrees(steps.max())), "auto": strategy == auto,
             })
     return rows
 
@@ -79,12 +81,12 @@ def run(quick: bool = False) -> list[dict]:
 def main(argv: list[str]) -> None:
     rows = run("--quick" in argv)
     print("| solver | strategy | frames | time (s) | ms/frame | mean iter | max iter | max tip error (m) "
-          "| converged | max joint step (deg) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| converged | max joint step (deg) | auto |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print(f"| {r['solver']} | {r['strategy']} | {r['frames']} | {r['seconds']:.3f} | {r['ms_per_frame']:.3f} | "
               f"{r['mean_iterations']:.2f} | {r['max_iterations']} | {r['max_error_m']:.2e} | "
-              f"{100 * r['converged_fraction']:.1f}% | {r['max_step_deg']:.1f} |")
+              f"{100 * r['converged_fraction']:.1f}% | {r['max_step_deg']:.1f} | {'yes' if r['auto'] else ''} |")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 
 Sequential strategy: each frame starts from the previous frame's solution (the first from
 ``initial``), so the pose moves smoothly with the target. Batched strategy (the default for
-FABRIK and DLS on chains without limits or poles, see :mod:`.batch`): every frame is solved at once
-from ``initial``, and the few frames where that solution jumps are re-solved sequentially.
+FABRIK on chains without limits or poles, available for DLS, see :mod:`.batch`): every frame's
+joints are solved at once from ``initial``, the rotations follow from the joints frame after
+frame (each bone's twist carried from the previous frame, as in the sequential bake), and the
+few frames where that solution jumps are re-solved sequentially.
 ``max_step_angle`` caps how far any joint may turn between consecutive frames: the new
 rotation is slerped back toward the previous one. Output
 quaternions are made sign-continuous over frames (``q`` and ``-q`` are the same rotation, but
@@ -26,7 +28,8 @@ from .base import SolveSettings, bone_bounds, clamp_bounds_all, solve_batch
 from .batch import repair_walk, solve_all_frames
 from .chain import Chain, RootLike, _fk, _root_arrays
 
-__all__ = ["BakeResult", "BakeProgress", "bake_chain", "iter_bake", "uses_batched", "STRATEGIES"]
+__all__ = ["BakeResult", "BakeProgress", "bake_chain", "iter_bake", "uses_batched", "STRATEGIES",
+           "BATCHED_SOLVERS", "AUTO_BATCHED_SOLVERS"]
 
 ProgressFn = Callable[[int, int], bool | None]
 
@@ -69,22 +72,30 @@ def _solver_kernel(solver: str):
 
 
 STRATEGIES = ("auto", "sequential", "batched")
-# Solvers baked all frames at once by 'auto'/'batched'. CCD stays sequential: solved from one
-# start pose its solutions jump between frames (measured: p99 joint step ~100 degrees on the
-# bench path) and it is only ~2x faster batched.
+# Solvers 'batched' bakes all frames at once. CCD stays sequential: solved from one start pose
+# its solutions jump between frames (measured: p99 joint step ~100 degrees on the bench path)
+# and it is only ~2x faster batched.
 BATCHED_SOLVERS = ("FABRIK", "DLS")
+# ... and those 'auto' bakes so: the batched result must be about as smooth as the sequential
+# one (largest joint step within ~1.5x). FABRIK is (bench path: 12.6 vs 11.4 degrees, once the
+# twist is carried from frame to frame). DLS is not: warm-started DLS takes minimal steps
+# (0.7 degrees), while the batched DLS poses, each solved from the start pose, sit elsewhere in
+# the null space and swing by up to 11 degrees in a frame.
+AUTO_BATCHED_SOLVERS = ("FABRIK",)
 
 
 def uses_batched(chain: Chain, solver: str, poles: np.ndarray | None, strategy: str = "auto") -> bool:
     """Whether :func:`iter_bake` bakes all frames at once (see :mod:`.batch`).
 
-    ``'auto'`` and ``'batched'`` do so for FABRIK and DLS on chains without active limits and
-    without a pole target; everything else (CCD, limits, poles, ``'sequential'``) is baked one
-    frame at a time, warm-started from the previous frame.
+    ``'batched'`` does so for FABRIK and DLS, ``'auto'`` for FABRIK only (batched DLS is much
+    less smooth than warm-started DLS), both only on chains without active limits and without
+    a pole target; everything else (CCD, limits, poles, ``'sequential'``) is baked one frame at
+    a time, warm-started from the previous frame.
     """
     if strategy not in STRATEGIES:
         raise ChainError(f"unknown strategy {strategy!r}; expected one of {list(STRATEGIES)}")
-    return (strategy != "sequential" and solver in BATCHED_SOLVERS and poles is None
+    solvers = AUTO_BATCHED_SOLVERS if strategy == "auto" else BATCHED_SOLVERS
+    return (strategy != "sequential" and solver in solvers and poles is None
             and bone_bounds(chain) is None)
 
 
@@ -108,18 +119,20 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
         Pole target per frame.
     initial : array_like, shape (n, 4), optional
         Pose the first frame starts from (and is step-limited against); rest pose by default.
-        The batched strategy starts every frame from it (each bone keeps its twist).
+        The batched strategy solves every frame's joints from it; rotations then follow from
+        the joints frame after frame, each bone's twist carried from the previous frame as
+        in the sequential bake.
     roots : RootTransform or ndarray, optional
         Root frame per frame (shapes (F, 4)/(F, 3), or (F, 4, 4)) or one for all frames.
     chunk : int
         Frames per yield.
     strategy : {'auto', 'sequential', 'batched'}
-        ``'auto'`` (and ``'batched'``) solve every frame at once from ``initial`` and repair
-        jumps sequentially (:mod:`.batch`) where the solver is FABRIK or DLS and the chain has no
-        active limits and no pole; otherwise, or with ``'sequential'``, each frame is solved
-        warm-started from the previous one. Both give every frame's tip within the tolerance
-        of a reachable target (poses may differ in the null space), continuity, the
-        ``max_step_angle`` cap and sign continuity.
+        ``'batched'`` solves every frame at once from ``initial`` and repairs jumps
+        sequentially (:mod:`.batch`) where the solver is FABRIK or DLS and the chain has no
+        active limits and no pole; ``'auto'`` does so for FABRIK only. Otherwise, or with
+        ``'sequential'``, each frame is solved warm-started from the previous one. Both give
+        every frame's tip within the tolerance of a reachable target (poses may differ in the
+        null space), continuity, the ``max_step_angle`` cap and sign continuity.
 
     Yields
     ------
@@ -194,7 +207,7 @@ def _iter_bake_batched(solver: str, kernel, chain: Chain, t: np.ndarray, setting
                        ) -> Iterator[BakeProgress]:
     """The batched bake (validated inputs): solve all, repair jumps, cap, sign-fix."""
     frames = t.shape[0]
-    rot, its, errs = solve_all_frames(solver, kernel, chain, t, start, settings, rr, rp)
+    rot, its, errs = solve_all_frames(solver, kernel, chain, t, start, settings, rr, rp, transport=True)
     for done in repair_walk(solver, kernel, chain, t, start, settings, rr, rp, rot, its, errs, chunk):
         yield BakeProgress(done, frames)
     if step > 0.0:
