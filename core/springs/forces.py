@@ -35,7 +35,7 @@ from .model import Model
 __all__ = [
     "spring_geometry", "spring_geometry_soa", "spring_energy", "spring_gradient", "spring_hessian_blocks",
     "damping_forces", "damping_blocks", "external_forces", "gravity_energy",
-    "potential_energy", "kinetic_energy", "max_strain", "spring_energy_and_strain",
+    "potential_energy", "kinetic_energy", "max_strain", "edge_strain", "spring_energy_and_strain",
     "dot", "norm",
     "HessianAssembler",
 ]
@@ -206,7 +206,7 @@ def spring_energy_and_strain(model: Model, x: np.ndarray) -> Tuple[float, float]
     energy : float
         ``Σ ½ k (ℓ − L)²``, J.
     strain : float
-        ``max |ℓ/L − 1|`` over springs with rest length > 0 (0 if none).
+        :func:`edge_strain` of the same lengths.
     """
     if model.spring_count == 0:
         return 0.0, 0.0
@@ -219,23 +219,35 @@ def spring_energy_and_strain(model: Model, x: np.ndarray) -> Tuple[float, float]
     np.sqrt(length, out=length)
     stretch = length - model.rest_lengths
     energy = 0.5 * dot(model.stiffness, stretch * stretch)
-    rest = model.rest_lengths
+    return energy, edge_strain(model, stretch)
+
+
+def edge_strain(model: Model, stretch: np.ndarray) -> float:
+    """Largest stretch ``max(ℓ/L − 1, 0)`` of the mesh's edges, from ``stretch = ℓ − L`` ``(s,)``.
+
+    Only the edge (structural) springs count, and only stretching: cloth folds and ropes
+    coil by shortening shear and bending springs and compressing edges, which is not the
+    over-stretch this number warns about. Springs of zero rest length are skipped. A model
+    without edge springs reports over all springs.
+    """
+    e = model.edge_springs if model.edge_springs >= 0 else model.spring_count
+    rest = model.rest_lengths[:e]
+    st = stretch[:e]
+    if e == 0:
+        return 0.0
     if rest.min() > _TINY:
-        strain = float(np.max(np.abs(stretch / rest)))
-    else:
-        keep = rest > _TINY
-        strain = float(np.max(np.abs(stretch[keep] / rest[keep]))) if np.any(keep) else 0.0
-    return energy, strain
+        return max(float(np.max(st / rest)), 0.0)
+    keep = rest > _TINY
+    return max(float(np.max(st[keep] / rest[keep])), 0.0) if np.any(keep) else 0.0
 
 
 def max_strain(model: Model, x: np.ndarray) -> float:
-    """``max |ℓ/L − 1|`` over springs with rest length > 0 (0 if none)."""
-    keep = model.rest_lengths > _TINY
-    if not np.any(keep):
+    """:func:`edge_strain` at positions ``x`` ``(n, 3)``, m."""
+    if model.spring_count == 0:
         return 0.0
     d = model.incidence @ x
     length = np.sqrt(np.einsum("ij,ij->i", d, d))
-    return float(np.max(np.abs(length[keep] / model.rest_lengths[keep] - 1.0)))
+    return edge_strain(model, length - model.rest_lengths)
 
 
 class HessianAssembler:

@@ -51,6 +51,9 @@ class Model:
         Shape ``(3,)``, m/s².
     wind : numpy.ndarray
         Shape ``(3,)``, m/s.
+    edge_springs : int
+        The first ``edge_springs`` springs are the mesh's edges (structural springs);
+        strain is reported over them. -1 (the default) means every spring.
 
     The remaining attributes are caches built in ``__post_init__``:
     ``uid`` (int), ``pinned_index`` ``(p,)``, ``free_index`` ``(f,)``,
@@ -70,6 +73,7 @@ class Model:
     air_drag: float = 0.0
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     wind: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    edge_springs: int = -1
     uid: int = field(init=False)
     pinned_index: np.ndarray = field(init=False, repr=False)
     free_index: np.ndarray = field(init=False, repr=False)
@@ -304,8 +308,9 @@ def build_model(
             raise TopologyError(f"pinned must have shape ({n},), got {pw.shape}")
         pin = pw > 0 if pw.dtype != bool else pw.copy()
 
+    edges = len(parts[0]) if parts and ks > 0 and len(spring_set.structural) else 0
     return Model(
         rest_positions=x.copy(), springs=springs, rest_lengths=rest, stiffness=k_all,
         damping=np.full(len(springs), kd), masses=masses, pinned=pin,
-        air_drag=c, gravity=g.copy(), wind=w.copy(),
+        air_drag=c, gravity=g.copy(), wind=w.copy(), edge_springs=edges if edges else -1,
     )

@@ -46,7 +46,8 @@ class FrameDiagnostics:
     potential_energy : float
         Spring plus gravitational energy, J.
     max_strain : float
-        ``max |ℓ/L − 1|`` over springs (dimensionless).
+        Largest stretch of the mesh's edges, ``max(ℓ/L − 1, 0)`` (dimensionless; see
+        :func:`.forces.edge_strain`).
     """
 
     frame: int
