@@ -269,8 +269,8 @@ def build_scene(frames: int):
     cloth.location = (0.0, 7.0, 2.4)
     sp = cloth.sinew_springs
     sp.enabled, sp.solver, sp.collision_collection = True, "FAST", colliders
-    sp.vertex_mass, sp.stiffness, sp.shear_stiffness, sp.bending_stiffness = 0.002, 300.0, 40.0, 1.0
-    sp.damping, sp.air_drag, sp.substeps, sp.iterations = 0.02, 0.3, 2, 10
+    sp.vertex_mass, sp.stiffness, sp.shear_stiffness, sp.bending_stiffness = 0.002, 2000.0, 300.0, 2.0
+    sp.damping, sp.air_drag, sp.substeps, sp.iterations = 0.02, 0.3, 3, 10
 
     # A rope released sideways (NEWTON): 30 vertices, loose edges, top pinned.
     n = 30
