@@ -186,6 +186,15 @@ def main() -> int:
 
 if __name__ == "__main__":
     code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        standalone = _argv()[1]
+    except ImportError:  # no bpy at all: main() said so already
+        standalone = True
+    if standalone:
+        # Blender as a Python module: bpy 4.5 can deadlock in its exit handlers (a
+        # delayed-close thread), and the file is saved already, so end the process directly.
+        os._exit(code)
     if code:
-        sys.stdout.flush()
         sys.exit(code)

@@ -27,3 +27,22 @@ def built_zip(kind: str) -> Path:
     if not hits:
         pytest.fail(f"no built {kind} zip: run `python3 build.py build` first (or `python3 build.py test`)")
     return hits[-1]
+
+
+_EXIT_STATUS: list[int] = []
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _EXIT_STATUS.append(int(exitstatus))
+
+
+def pytest_unconfigure(config):
+    """End a bpy test process directly once pytest has reported everything.
+
+    bpy 4.5 can deadlock in its exit handlers (its delayed-close thread), which would hang
+    the tier after all tests passed; by now the summary and the JUnit file are written.
+    """
+    if "bpy" in sys.modules and _EXIT_STATUS:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_EXIT_STATUS[-1])

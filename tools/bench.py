@@ -192,4 +192,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # bpy 4.5 can deadlock in its exit handlers (a delayed-close thread): nothing is left
+    # to clean up, so end the process directly.
+    os._exit(code)

@@ -17,8 +17,8 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 def _scene(tmp_path: Path) -> Path:
     path = tmp_path / "scene.blend"
-    code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from tests.cli import scene_builder; " \
-           f"scene_builder.build({str(path)!r})"
+    code = f"import os, sys; sys.path.insert(0, {str(ROOT)!r}); from tests.cli import scene_builder; " \
+           f"scene_builder.build({str(path)!r}); sys.stdout.flush(); os._exit(0)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return path
@@ -42,7 +42,9 @@ for f in range(1, 9):
     tip = arm.matrix_world @ arm.pose.bones["b3"].tail
     worst = max(worst, (tip - target.matrix_world.translation).length)
 assert worst < 1e-3, worst
-print("OK", worst)
+print("OK", worst, flush=True)
+import os
+os._exit(0)  # bpy 4.5 can deadlock in its exit handlers (a delayed-close thread)
 """], capture_output=True, text=True, timeout=600)
     assert check.returncode == 0 and "OK" in check.stdout, check.stdout[-2000:] + check.stderr[-2000:]
 

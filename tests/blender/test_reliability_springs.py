@@ -394,7 +394,9 @@ for f in range(int(sys.argv[3]), int(sys.argv[4]) + 1):
     co = np.empty(3 * len(me.vertices), dtype=np.float32)
     me.vertices.foreach_get("co", co)
     out.append((np.array(ob.matrix_world) @ np.c_[co.reshape(-1, 3), np.ones(len(me.vertices))].T).T[:, :3].tolist())
-print("POSITIONS" + json.dumps(out))
+print("POSITIONS" + json.dumps(out), flush=True)
+import os
+os._exit(0)  # bpy 4.5 can deadlock in its exit handlers (a delayed-close thread)
 """
 
 
