@@ -40,6 +40,7 @@ def _setup():
 
 def _target(bpy, frames: int):
     import numpy as np
+
     from blender_addon import compat
     empty = bpy.data.objects.new("Target", None)
     bpy.context.scene.collection.objects.link(empty)

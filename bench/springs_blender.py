@@ -25,7 +25,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-bench-"))
@@ -85,14 +84,13 @@ def _strain(x: np.ndarray, edges: np.ndarray, rest: np.ndarray) -> float:
 def _remove(ob) -> None:
     me = ob.data
     bpy.data.objects.remove(ob)
-    key = me.shape_keys
     bpy.data.meshes.remove(me)
     for a in list(bpy.data.actions):
         if a.users == 0:
             bpy.data.actions.remove(a)
 
 
-def blender_cloth(frames: int) -> Dict[str, float]:
+def blender_cloth(frames: int) -> dict[str, float]:
     scene = bpy.context.scene
     scene.frame_set(1)
     ob = _grid("BlenderCloth")
@@ -115,7 +113,7 @@ def blender_cloth(frames: int) -> Dict[str, float]:
     return {"ms_per_frame": 1000 * elapsed / (frames - 1), "max_edge_strain": strain}
 
 
-def sinew(frames: int) -> Dict[str, float]:
+def sinew(frames: int) -> dict[str, float]:
     scene = bpy.context.scene
     scene.frame_set(1)
     ob = _grid("SinewCloth")
@@ -143,7 +141,7 @@ def sinew(frames: int) -> Dict[str, float]:
             "playback_ms_per_frame": 1000 * play / frames}
 
 
-def run(quick: bool = False) -> List[dict]:
+def run(quick: bool = False) -> list[dict]:
     """Alternate Blender Cloth and Sinew ≥ 3 times; return one dict per method (medians)."""
     _install()
     bpy.ops.wm.read_homefile(use_empty=True)
@@ -168,7 +166,7 @@ def run(quick: bool = False) -> List[dict]:
     ]
 
 
-def table(rows: List[dict]) -> str:
+def table(rows: list[dict]) -> str:
     out = ["| method | grid | frames | ms/frame | × Blender | max edge strain | playback ms/frame |",
            "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:

@@ -25,7 +25,6 @@ import os
 import sys
 import time
 import tracemalloc
-from typing import Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -62,8 +61,8 @@ def stable_substeps(model) -> int:
     return int(np.ceil(omega / (1.8 * CLOTH["fps"])))
 
 
-def _time_interleaved(sims: Dict[str, Simulator], rounds: Dict[str, int],
-                      block: Dict[str, int]) -> Dict[str, object]:
+def _time_interleaved(sims: dict[str, Simulator], rounds: dict[str, int],
+                      block: dict[str, int]) -> dict[str, object]:
     """Time every simulator in rounds: in each round each case runs one
     untimed frame (caches warm again after the other cases) then ``block[k]``
     timed frames, ``rounds[k]`` rounds, after one warm-up frame (factorisations).
@@ -74,9 +73,9 @@ def _time_interleaved(sims: Dict[str, Simulator], rounds: Dict[str, int],
     frame times (s), of CPU times (s, this process: excludes time the
     scheduler gave to other processes) and the last diagnostics or
     :class:`DivergenceError`."""
-    times: Dict[str, List[float]] = {k: [] for k in sims}
-    cpu: Dict[str, List[float]] = {k: [] for k in sims}
-    last: Dict[str, object] = {}
+    times: dict[str, list[float]] = {k: [] for k in sims}
+    cpu: dict[str, list[float]] = {k: [] for k in sims}
+    last: dict[str, object] = {}
     live = dict(sims)
     for r in range(max(rounds.values(), default=0)):
         for k, sim in list(live.items()):
@@ -108,7 +107,7 @@ def _peak_mib(sim: Simulator) -> float:
         tracemalloc.stop()
 
 
-def run(quick: bool = False) -> List[Dict[str, object]]:
+def run(quick: bool = False) -> list[dict[str, object]]:
     """Run the springs benchmark; return one dict per (grid, integrator) case.
 
     Keys: ``integrator`` (case label), ``solver`` (its ``INTEGRATORS`` name),
@@ -123,10 +122,10 @@ def run(quick: bool = False) -> List[Dict[str, object]]:
     """
     sizes = [32, 64] if quick else [32, 64, 128]
     n_rounds, n_block = (2, 2) if quick else (4, 3)
-    sims: Dict[str, Simulator] = {}
-    meta: Dict[str, Dict[str, object]] = {}
-    rounds: Dict[str, int] = {}
-    block: Dict[str, int] = {}
+    sims: dict[str, Simulator] = {}
+    meta: dict[str, dict[str, object]] = {}
+    rounds: dict[str, int] = {}
+    block: dict[str, int] = {}
     for n in sizes:
         model = hanging_grid(n)
         cases = [("FAST", "FAST", 1, 10), ("FAST+cheb", LocalGlobal(chebyshev=True), 1, 10),
@@ -149,7 +148,7 @@ def run(quick: bool = False) -> List[Dict[str, object]]:
     load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else float("nan")
     rows = []
     for key, sim in sims.items():
-        row: Dict[str, object] = dict(meta[key])
+        row: dict[str, object] = dict(meta[key])
         last = res["last"][key]
         ts = res["times"][key]
         if isinstance(last, DivergenceError) or not ts:
@@ -174,7 +173,7 @@ def run(quick: bool = False) -> List[Dict[str, object]]:
     return rows
 
 
-def goals(rows: List[Dict[str, object]]) -> List[str]:
+def goals(rows: list[dict[str, object]]) -> list[str]:
     """The issue-4 goals, measured (lines of text)."""
     def get(label: str, n: int):
         for r in rows:

@@ -157,7 +157,7 @@ class BakeOperator:
         self._job = job
         wm = context.window_manager
         self._timer = wm.event_timer_add(0.01, window=context.window)
-        wm.modal_handler_add(self)
+        wm.modal_handler_add(self)  # type: ignore[arg-type]  # a mixin of bpy.types.Operator
         wm.progress_begin(0, max(job.total, 1))
         _status(context, f"{job.label}: starting (Esc to cancel)")
         return {"RUNNING_MODAL"}

@@ -67,7 +67,7 @@ def _parse(args: list[str], standalone: bool) -> argparse.Namespace:
     def fail(message: str) -> None:  # argparse would exit 2; the contract says 1
         raise CliError(message)
 
-    parser.error = fail  # type: ignore[method-assign]
+    parser.error = fail  # type: ignore[method-assign,assignment]
     return parser.parse_args(args)
 
 

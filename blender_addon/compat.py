@@ -8,7 +8,8 @@ few functions here, so the rest of the add-on never asks which API it is talking
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import bpy
 
@@ -18,7 +19,7 @@ try:  # Blender 4.4+
     # 4.4-4.5 have action_get_channelbag_for_slot only; 5.x adds action_ensure_channelbag_for_slot.
     _HAS_SLOTS = hasattr(_anim_utils, "action_get_channelbag_for_slot")
 except ImportError:  # pragma: no cover - very old Blender
-    _anim_utils = None
+    _anim_utils = None  # type: ignore[assignment]
     _HAS_SLOTS = False
 
 
@@ -140,12 +141,12 @@ def set_keys(fc: bpy.types.FCurve, frames: Any, values: Any, interpolation: str 
                 kp.remove(kp[int(i)], fast=True)
     n_keep = len(kp)
     kp.add(len(frames))
-    co = np.empty(2 * len(kp), dtype=np.float32)
-    kp.foreach_get("co", co)
-    co = co.reshape(-1, 2)
+    flat = np.empty(2 * len(kp), dtype=np.float32)
+    kp.foreach_get("co", flat)
+    co = flat.reshape(-1, 2)
     co[n_keep:, 0] = frames
     co[n_keep:, 1] = values
-    kp.foreach_set("co", co.ravel())
+    kp.foreach_set("co", flat)
     interp = np.empty(len(kp), dtype=np.int32)
     kp.foreach_get("interpolation", interp)
     interp[n_keep:] = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items[interpolation].value

@@ -315,9 +315,9 @@ def build_scene(frames: int):
 
 
 def bake(scene_info, frames: int) -> list[dict]:
-    import bpy
-
     from importlib import import_module
+
+    import bpy
 
     bakejob = import_module("bl_ext.user_default.sinew.bakejob")
     rows = []
@@ -330,7 +330,7 @@ def bake(scene_info, frames: int) -> list[dict]:
         try:
             result = op(frame_start=1, frame_end=frames)
         except RuntimeError as exc:
-            raise SystemExit(f"demo: baking {ob.name} failed: {exc}")
+            raise SystemExit(f"demo: baking {ob.name} failed: {exc}") from None
         if result != {"FINISHED"}:
             raise SystemExit(f"demo: baking {ob.name} failed: {bakejob.LAST_RESULT['error']}")
         rows.append({"object": ob.name, "kind": kind, "seconds": time.perf_counter() - t0,
@@ -457,9 +457,10 @@ def plot_springs(out: Path, addon, frames: int) -> tuple[Path, list[dict]]:
     import matplotlib
 
     matplotlib.use("Agg")
+    from importlib import import_module
+
     import matplotlib.pyplot as plt
     import numpy as np
-    from importlib import import_module
 
     core = addon.core
     topology = import_module(core.__name__ + ".springs.topology")

@@ -10,6 +10,7 @@ warning) rather than deleting them.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import bpy
 import numpy as np
@@ -18,7 +19,7 @@ from bpy.props import IntProperty
 from ..bakejob import BakeJob, BakeOperator
 from ..core import SinewError
 from ..core.ik import forward_kinematics_batch
-from ..core.ik.bake import iter_bake
+from ..core.ik.bake import BakeProgress, iter_bake
 from .read import ChainInput, read_chains
 from .write import write_rotation_keys, write_trace
 
@@ -49,7 +50,7 @@ class IKBakeJob(BakeJob):
         self.inputs, self.read_path = read_chains(context, arm, self.frames)
         self.total = len(self.frames) * len(self.inputs)
         self.results: list = []
-        self._gen = None
+        self._gen: Iterator[BakeProgress] | None = None
         self.warnings: list[str] = []
 
     def step(self) -> bool:

@@ -22,7 +22,7 @@ TARGET_MODE_ITEMS = [
 ]
 
 
-def _target_poll(self: "SINEW_PG_ik_chain", obj: bpy.types.Object) -> bool:
+def _target_poll(self: SINEW_PG_ik_chain, obj: bpy.types.Object) -> bool:
     if self.target_mode == "CURVE":
         return obj.type == "CURVE"
     return True

@@ -157,7 +157,7 @@ def _bone_animated(arm: bpy.types.Object, pose_bone: bpy.types.PoseBone) -> bool
     """True if ``pose_bone`` or an ancestor may move over time (keys, constraints, drivers)."""
     ad = arm.animation_data
     prefixes = []
-    pb = pose_bone
+    pb: bpy.types.PoseBone | None = pose_bone
     while pb is not None:
         if any(not c.mute for c in pb.constraints):
             return True
@@ -342,7 +342,7 @@ def _moved_by_chain(obj: bpy.types.Object, arm: bpy.types.Object, bones: list[bp
     moving = {pb.name for pb in arm.pose.bones
               if pb.name in chain or any(p.name in chain for p in pb.parent_recursive)}
     seen = set()
-    node = obj
+    node: bpy.types.Object | None = obj
     while node is not None and node.name not in seen:
         seen.add(node.name)
         if node.parent is arm and node.parent_type == "BONE" and node.parent_bone in moving:

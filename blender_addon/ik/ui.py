@@ -24,7 +24,7 @@ def _ik_constraints(pb: bpy.types.PoseBone) -> list[bpy.types.Constraint]:
     return [c for c in pb.constraints if c.type == "IK" and not c.mute]
 
 
-def draw_stats(layout: bpy.types.UILayout, s: "bpy.types.PropertyGroup") -> None:
+def draw_stats(layout: bpy.types.UILayout, s: bpy.types.PropertyGroup) -> None:
     if s.last_frames <= 0:
         layout.label(text="Not baked yet")
         return

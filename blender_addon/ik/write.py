@@ -83,7 +83,7 @@ def write_trace(context: bpy.types.Context, name: str, points: np.ndarray) -> bp
     if obj is None or obj.type != "CURVE":
         data = bpy.data.curves.new(name, "CURVE")
         obj = bpy.data.objects.new(name, data)
-    data = obj.data
+    data = obj.data  # type: ignore[assignment]  # a curve: checked above
     data.dimensions = "3D"
     data.splines.clear()
     if obj.name not in context.scene.collection.all_objects:

@@ -40,7 +40,7 @@ class SpringSettings:
     output: str
 
     @classmethod
-    def from_props(cls, props: Any) -> "SpringSettings":
+    def from_props(cls, props: Any) -> SpringSettings:
         return cls(props.solver, float(props.vertex_mass), float(props.stiffness),
                    float(props.shear_stiffness), float(props.bending_stiffness),
                    float(props.damping), float(props.air_drag), props.pin_group,
@@ -107,7 +107,7 @@ class SpringBakeJob(BakeJob):
                              iterations=s.iterations, frame_start=frame_start)
         self._colliders = [[TriangleMesh(v, t, thickness=th, friction=fr) for v, t, th, fr in cols]
                            for cols in inp.colliders]
-        self.positions = np.empty_like(inp.world)
+        self.positions: np.ndarray | None = np.empty_like(inp.world)
         self.positions[0] = self.sim.state.x
         self.iterations = 0
         self.max_strain = 0.0
@@ -121,6 +121,7 @@ class SpringBakeJob(BakeJob):
         i = self.done + 1
         pins = self.input.world[i][self.model.pinned_index]
         diag = self.sim.advance(pins, self._colliders[i])
+        assert self.positions is not None, "step() after cancel()"
         self.positions[i] = self.sim.state.x
         self.iterations += diag.iterations
         self.max_strain = max(self.max_strain, float(diag.max_strain))

@@ -8,8 +8,7 @@ panel then says scipy is missing and the bake refuses to run.
 from __future__ import annotations
 
 import bpy
-from bpy.props import (BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty,
-                       StringProperty)
+from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
 
 from .. import deps
 

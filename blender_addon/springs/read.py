@@ -10,13 +10,14 @@ is read with ``foreach_get``; there is no Python loop over vertices.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Sequence
+from typing import Any
 
 import bpy
 import numpy as np
 
-from ..core.errors import SinewError, TopologyError
+from ..core.errors import TopologyError
 
 #: Modifier types that only move vertices. They feed the simulation and are switched off
 #: while a bake is active (the bake already contains their motion).
@@ -145,7 +146,7 @@ def read_pin_weights(obj: bpy.types.Object, scene: bpy.types.Scene, group: str,
     return np.where(w > noise, w, 0.0)
 
 
-def read_colliders(objects: Sequence[bpy.types.Object], depsgraph: Any) -> List[tuple]:
+def read_colliders(objects: Sequence[bpy.types.Object], depsgraph: Any) -> list[tuple]:
     """World-space triangle soups ``(vertices (m, 3), triangles (t, 3), thickness, friction)``.
 
     Thickness and friction come from the object's Collision settings when it has a
@@ -172,7 +173,7 @@ def read_colliders(objects: Sequence[bpy.types.Object], depsgraph: Any) -> List[
     return out
 
 
-def collider_objects(obj: bpy.types.Object, collection: Any) -> List[bpy.types.Object]:
+def collider_objects(obj: bpy.types.Object, collection: Any) -> list[bpy.types.Object]:
     """Mesh objects of ``collection`` (and its children), without ``obj`` itself."""
     if collection is None:
         return []

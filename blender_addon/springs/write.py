@@ -27,7 +27,8 @@ import contextlib
 import json
 import os
 import struct
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import bpy
 import numpy as np
@@ -197,13 +198,13 @@ def _write_keyframes(obj: bpy.types.Object, frames: np.ndarray, local: np.ndarra
         obj.shape_key_add(name="Basis", from_mix=False)
     key = obj.data.shape_keys
     ref = key.reference_key
-    anim = {"anim_existed": key.animation_data is not None,
+    anim: dict[str, Any] = {"anim_existed": key.animation_data is not None,
             "action_existed": key.animation_data is not None and key.animation_data.action is not None}
     if _SLOTTED and anim["action_existed"]:
         anim["slot_existed"] = key.animation_data.action_slot is not None
         anim["slots_before"] = [s.identifier for s in key.animation_data.action.slots]
     record["anim"] = anim
-    names = []
+    names: list[str] = []
     record["shape_keys"] = names
     count = len(frames)
     flat = local.astype(np.float32).reshape(count, -1)

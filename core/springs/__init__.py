@@ -19,8 +19,6 @@ Self-collision is out of scope.
 
 from __future__ import annotations
 
-from typing import Dict, Type
-
 from .base import Integrator, StepInfo
 from .colliders import Plane, Sphere, TriangleMesh, resolve
 from .explicit import ExplicitEuler
@@ -33,7 +31,7 @@ from .symplectic import SymplecticEuler
 from .topology import SpringSet, build_springs
 
 #: Integrator name → class; keys are the CONTRACT.md ``solver`` enum values, in UI order.
-INTEGRATORS: Dict[str, Type[Integrator]] = {
+INTEGRATORS: dict[str, type[Integrator]] = {
     cls.name: cls
     for cls in (ExplicitEuler, SymplecticEuler, LinearImplicitEuler, NewtonImplicitEuler,
                 LocalGlobal)

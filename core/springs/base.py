@@ -27,8 +27,9 @@ velocities are ``(target − x₀)/h``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,7 @@ class StepInfo:
     residual: float
 
 
-def pin_targets(model: Model, state: State, pins: Optional[np.ndarray]) -> np.ndarray:
+def pin_targets(model: Model, state: State, pins: np.ndarray | None) -> np.ndarray:
     """Pin targets ``(p, 3)`` for the end of a step (current positions if ``None``)."""
     p = len(model.pinned_index)
     if pins is None:
@@ -108,7 +109,7 @@ class Integrator:
         state: State,
         h: float,
         *,
-        pins: Optional[np.ndarray] = None,
+        pins: np.ndarray | None = None,
         iterations: int = 10,
         colliders: Sequence[Any] = (),
     ) -> StepInfo:
@@ -172,10 +173,10 @@ class Objective:
         self.y = (state.x / h**2 + state.v / h + model.gravity
                   + c * (state.x / h + model.wind)) / a
         self.has_damping = model.spring_count > 0 and bool(np.any(model.damping))
-        self._geometry0: Optional[Tuple[np.ndarray, np.ndarray]] = None
-        self.length0: Optional[np.ndarray] = None  # (s,), set by geometry0()
+        self._geometry0: tuple[np.ndarray, np.ndarray] | None = None
+        self.length0: np.ndarray | None = None  # (s,), set by geometry0()
 
-    def geometry0(self) -> Tuple[np.ndarray, np.ndarray]:
+    def geometry0(self) -> tuple[np.ndarray, np.ndarray]:
         """Spring vectors ``d⁰`` and directions ``û⁰`` at the start of the step,
         both ``(3, s)`` (structure of arrays), computed once on first use (also
         sets ``length0`` ``(s,)``)."""
@@ -185,7 +186,7 @@ class Objective:
         return self._geometry0
 
     @property
-    def u0(self) -> Optional[np.ndarray]:
+    def u0(self) -> np.ndarray | None:
         """``û⁰``, shape ``(s, 3)`` (a view), or ``None`` without spring damping."""
         return self.geometry0()[1].T if self.has_damping else None
 

@@ -22,8 +22,8 @@ Self-collision (cloth against itself) is out of scope: it is not handled.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence, Tuple
 
 import numpy as np
 from scipy.spatial import cKDTree
@@ -227,7 +227,7 @@ class TriangleMesh:
         self._normal = nrm / np.where(ln > 0, ln, 1.0)[:, None]
         self._tree = cKDTree(p.mean(axis=1)) if len(p) else None
 
-    def nearest(self, x: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def nearest(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Nearest surface points ``(n, 3)``, signed distances ``(n,)`` and the
         outward normals ``(n, 3)`` there."""
         kq = min(self.k, len(self.triangles))

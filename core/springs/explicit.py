@@ -8,7 +8,8 @@ factor ``1 + ω²h²`` per step); kept as the textbook baseline. The
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ class ExplicitEuler(Integrator):
     description = ("Forward Euler: cheapest per step but unstable unless the time step is tiny; "
                    "needs many substeps")
 
-    def step(self, model: Model, state: State, h: float, *, pins: Optional[np.ndarray] = None,
+    def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 1, colliders: Sequence[Any] = ()) -> StepInfo:
         targets = pin_targets(model, state, pins)
         x0, v0 = state.x.copy(), state.v

@@ -34,7 +34,8 @@ iterations unless given.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -92,10 +93,10 @@ class _Prefactored:
         self._scale = np.empty(s)
         self._proj = np.empty(s)
         self._tmp = np.empty(s)
-        self.rho: Optional[float] = None
+        self.rho: float | None = None
 
-    def spring_forces(self, model: Model, xf: np.ndarray, d_pin: Optional[np.ndarray],
-                      u0: Optional[np.ndarray], out: np.ndarray) -> np.ndarray:
+    def spring_forces(self, model: Model, xf: np.ndarray, d_pin: np.ndarray | None,
+                      u0: np.ndarray | None, out: np.ndarray) -> np.ndarray:
         """Local step and ``b(x) − c``: ``out = A_f per(x)`` (see :meth:`LocalGlobal._iterate`).
 
         ``per_s = k_s L_s d_s/‖d_s‖ + (k_d/h)(d_s − (d_s·û⁰_s) û⁰_s)`` with
@@ -171,14 +172,14 @@ class LocalGlobal(Integrator):
                    "large steps and fast; a few iterations give plausible motion")
     implicit = True
 
-    def __init__(self, chebyshev: bool = False, rho: Optional[float] = None, gamma: float = 0.9,
+    def __init__(self, chebyshev: bool = False, rho: float | None = None, gamma: float = 0.9,
                  chebyshev_start: int = 4, compute_residual: bool = True) -> None:
         self.chebyshev = bool(chebyshev)
         self.rho = rho
         self.gamma = float(gamma)
         self.chebyshev_start = max(int(chebyshev_start), 1)
         self.compute_residual = bool(compute_residual)
-        self._cache: Dict[Tuple[int, float], _Prefactored] = {}
+        self._cache: dict[tuple[int, float], _Prefactored] = {}
 
     def prefactored(self, model: Model, h: float) -> _Prefactored:
         """The cached global-step factorisation for ``(model, h)``."""
@@ -189,7 +190,7 @@ class LocalGlobal(Integrator):
             pre = self._cache[key]
         return pre
 
-    def step(self, model: Model, state: State, h: float, *, pins: Optional[np.ndarray] = None,
+    def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 10, colliders: Sequence[Any] = ()) -> StepInfo:
         targets = pin_targets(model, state, pins)
         obj = Objective(model, state, h)

@@ -25,8 +25,6 @@ is ``−c m (v − wind)``; gravity is ``m g``.
 
 from __future__ import annotations
 
-from typing import Tuple
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -62,7 +60,7 @@ def norm(a: np.ndarray) -> float:
     return float(np.sqrt(np.einsum("i,i->", flat, flat)))
 
 
-def spring_geometry(model: Model, x: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def spring_geometry(model: Model, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Spring vectors, lengths and unit directions.
 
     Parameters
@@ -90,7 +88,7 @@ def spring_geometry(model: Model, x: np.ndarray) -> Tuple[np.ndarray, np.ndarray
     return d, length, unit
 
 
-def spring_geometry_soa(model: Model, x: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def spring_geometry_soa(model: Model, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`spring_geometry` in structure-of-arrays layout.
 
     Returns ``d`` ``(3, s)``, ``length`` ``(s,)`` and ``unit`` ``(3, s)``
@@ -192,7 +190,7 @@ def kinetic_energy(model: Model, v: np.ndarray) -> float:
     return 0.5 * float(np.einsum("i,ij,ij->", model.masses, v, v))
 
 
-def spring_energy_and_strain(model: Model, x: np.ndarray) -> Tuple[float, float]:
+def spring_energy_and_strain(model: Model, x: np.ndarray) -> tuple[float, float]:
     """Elastic energy (J) and :func:`max_strain` from one pass over the springs.
 
     Parameters

@@ -30,7 +30,8 @@ assembled matrix and a sparse direct factorisation instead.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -103,8 +104,8 @@ class LinearImplicitEuler(Integrator):
         if not 0.0 <= beta <= 1.0:
             raise ValueError("beta must be in [0, 1]")
         self.beta = float(beta)
-        self._assemblers: Dict[int, F.HessianAssembler] = {}
-        self._pre: Dict[Tuple[int, float, float], _Preconditioner] = {}
+        self._assemblers: dict[int, F.HessianAssembler] = {}
+        self._pre: dict[tuple[int, float, float], _Preconditioner] = {}
         self.last_cg_iterations = 0
 
     def _assembler(self, model: Model) -> F.HessianAssembler:
@@ -122,7 +123,7 @@ class LinearImplicitEuler(Integrator):
             pre = self._pre[key]
         return pre
 
-    def step(self, model: Model, state: State, h: float, *, pins: Optional[np.ndarray] = None,
+    def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 1, colliders: Sequence[Any] = ()) -> StepInfo:
         targets = pin_targets(model, state, pins)
         b = self.beta
@@ -175,8 +176,8 @@ class LinearImplicitEuler(Integrator):
         return StepInfo(1, float("nan"))
 
     def _solve_direct(self, model: Model, rhs: np.ndarray, v_pin: np.ndarray, diag: np.ndarray,
-                      a_co: Optional[np.ndarray], e_co: Optional[np.ndarray],
-                      unit: Optional[np.ndarray]) -> np.ndarray:
+                      a_co: np.ndarray | None, e_co: np.ndarray | None,
+                      unit: np.ndarray | None) -> np.ndarray:
         """Assemble the ``3f × 3f`` matrix and solve it directly; returns ``(f, 3)``."""
         free, pinned = model.free_index, model.pinned_index
         if a_co is not None:
@@ -195,7 +196,7 @@ class LinearImplicitEuler(Integrator):
 
     def _solve_pcg(self, model: Model, h: float, rhs: np.ndarray, v0: np.ndarray,
                    v_pin: np.ndarray, diag: np.ndarray, a_co: np.ndarray, e_co: np.ndarray,
-                   unit: np.ndarray) -> Optional[np.ndarray]:
+                   unit: np.ndarray) -> np.ndarray | None:
         """Preconditioned CG from ``v0`` (or from 0 if that has the smaller
         residual); returns ``(f, 3)`` or ``None`` if it did not reach
         :attr:`tolerance` within :attr:`max_cg_iterations`."""

@@ -9,8 +9,9 @@ pins and cached index arrays); a :class:`State` holds what changes each step
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
+from typing import Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -123,7 +124,7 @@ class Model:
         """Sum of vertex masses, kg."""
         return float(self.masses.sum())
 
-    def initial_state(self) -> "State":
+    def initial_state(self) -> State:
         """A state at the rest positions with zero velocity."""
         return State(self.rest_positions.copy(), np.zeros_like(self.rest_positions))
 
@@ -143,7 +144,7 @@ class State:
     x: np.ndarray
     v: np.ndarray
 
-    def copy(self) -> "State":
+    def copy(self) -> State:
         """A deep copy."""
         return State(self.x.copy(), self.v.copy())
 
@@ -207,10 +208,10 @@ def build_model(
     shear_stiffness: float,
     bending_stiffness: float,
     damping: float,
-    vertex_mass: Optional[float] = None,
-    total_mass: Optional[float] = None,
-    triangles: Optional[np.ndarray] = None,
-    pinned: Optional[np.ndarray] = None,
+    vertex_mass: float | None = None,
+    total_mass: float | None = None,
+    triangles: np.ndarray | None = None,
+    pinned: np.ndarray | None = None,
     air_drag: float = 0.0,
     gravity: ArrayLike = (0.0, 0.0, -9.81),
     wind: ArrayLike = (0.0, 0.0, 0.0),

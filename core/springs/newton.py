@@ -23,7 +23,8 @@ convergence is quadratic.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -72,8 +73,8 @@ class NewtonImplicitEuler(Integrator):
         self.tolerance = float(tolerance)
         self.armijo = float(armijo)
         self.max_backtracks = int(max_backtracks)
-        self._assemblers: Dict[int, F.HessianAssembler] = {}
-        self.residual_history: List[float] = []
+        self._assemblers: dict[int, F.HessianAssembler] = {}
+        self.residual_history: list[float] = []
 
     def _assembler(self, model: Model) -> F.HessianAssembler:
         asm = self._assemblers.get(model.uid)
@@ -82,7 +83,7 @@ class NewtonImplicitEuler(Integrator):
             asm = self._assemblers[model.uid]
         return asm
 
-    def step(self, model: Model, state: State, h: float, *, pins: Optional[np.ndarray] = None,
+    def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 10, colliders: Sequence[Any] = ()) -> StepInfo:
         targets = pin_targets(model, state, pins)
         obj = Objective(model, state, h)
@@ -91,7 +92,7 @@ class NewtonImplicitEuler(Integrator):
         its = 0
         use_pcg = self.linear_solver == "PCG" or (
             self.linear_solver == "AUTO" and 3 * len(free) > self.pcg_threshold)
-        hist: List[float] = []
+        hist: list[float] = []
         if len(free) and model.spring_count and use_pcg:
             x[free], its, r = self._newton_pcg(model, obj, x[free], targets, int(iterations), hist)
         elif len(free) and model.spring_count:
@@ -108,7 +109,7 @@ class NewtonImplicitEuler(Integrator):
         return StepInfo(its, r)
 
     def _newton_direct(self, model: Model, obj: Objective, x: np.ndarray, iterations: int,
-                       hist: List[float]) -> Tuple[int, float]:
+                       hist: list[float]) -> tuple[int, float]:
         """Newton iterations with exact directions from the assembled ``3f × 3f``
         system; updates ``x`` ``(n, 3)`` in place, returns (iterations, ‖∇g‖)."""
         free = model.free_index
@@ -147,7 +148,7 @@ class NewtonImplicitEuler(Integrator):
         return its, r
 
     def _newton_pcg(self, model: Model, obj: Objective, xf: np.ndarray, targets: np.ndarray,
-                    iterations: int, hist: List[float]) -> Tuple[np.ndarray, int, float]:
+                    iterations: int, hist: list[float]) -> tuple[np.ndarray, int, float]:
         """Newton iterations with inexact directions from :meth:`_pcg`.
 
         Every evaluation works on the free vertices in structure-of-arrays
@@ -192,7 +193,7 @@ class NewtonImplicitEuler(Integrator):
         return xf, its, r
 
     @staticmethod
-    def _pcg(ev: "_FreeObjective", pre: Any, geo: "_Geometry", b: np.ndarray, eta: float,
+    def _pcg(ev: _FreeObjective, pre: Any, geo: _Geometry, b: np.ndarray, eta: float,
              max_iter: int = 200) -> np.ndarray:
         """Inexact Newton direction by conjugate gradients, preconditioned with
         the prefactored Liu 2013 matrix ``(W + L_k + L_d/h) ⊗ I`` (an upper
@@ -302,7 +303,7 @@ class _FreeObjective:
             grad[:, k] += pre.inc_t_free @ per[k]
         return grad
 
-    def hessian_coefficients(self, geo: _Geometry) -> Tuple[np.ndarray, np.ndarray]:
+    def hessian_coefficients(self, geo: _Geometry) -> tuple[np.ndarray, np.ndarray]:
         """The projected spring block (:func:`~.forces.spring_hessian_blocks`)
         as ``α I + β ûûᵀ``: ``α = k max(1 − L/ℓ, 0)``, ``β = k − α``, each
         shape ``(s,)``. (Applying them directly is cheaper than forming the
@@ -315,7 +316,7 @@ class _FreeObjective:
         alpha *= m.stiffness
         return alpha, m.stiffness - alpha
 
-    def hessian_apply(self, geo: _Geometry, coeffs: Tuple[np.ndarray, np.ndarray],
+    def hessian_apply(self, geo: _Geometry, coeffs: tuple[np.ndarray, np.ndarray],
                       u: np.ndarray, out: np.ndarray) -> np.ndarray:
         """``out = (W + H + D/h) u`` for ``u``, ``out`` ``(f, 3)``: per spring
         ``α du + β (û·du) û + (k_d/h)(û⁰·du) û⁰`` with ``du = Aᵀ u``;

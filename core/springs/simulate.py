@@ -16,8 +16,9 @@ simulator is left at the last good frame.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Union
 
 import numpy as np
 
@@ -100,7 +101,7 @@ class Simulator:
 
     def __init__(self, model: Model, integrator: Union[str, Integrator], *, fps: float,
                  substeps: int = 1, iterations: int = 10, frame_start: int = 0,
-                 state: Optional[State] = None) -> None:
+                 state: State | None = None) -> None:
         if not (np.isfinite(fps) and fps > 0):
             raise SinewError("fps must be > 0")
         if int(substeps) < 1 or int(iterations) < 1:
@@ -140,7 +141,7 @@ class Simulator:
         """Move the pinned vertices to ``pins`` ``(p, 3)`` now (no velocity change)."""
         self.state.x[self.model.pinned_index] = self._check_pins(pins)
 
-    def _check_pins(self, pins: Optional[np.ndarray]) -> np.ndarray:
+    def _check_pins(self, pins: np.ndarray | None) -> np.ndarray:
         p = len(self.model.pinned_index)
         if pins is None:
             return self.state.x[self.model.pinned_index].copy()
@@ -156,7 +157,7 @@ class Simulator:
             return "Lower the stiffness, add substeps or slow the pinned vertices down"
         return "Use more substeps or the NEWTON or FAST solver"
 
-    def advance(self, pins_next: Optional[np.ndarray] = None,
+    def advance(self, pins_next: np.ndarray | None = None,
                 colliders: Sequence[Any] = ()) -> FrameDiagnostics:
         """Advance one frame.
 
@@ -213,10 +214,10 @@ class Simulator:
 
 def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, fps: float,
              substeps: int = 1, iterations: int = 10,
-             pin_trajectory: Optional[np.ndarray] = None,
-             colliders_per_frame: Optional[Sequence[Sequence[Any]]] = None,
-             progress: Optional[Callable[[int, int], Optional[bool]]] = None,
-             ) -> Tuple[np.ndarray, List[FrameDiagnostics]]:
+             pin_trajectory: np.ndarray | None = None,
+             colliders_per_frame: Sequence[Sequence[Any]] | None = None,
+             progress: Callable[[int, int], bool | None] | None = None,
+             ) -> tuple[np.ndarray, list[FrameDiagnostics]]:
     """Simulate ``frames`` frames from the model's rest pose.
 
     Parameters

@@ -7,7 +7,8 @@ damping it conserves a modified energy, so the energy stays bounded when
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ class SymplecticEuler(Integrator):
     description = ("Semi-implicit Euler: cheap and energy-preserving, but stiff springs need "
                    "small steps (more substeps)")
 
-    def step(self, model: Model, state: State, h: float, *, pins: Optional[np.ndarray] = None,
+    def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 1, colliders: Sequence[Any] = ()) -> StepInfo:
         targets = pin_targets(model, state, pins)
         x0 = state.x.copy()

@@ -6,7 +6,8 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.errors import ExpressionError
 from core.expr import MAX_DEPTH, MAX_LENGTH, compile_expression

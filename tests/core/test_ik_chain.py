@@ -7,8 +7,14 @@ import pytest
 
 from core import quat
 from core.errors import ChainError
-from core.ik import (Chain, JointLimits, RootTransform, forward_kinematics, forward_kinematics_batch,
-                     forward_kinematics_full)
+from core.ik import (
+    Chain,
+    JointLimits,
+    RootTransform,
+    forward_kinematics,
+    forward_kinematics_batch,
+    forward_kinematics_full,
+)
 
 
 def zigzag(n=4, length=0.5):

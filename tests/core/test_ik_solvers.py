@@ -7,8 +7,16 @@ import pytest
 
 from core import quat
 from core.errors import ChainError
-from core.ik import (SOLVERS, Chain, JointLimits, RootTransform, SolveSettings, forward_kinematics,
-                     forward_kinematics_full, within)
+from core.ik import (
+    SOLVERS,
+    Chain,
+    JointLimits,
+    RootTransform,
+    SolveSettings,
+    forward_kinematics,
+    forward_kinematics_full,
+    within,
+)
 
 NAMES = ["CCD", "FABRIK", "DLS"]
 
@@ -96,7 +104,7 @@ def test_limits_are_never_exceeded(name):
         lim = random_limits(5, seed)
         c = chain5(lim)
         rng = np.random.default_rng(100 + seed)
-        for k in range(4):
+        for _k in range(4):
             tgt = rng.normal(size=3) * 1.5
             init = quat.from_rotvec(rng.normal(scale=1.0, size=(5, 3)))
             r = SOLVERS[name].solve(c, tgt, init, SolveSettings(60, 1e-6))

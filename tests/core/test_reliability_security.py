@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from core.errors import ExpressionError
 from core.expr import MAX_DEPTH, MAX_LENGTH, MAX_NODES, compile_expression

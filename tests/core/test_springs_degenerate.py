@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from core.errors import BakeCancelled, SinewError
-from core.springs import (INTEGRATORS, Simulator, SpringSet, build_model, build_springs,
-                          simulate)
+from core.springs import INTEGRATORS, Simulator, SpringSet, build_model, build_springs, simulate
 from core.springs.shapes import grid
 
 SOLVERS = list(INTEGRATORS)

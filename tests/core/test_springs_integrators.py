@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from core.errors import DivergenceError
-from core.springs import (INTEGRATORS, LocalGlobal, NewtonImplicitEuler, Simulator,
-                          build_model, build_springs, simulate)
+from core.springs import INTEGRATORS, LocalGlobal, NewtonImplicitEuler, Simulator, build_model, build_springs, simulate
 from core.springs.shapes import grid, rope, triangulate
 
 G = 9.81
