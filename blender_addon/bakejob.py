@@ -24,8 +24,16 @@ import bpy
 # Time spent computing per timer tick in modal mode (seconds): keeps the UI responsive.
 _SLICE = 0.05
 
-# The last finished or failed bake's one-line message, for the command line's summary.
-LAST_RESULT: dict[str, str] = {"summary": "", "error": ""}
+# The last finished or failed bake: its one-line message, the operator and the object it
+# ran on. The command line prints it; the panels show a failure on the object it concerns.
+LAST_RESULT: dict[str, str] = {"summary": "", "error": "", "operator": "", "object": ""}
+
+
+def last_error_for(operator: str, object_name: str) -> str:
+    """The error of the last ``operator`` bake if it failed on ``object_name``, else ''."""
+    if LAST_RESULT["operator"] == operator and LAST_RESULT["object"] == object_name:
+        return LAST_RESULT["error"]
+    return ""
 
 
 class BakeJob:
@@ -86,13 +94,18 @@ class BakeOperator:
         raise NotImplementedError
 
     # -- shared -------------------------------------------------------------------------
+    def _record(self, context: bpy.types.Context, summary: str = "", error: str = "") -> None:
+        ob = getattr(context, "active_object", None)
+        LAST_RESULT.update(summary=summary, error=error, operator=getattr(self, "bl_idname", ""),
+                           object=ob.name if ob is not None else "")
+
     def _create(self, context: bpy.types.Context) -> BakeJob | None:
         from .core import SinewError
 
         try:
             return self.make_job(context)
         except SinewError as exc:
-            LAST_RESULT.update(summary="", error=str(exc))
+            self._record(context, error=str(exc))
             self.report({"ERROR"}, str(exc))
             return None
 
@@ -110,18 +123,18 @@ class BakeOperator:
         try:
             summary = job.commit(context)
         except SinewError as exc:
-            LAST_RESULT.update(summary="", error=str(exc))
+            self._record(context, error=str(exc))
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
         elapsed = time.perf_counter() - self._started
         message = f"{summary} in {elapsed:.2f} s"
-        LAST_RESULT.update(summary=message, error="")
+        self._record(context, summary=message)
         print(f"Sinew: {job.label}: {message}", flush=True)
         self.report({"INFO"}, message)
         return {"FINISHED"}
 
     def _fail(self, context: bpy.types.Context, job: BakeJob, exc: Exception) -> set[str]:
-        LAST_RESULT.update(summary="", error=str(exc))
+        self._record(context, error=str(exc))
         job.cancel()
         job.restore_view(context)
         self.report({"ERROR"}, str(exc))

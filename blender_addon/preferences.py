@@ -26,6 +26,15 @@ class SINEW_AP_preferences(bpy.types.AddonPreferences):
             layout.label(text=f"numpy {numpy.__version__}, scipy {scipy.__version__}: ready.", icon="CHECKMARK")
 
 
+def draw_failure(layout: bpy.types.UILayout, message: str) -> None:
+    """An alert box with a failed bake's message, wrapped to the panel."""
+    box = layout.box()
+    box.alert = True
+    box.label(text="Last bake failed, nothing was changed:", icon="ERROR")
+    for line in _wrap(message, 48):
+        box.label(text=line)
+
+
 def _wrap(text: str, width: int) -> list[str]:
     lines: list[str] = []
     line = ""

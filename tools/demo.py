@@ -485,6 +485,7 @@ def plot_springs(out: Path, addon, frames: int) -> tuple[Path, list[dict]]:
                                   damping=0.02, vertex_mass=0.002, pinned=pinned, air_drag=0.3)
     fig, axes = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     rows = []
+    stable: list[float] = []
     for name in ("EXPLICIT", "SYMPLECTIC", "IMPLICIT", "NEWTON", "FAST"):
         # The explicit integrators need small steps to be stable (h·sqrt(k/m) well below 2).
         substeps = 64 if name in ("EXPLICIT", "SYMPLECTIC") else 4
@@ -500,11 +501,18 @@ def plot_springs(out: Path, addon, frames: int) -> tuple[Path, list[dict]]:
         except errors.DivergenceError as exc:
             status = f"diverged at frame {exc.frame}"
         dt = time.perf_counter() - t0
-        axes[0].plot(energy, label=name)
-        axes[1].plot(strain, label=name)
+        label = name if status == "ok" else f"{name} ({status})"
+        if status == "ok":
+            stable.extend(energy)
+        axes[0].plot(energy, label=label)
+        axes[1].plot(strain, label=label)
         rows.append({"solver": name, "substeps": substeps, "ms_per_frame": 1000 * dt / max(len(energy), 1),
                      "max_strain": float(max(strain)) if strain else float("nan"), "status": status})
-    axes[0].set_ylabel("total energy (J)")
+    if stable:  # a diverged run would flatten everything else
+        lo, hi = min(stable), max(stable)
+        pad = 0.1 * (hi - lo or 1.0)
+        axes[0].set_ylim(lo - pad, hi + pad)
+    axes[0].set_ylabel("kinetic + potential energy (J)")
     axes[1].set_ylabel("max strain")
     axes[1].set_xlabel("frame")
     axes[1].set_ylim(0, 0.5)

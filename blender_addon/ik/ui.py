@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import bpy
 
+from .. import bakejob
 from ..core.errors import ExpressionError
 from ..core.expr import compile_expression
+from ..preferences import draw_failure
 from .read import enabled_tips
 
 
@@ -42,7 +44,6 @@ class SINEW_PT_bone_ik(bpy.types.Panel):
     bl_space_type = "PROPERTIES"
     bl_region_type = "WINDOW"
     bl_context = "bone"
-    bl_options = {"DEFAULT_CLOSED"}
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
@@ -84,6 +85,9 @@ class SINEW_PT_bone_ik(bpy.types.Panel):
         box = layout.box()
         box.label(text="Last bake")
         draw_stats(box, s)
+        failure = bakejob.last_error_for("sinew.bake_ik", context.object.name)
+        if failure:
+            draw_failure(layout, failure)
 
 
 class SINEW_PT_ik_chains(bpy.types.Panel):
@@ -124,6 +128,9 @@ class SINEW_PT_ik_chains(bpy.types.Panel):
         row = layout.row()
         row.enabled = bool(tips)
         row.operator("sinew.bake_ik", icon="REC")
+        failure = bakejob.last_error_for("sinew.bake_ik", obj.name)
+        if failure:
+            draw_failure(layout, failure)
 
 
 classes = (SINEW_PT_bone_ik, SINEW_PT_ik_chains)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import bpy
 
-from .. import deps
+from .. import bakejob, deps
+from ..preferences import draw_failure
 
 
 class _SpringsPanel:
@@ -123,6 +124,9 @@ class SINEW_PT_springs_bake(_SubPanel, bpy.types.Panel):
         else:
             row.operator("sinew.bake_springs", text="Bake", icon="PHYSICS")
             layout.label(text=f"Frames {context.scene.frame_start}–{context.scene.frame_end} (scene range)")
+        failure = bakejob.last_error_for("sinew.bake_springs", context.object.name)
+        if failure:
+            draw_failure(layout, failure)
         if problem:
             layout.label(text="scipy is missing", icon="ERROR")
 
