@@ -120,7 +120,7 @@ def run(quick: bool = False) -> list[dict[str, object]]:
     interleaved in short blocks of frames (:func:`_time_interleaved`), so
     the goal ratios compare like with like; ``ms_per_frame`` is the median.
     """
-    sizes = [32, 64] if quick else [32, 64, 128]
+    sizes = [32, 64] if quick else [32, 64, 128, 256]
     n_rounds, n_block = (2, 2) if quick else (4, 3)
     sims: dict[str, Simulator] = {}
     meta: dict[str, dict[str, object]] = {}
@@ -130,6 +130,8 @@ def run(quick: bool = False) -> list[dict[str, object]]:
         model = hanging_grid(n)
         cases = [("FAST", "FAST", 1, 10), ("FAST+cheb", LocalGlobal(chebyshev=True), 1, 10),
                  ("NEWTON", "NEWTON", 1, 3), ("IMPLICIT", "IMPLICIT", 1, 1)]
+        if n > 128:  # the largest grid: FAST alone (the issue's scaling point)
+            cases = cases[:1]
         if n <= 64:
             stable = stable_substeps(model)
             cases += [("SYMPLECTIC", "SYMPLECTIC", 1, 1),

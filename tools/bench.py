@@ -140,6 +140,39 @@ def plot_ik(rows: list[dict], path: Path) -> bool:
     return True
 
 
+def headline(all_rows: dict[str, list[dict]]) -> list[str]:
+    """The goals of issues 3-6, each with the figure measured in this run."""
+    out: list[str] = []
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    for r in all_rows.get("bench.ik_core", []):
+        if r.get("solver") == "FABRIK" and r.get("auto") and r.get("frames") == 1000:
+            ms = 1000 * r["seconds"]
+            out.append(f"core FABRIK bake, 10 bones, 1,000 frames: {ms:.0f} ms (goal ≤ 50 ms: {verdict(ms <= 50)})")
+    ik = {r["contender"]: r for r in all_rows.get("bench.ik_blender", [])}
+    fab = ik.get("Sinew FABRIK")
+    if fab:
+        out.append(f"IK bake vs Blender IK + nla.bake: {fab['time_ratio']:.2f}× the time (goal ≤ 0.2×: "
+                   f"{verdict(fab['time_ratio'] <= 0.2)}), max tip error {1 / fab['error_ratio']:.0f}× smaller "
+                   f"(goal ≥ 10×: {verdict(fab['error_ratio'] <= 0.1)})")
+    try:
+        from bench import springs_core
+
+        out += springs_core.goals(all_rows.get("bench.springs_core", []))
+    except Exception:  # the section failed; its traceback is in the report
+        pass
+    for r in all_rows.get("bench.springs_blender", []):
+        if str(r.get("method", "")).startswith("Sinew"):
+            out.append(f"spring bake vs Blender Cloth at 64²: {r['ratio_to_blender']:.2f}× the time per frame "
+                       f"(goal ≤ 0.5×: {verdict(r['ratio_to_blender'] <= 0.5)}), max edge strain "
+                       f"{100 * r['max_edge_strain']:.1f}% (goal ≤ 10%: {verdict(r['max_edge_strain'] <= 0.1)}), "
+                       f"playback {r['playback_ms_per_frame']:.2f} ms/frame (goal ≤ 5: "
+                       f"{verdict(r['playback_ms_per_frame'] <= 5)})")
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default=str(ROOT / "out"))
@@ -178,6 +211,10 @@ def main() -> int:
         all_rows[module] = rows
         doc += [f"## {title}", "", table(rows), f"_{time.perf_counter() - t0:.1f} s_", ""]
         print(table(rows), flush=True)
+    goals = headline(all_rows)
+    if goals:
+        doc += ["## Goals", "", *[f"- {g}" for g in goals], ""]
+        print("\n".join(goals), flush=True)
     pics = []
     if plot_scaling(all_rows.get("bench.springs_core", []), out / f"bench_springs{suffix}.png"):
         pics.append(f"bench_springs{suffix}.png")
