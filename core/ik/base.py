@@ -360,3 +360,42 @@ def solve_one(kernel: Kernel, chain: Chain, target: np.ndarray, initial: np.ndar
     q, it, err = solve_batch(kernel, chain, t, q, settings, poles, np.array(rr), np.array(rp))
     e = float(err[0])
     return SolveResult(q[0], int(it[0]), e, bool(e <= settings.tolerance))
+
+
+class Solver:
+    """Base of the solver classes in the :data:`~core.ik.SOLVERS` table.
+
+    A subclass sets ``name`` (the table key and enum identifier), ``label`` and
+    ``description`` (for the UI) and ``kernel``, its batched iteration
+    ``kernel(chain, q, targets, root_rot, root_pos, settings, max_iter) -> (q, iterations)``.
+    """
+
+    name = ""
+    label = ""
+    description = ""
+    kernel: Kernel
+
+    @classmethod
+    def solve(cls, chain: Chain, target: np.ndarray, initial: np.ndarray | None = None,
+              settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,  # noqa: B008 (frozen)
+              root: RootLike = None) -> SolveResult:
+        """Solve one pose.
+
+        Parameters
+        ----------
+        chain : Chain
+        target : array_like, shape (3,)
+            Metres, in the space of the root frame's parent (armature space).
+        initial : array_like, shape (n, 4), optional
+            Starting pose rotations (warm start); identity (the rest pose) by default.
+        settings : SolveSettings
+        pole : array_like, shape (3,), optional
+            The chain bends toward this point.
+        root : RootTransform or ndarray (4, 4), optional
+            The chain's root frame.
+
+        Returns
+        -------
+        SolveResult
+        """
+        return solve_one(cls.kernel, chain, target, initial, settings, pole, root)

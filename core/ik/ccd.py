@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import quat
-from .base import SolveResult, SolveSettings, bone_bounds, clamp_bone, solve_one
-from .chain import Chain, RootLike, _fk
+from .base import Solver, SolveSettings, bone_bounds, clamp_bone
+from .chain import Chain, _fk
 from .limits import clamp_bounds
 
 __all__ = ["CCD", "solve", "kernel"]
@@ -84,7 +84,7 @@ def kernel(chain: Chain, q: np.ndarray, targets: np.ndarray, root_rot: np.ndarra
     return best_q, iters
 
 
-class CCD:
+class CCD(Solver):
     """Cyclic coordinate descent (Welman 1993)."""
 
     name = "CCD"
@@ -92,32 +92,6 @@ class CCD:
     description = "Cyclic coordinate descent: simple and robust, bends the joints near the tip most"
     kernel = staticmethod(kernel)
 
-    @staticmethod
-    def solve(chain: Chain, target: np.ndarray, initial: np.ndarray | None = None,
-              settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,  # noqa: B008 (frozen)
-              root: RootLike = None) -> SolveResult:
-        """Solve one pose; see :func:`solve`."""
-        return solve_one(kernel, chain, target, initial, settings, pole, root)
 
-
-def solve(chain: Chain, target: np.ndarray, initial: np.ndarray | None = None,
-          settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,  # noqa: B008 (frozen)
-          root: RootLike = None) -> SolveResult:
-    """Solve IK with CCD.
-
-    Parameters
-    ----------
-    chain : Chain
-    target : array_like, shape (3,)
-        Metres.
-    initial : array_like, shape (n, 4), optional
-        Starting pose rotations; identity by default.
-    settings : SolveSettings
-    pole : array_like, shape (3,), optional
-    root : RootTransform or ndarray (4, 4), optional
-
-    Returns
-    -------
-    SolveResult
-    """
-    return solve_one(kernel, chain, target, initial, settings, pole, root)
+#: Solve one pose with CCD; see :meth:`.base.Solver.solve`.
+solve = CCD.solve

@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import quat
-from .base import SolveResult, SolveSettings, bone_bounds, clamp_bounds_all, solve_one
-from .chain import Chain, RootLike, _fk
+from .base import Solver, SolveSettings, bone_bounds, clamp_bounds_all
+from .chain import Chain, _fk
 
 __all__ = ["DLS", "solve", "kernel"]
 
@@ -77,7 +77,7 @@ def kernel(chain: Chain, q: np.ndarray, targets: np.ndarray, root_rot: np.ndarra
     return q, iters
 
 
-class DLS:
+class DLS(Solver):
     """Damped least squares (Nakamura & Hanafusa 1986; Wampler 1986), adaptive damping."""
 
     name = "DLS"
@@ -85,32 +85,6 @@ class DLS:
     description = "Damped least squares on the Jacobian: spreads the bend over all joints, stable near singularities"
     kernel = staticmethod(kernel)
 
-    @staticmethod
-    def solve(chain: Chain, target: np.ndarray, initial: np.ndarray | None = None,
-              settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,  # noqa: B008 (frozen)
-              root: RootLike = None) -> SolveResult:
-        """Solve one pose; see :func:`solve`."""
-        return solve_one(kernel, chain, target, initial, settings, pole, root)
 
-
-def solve(chain: Chain, target: np.ndarray, initial: np.ndarray | None = None,
-          settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,  # noqa: B008 (frozen)
-          root: RootLike = None) -> SolveResult:
-    """Solve IK with damped least squares.
-
-    Parameters
-    ----------
-    chain : Chain
-    target : array_like, shape (3,)
-        Metres.
-    initial : array_like, shape (n, 4), optional
-        Starting pose rotations; identity by default.
-    settings : SolveSettings
-    pole : array_like, shape (3,), optional
-    root : RootTransform or ndarray (4, 4), optional
-
-    Returns
-    -------
-    SolveResult
-    """
-    return solve_one(kernel, chain, target, initial, settings, pole, root)
+#: Solve one pose with DLS; see :meth:`.base.Solver.solve`.
+solve = DLS.solve

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ChainError  # noqa: F401  (re-exported for callers' convenience)
-from .base import SolveResult, SolveSettings, bone_bounds, recover_rotations, solve_one
-from .chain import Chain, RootLike, _fk
+from .base import Solver, SolveSettings, bone_bounds, recover_rotations
+from .chain import Chain, _fk
 
 __all__ = ["FABRIK", "solve", "kernel"]
 
@@ -153,7 +153,7 @@ def kernel(chain: Chain, q: np.ndarray, targets: np.ndarray, root_rot: np.ndarra
     return q, iters
 
 
-class FABRIK:
+class FABRIK(Solver):
     """FABRIK solver (Aristidou & Lasenby 2011), rotations recovered with twist kept."""
 
     name = "FABRIK"
@@ -161,34 +161,6 @@ class FABRIK:
     description = "Forward and backward reaching IK: fast, smooth, keeps each bone's twist"
     kernel = staticmethod(kernel)
 
-    @staticmethod
-    def solve(chain: Chain, target: np.ndarray, initial: np.ndarray | None = None,
-              settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,  # noqa: B008 (frozen)
-              root: RootLike = None) -> SolveResult:
-        """Solve one pose; see :func:`solve`."""
-        return solve_one(kernel, chain, target, initial, settings, pole, root)
 
-
-def solve(chain: Chain, target: np.ndarray, initial: np.ndarray | None = None,
-          settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,  # noqa: B008 (frozen)
-          root: RootLike = None) -> SolveResult:
-    """Solve IK with FABRIK.
-
-    Parameters
-    ----------
-    chain : Chain
-    target : array_like, shape (3,)
-        Metres, in the space of the root frame's parent (armature space).
-    initial : array_like, shape (n, 4), optional
-        Starting pose rotations (warm start); identity (rest pose) by default.
-    settings : SolveSettings
-    pole : array_like, shape (3,), optional
-        The chain bends toward this point.
-    root : RootTransform or ndarray (4, 4), optional
-        The chain's root frame.
-
-    Returns
-    -------
-    SolveResult
-    """
-    return solve_one(kernel, chain, target, initial, settings, pole, root)
+#: Solve one pose with FABRIK; see :meth:`.base.Solver.solve`.
+solve = FABRIK.solve
