@@ -25,7 +25,7 @@ import numpy as np
 from .. import quat
 from ..errors import BakeCancelled, ChainError
 from .base import SolveSettings, bone_bounds, clamp_bounds_all, solve_batch
-from .batch import repair_walk, solve_all_frames
+from .batch import repair_walk, solve_all_frames, transport_all
 from .chain import Chain, RootLike, _fk, _root_arrays
 
 __all__ = ["BakeResult", "BakeProgress", "bake_chain", "iter_bake", "uses_batched", "STRATEGIES",
@@ -202,14 +202,36 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
     yield BakeProgress(frames, frames, res)
 
 
+#: Frames solved per vectorised call in a batched bake before progress is reported.
+_SOLVE_BLOCK = 2048
+
+
 def _iter_bake_batched(solver: str, kernel, chain: Chain, t: np.ndarray, settings: SolveSettings, step: float,
                        start: np.ndarray, rr: np.ndarray, rp: np.ndarray, chunk: int
                        ) -> Iterator[BakeProgress]:
-    """The batched bake (validated inputs): solve all, repair jumps, cap, sign-fix."""
+    """The batched bake (validated inputs): solve all, repair jumps, cap, sign-fix.
+
+    Long ranges are solved in blocks of :data:`_SOLVE_BLOCK` frames with a progress report
+    after each (so a modal bake stays responsive and can be cancelled); every frame starts
+    from the same pose, so the blocks give exactly the frames one call would. The rotations
+    are then carried through all frames in one pass (:func:`.batch.transport_all`).
+    """
     frames = t.shape[0]
-    rot, its, errs = solve_all_frames(solver, kernel, chain, t, start, settings, rr, rp, transport=True)
+    if frames <= _SOLVE_BLOCK:
+        rot, its, errs = solve_all_frames(solver, kernel, chain, t, start, settings, rr, rp, transport=True)
+    else:
+        parts = []
+        for s in range(0, frames, _SOLVE_BLOCK):
+            e = min(frames, s + _SOLVE_BLOCK)
+            parts.append(solve_all_frames(solver, kernel, chain, t[s:e], start, settings, rr[s:e], rp[s:e]))
+            yield BakeProgress(e // 2, frames)
+        its = np.concatenate([p[1] for p in parts])
+        pos, _ = _fk(chain, np.concatenate([p[0] for p in parts]), rr, rp)
+        rot, pos = transport_all(chain, start, pos, rr, rp)
+        errs = np.linalg.norm(pos[:, -1] - t, axis=1)
+    half = frames // 2 if frames > _SOLVE_BLOCK else 0
     for done in repair_walk(solver, kernel, chain, t, start, settings, rr, rp, rot, its, errs, chunk):
-        yield BakeProgress(done, frames)
+        yield BakeProgress(half + (done * (frames - half)) // frames, frames)
     if step > 0.0:
         limited = _cap_steps(rot, start, step)
         if limited.size:
