@@ -24,6 +24,7 @@ import json
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 import bpy
@@ -313,7 +314,7 @@ def wait_until_done(op: str, since: int, limit: int = 6000):
         yield 0.05
 
 
-def bake_checks(name: str, op: str, props: dict, playback) -> "generator":
+def bake_checks(name: str, op: str, props: dict, playback) -> Iterator[float]:
     """A finished modal bake, its progress, playback, then Ctrl+Z and Ctrl+Shift+Z."""
     c = R["checks"][name] = {}
     undo_push(f"before {name}")
