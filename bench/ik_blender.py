@@ -17,9 +17,12 @@ world space is compared with the target. Runs alternate and repeat; medians are 
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,13 +30,19 @@ ROOT = Path(__file__).resolve().parent.parent
 BONES, LENGTH = 10, 0.5
 
 
+# The add-on is installed from its built zip into a throw-away user folder; Blender reads
+# this once, when bpy is first imported (bpy is imported lazily below).
+os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-bench-"))
+
+
 def _setup():
+    """Blender with the add-on installed from its built zip (as the spring section does)."""
     import bpy
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    import blender_addon
-    if not hasattr(bpy.types.PoseBone, "sinew_ik"):
-        blender_addon.register()
+    from bench import install_addon
+
+    install_addon()
     bpy.ops.wm.read_homefile(use_empty=True)
     return bpy
 
@@ -41,7 +50,9 @@ def _setup():
 def _target(bpy, frames: int):
     import numpy as np
 
-    from blender_addon import compat
+    from bench import install_addon
+
+    compat = importlib.import_module(install_addon().__name__ + ".compat")
     empty = bpy.data.objects.new("Target", None)
     bpy.context.scene.collection.objects.link(empty)
     f = np.arange(1, frames + 1, dtype=np.float64)
