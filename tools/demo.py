@@ -331,10 +331,11 @@ def bake(scene_info, frames: int) -> list[dict]:
             result = op(frame_start=1, frame_end=frames)
         except RuntimeError as exc:
             raise SystemExit(f"demo: baking {ob.name} failed: {exc}") from None
+        report = bakejob.read_report(ob)
         if result != {"FINISHED"}:
-            raise SystemExit(f"demo: baking {ob.name} failed: {bakejob.LAST_RESULT['error']}")
+            raise SystemExit(f"demo: baking {ob.name} failed: {report['error']}")
         rows.append({"object": ob.name, "kind": kind, "seconds": time.perf_counter() - t0,
-                     "summary": bakejob.LAST_RESULT["summary"]})
+                     "summary": report["summary"]})
     return rows
 
 
