@@ -60,8 +60,25 @@ class SINEW_PG_ik_chain(bpy.types.PropertyGroup):
     max_step_angle: FloatProperty(  # type: ignore[valid-type]
         name="Max Step Angle", default=0.0, min=0.0, max=math.pi, subtype="ANGLE", unit="ROTATION",
         description="Largest rotation change of any joint between consecutive frames (jitter guard); 0 = off")
+    target_bone: StringProperty(  # type: ignore[valid-type]
+        name="Target Bone", default="",
+        description="With an armature as target: the bone the tip follows (its head, as Blender's IK "
+                    "constraint subtarget)")
     pole_target: PointerProperty(  # type: ignore[valid-type]
         name="Pole Target", type=bpy.types.Object, description="Optional: the chain bends toward this object")
+    pole_bone: StringProperty(  # type: ignore[valid-type]
+        name="Pole Bone", default="",
+        description="With an armature as pole target: the bone (its head) used as the pole")
+    pole_angle: FloatProperty(  # type: ignore[valid-type]
+        name="Pole Angle", default=0.0, min=-math.pi, max=math.pi, subtype="ANGLE", unit="ROTATION",
+        description="Rotation of the chain about the root-target axis relative to the pole, as Blender's "
+                    "IK constraint Pole Angle")
+    use_rotation: BoolProperty(  # type: ignore[valid-type]
+        name="Rotation", default=False,
+        description="The tip bone also follows the target's (or target bone's) orientation")
+    rotation_weight: FloatProperty(  # type: ignore[valid-type]
+        name="Rotation Weight", default=1.0, min=0.0, max=1.0, subtype="FACTOR",
+        description="How strongly the orientation counts against the position when both cannot be met")
     trace: BoolProperty(  # type: ignore[valid-type]
         name="Trace", default=False,
         description="Add a curve object showing the tip's baked path (world space)")

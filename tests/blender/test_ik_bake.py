@@ -203,11 +203,17 @@ def test_parent_bone_non_connected_scaled_armature(ik, scene, capfd):
     assert _bake() == {"FINISHED"}
     assert "F-curves" in capfd.readouterr().out
     assert _errors(scene, rig, "B2", target).max() < 1e-4
-    # Now animate the parent bone: per-frame roots through the scene.
+    # Now animate the parent bone by its own keys: per-frame roots, still from the F-curves.
     base = rig.pose.bones["Base"]
     base.keyframe_insert("rotation_euler", frame=1)
     base.rotation_euler = (-0.3, 0.2, 0.5)
     base.keyframe_insert("rotation_euler", frame=48)
+    assert _bake() == {"FINISHED"}
+    assert "F-curves" in capfd.readouterr().out
+    assert _errors(scene, rig, "B2", target).max() < 1e-4
+    # A constraint on the parent bone: per-frame roots through the scene.
+    con = base.constraints.new("LIMIT_ROTATION")
+    con.use_limit_x, con.min_x, con.max_x, con.owner_space = True, -0.25, 0.25, "LOCAL"
     assert _bake() == {"FINISHED"}
     assert "frame_set" in capfd.readouterr().out
     assert _errors(scene, rig, "B2", target).max() < 1e-4
