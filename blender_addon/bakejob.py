@@ -168,9 +168,17 @@ class BakeOperator:
         raise NotImplementedError
 
     # -- shared -------------------------------------------------------------------------
+    def _operator_id(self) -> str:
+        """``'sinew.bake_ik'`` (a registered operator's ``bl_idname`` reads ``'SINEW_OT_bake_ik'``)."""
+        name = getattr(self, "bl_idname", "")
+        if "_OT_" in name:
+            prefix, rest = name.split("_OT_", 1)
+            name = f"{prefix.lower()}.{rest}"
+        return name
+
     def _record(self, state: str, summary: str = "", error: str = "", warnings: list[str] | None = None) -> None:
         """Complete this run's report and store it on the object the bake concerns."""
-        report = self._run_report or BakeReport(getattr(self, "bl_idname", ""))
+        report = self._run_report or BakeReport(self._operator_id())
         report.state, report.summary, report.error = state, summary, error
         report.warnings = list(warnings or [])
         self._run_report = report
@@ -181,7 +189,7 @@ class BakeOperator:
 
         ob = getattr(context, "active_object", None)
         self._report_object = ob.name if ob is not None else ""
-        self._run_report = BakeReport(getattr(self, "bl_idname", ""))
+        self._run_report = BakeReport(self._operator_id())
         try:
             job = self.make_job(context)
         except SinewError as exc:
