@@ -1,14 +1,32 @@
-"""Damped least squares on the positional Jacobian.
+"""Damped least squares on the swing-twist joint coordinates of a bone tree (the default solver).
 
-Nakamura & Hanafusa 1986 and Wampler 1986: the joint update is
-``dtheta = J^T (J J^T + lambda^2 I)^-1 e`` with ``e`` the tip error (clamped in length, as
-Buss & Kim 2005 recommend) and ``J`` the 3 x 3n Jacobian of the tip with respect to small
-rotations about each bone's own X, Y, Z axes (locked axes get zero columns). The damping
-``lambda`` (metres) adapts per problem, Levenberg-Marquardt style: a step that lowers the error
-is kept and ``lambda`` shrinks; otherwise the step is rejected and ``lambda`` grows. Steps are
-also capped so no joint turns more than pi/8 per iteration. This keeps the solver stable near
-singularities (a straight chain) and for unreachable targets. Limits are applied by clamping
-every trial pose.
+Nakamura & Hanafusa 1986 and Wampler 1986: with ``J`` the Jacobian of the goals (every end
+effector's position, plus three rows per orientation goal) with respect to the joint
+coordinates (:mod:`.tree`: swing x, twist y, swing z per bone, absolute from the rest pose),
+each iteration takes
+
+``dtheta = W (Jw^T (Jw Jw^T + lambda^2 I)^-1 (e - Jw z) + z)``,  ``Jw = J W``,
+
+where ``e`` stacks the goal errors (each position error clamped in length, Buss & Kim 2005),
+``W`` holds ``1 - stiffness`` per coordinate (0 where locked; Blender's SDLS weights its
+columns the same way, so stiffer joints take less of the bend), and ``z = -k theta`` pulls the
+pose back toward rest inside the goals' null space, which keeps poses near rest and spreads a
+bend over a long chain (a spine) instead of folding two joints. ``lambda`` (metres) adapts per
+problem, Levenberg-Marquardt style: a step that lowers the error is kept and ``lambda``
+shrinks, otherwise it is rejected and ``lambda`` grows. Coordinates are kept in their limit
+box; one pressed against a bound drops out of that iteration's system (Blender's IK locks
+clamped degrees of freedom the same way).
+
+Twist columns are used only where something can demand twist: on bones that move an effector
+with an orientation goal, and on bones whose swing is locked or limited. Position goals never
+need twist (a chain of swing joints reaches every reachable point), so twist otherwise stays
+exactly 0.
+
+Orientation rows are the world rotation vector from the effector bone's frame to its target
+frame, scaled by ``rotation_weight * scale`` (``scale`` = the chain's reach, so at weight 1 a
+radian counts like the whole reach in metres).
+
+Every problem of a batch (frames x goals) is solved at once, vectorised over problems.
 """
 
 from __future__ import annotations
@@ -16,73 +34,181 @@ from __future__ import annotations
 import numpy as np
 
 from .. import quat
-from .base import Solver, SolveSettings, bone_bounds, clamp_bounds_all
-from .chain import Chain, _fk
+from .base import Solver
+from .limits import from_angles
+from .tree import Tree, fk, jacobian
 
-__all__ = ["DLS", "solve", "kernel"]
+__all__ = ["DLS", "solve_tree", "kernel"]
 
-_MAX_JOINT_STEP = np.pi / 8
+#: Largest change of any joint coordinate vector per iteration, radians.
+_MAX_JOINT_STEP = 0.5
+#: Null-space pull toward the rest pose (fraction of the coordinates per iteration).
+_REST_PULL = 0.05
 
 
-def kernel(chain: Chain, q: np.ndarray, targets: np.ndarray, root_rot: np.ndarray,
-           root_pos: np.ndarray, settings: SolveSettings, max_iter: int) -> tuple[np.ndarray, np.ndarray]:
-    """DLS iterations for a batch; returns rotations (b, n, 4) and iterations (b,)."""
-    b, n = q.shape[0], chain.n
-    tol = settings.tolerance
-    bounds = bone_bounds(chain)
-    reach = chain.reach
-    free = np.ones((n, 3))
-    if chain.limits is not None:
-        free = (~chain.limits.lock).astype(np.float64)
-    q = q.copy()
-    pos, glob = _fk(chain, q, root_rot, root_pos)
-    err = np.linalg.norm(pos[:, -1] - targets, axis=1)
-    lam = np.full(b, 0.01 * reach)
-    lam_min, lam_max = 1e-9 * reach, 1e3 * reach
-    e_max = max(reach / n, 1e-9)
+def effector_state(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray,
+                   eff_bones: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """FK of the coordinates: heads (B, m, 3), globals (B, m, 4), effector tails (B, E, 3) and rotations (B, E, 4)."""
+    heads, glob = fk(tree, from_angles(angles), root_rot, root_pos)
+    tails = tree.tails()[eff_bones]
+    pts = heads[:, eff_bones] + quat.rotate(glob[:, eff_bones], tails[None])
+    return heads, glob, pts, glob[:, eff_bones]
+
+
+def goal_errors(pts: np.ndarray, rots: np.ndarray, targets: np.ndarray, orientations: np.ndarray | None,
+                orient: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Position errors (B, E, 3) (target - tail) and orientation errors (B, k, 3) (world rotation vectors)."""
+    ep = targets - pts
+    if orientations is None or not np.any(orient):
+        return ep, np.zeros(pts.shape[:1] + (0, 3))
+    sel = np.nonzero(orient)[0]
+    er = quat.to_rotvec(quat.multiply(orientations[:, sel], quat.conjugate(rots[:, sel])))
+    return ep, er
+
+
+def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray,
+               eff_bones: np.ndarray, targets: np.ndarray, orientations: np.ndarray | None,
+               rotation_weights: np.ndarray, tol: float, max_iter: int, scale: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """DLS iterations for a batch of problems on one tree (see the module docstring).
+
+    Parameters
+    ----------
+    tree : Tree
+    angles : ndarray, shape (B, m, 3)
+        Start coordinates (within the bounds).
+    root_rot, root_pos : ndarray, shapes (B, R, 4), (B, R, 3)
+    eff_bones : ndarray of int, shape (E,)
+        Effector bones (their tails are the effectors).
+    targets : ndarray, shape (B, E, 3)
+        Metres.
+    orientations : ndarray, shape (B, E, 4), or None
+        Target global rotations of the effector bones.
+    rotation_weights : ndarray, shape (E,)
+        0 = no orientation goal for that effector.
+    tol : float
+        Metres; converged when every effector is this close (and every orientation within
+        ``tol / scale`` radians).
+    max_iter : int
+    scale : float
+        Metres: the problem's size (the chain's reach).
+
+    Returns
+    -------
+    angles : ndarray, shape (B, m, 3)
+    iterations : ndarray of int, shape (B,)
+    """
+    b, m = angles.shape[0], tree.m
+    e_count = eff_bones.shape[0]
+    orient = (rotation_weights > 0) & (orientations is not None)
+    moves = tree.ancestors(eff_bones)
+    rw = np.repeat(rotation_weights[orient] * scale, 3)
+    # Columns: where twist can be demanded, and never where locked.
+    twist_free = np.any(moves[orient], axis=0) if np.any(orient) else np.zeros(m, dtype=bool)
+    swing_bounded = np.isfinite(tree.lower[:, [0, 2]]).any(axis=1) | np.isfinite(tree.upper[:, [0, 2]]).any(axis=1)
+    twist_free |= swing_bounded
+    w = tree.weights.copy()
+    w[:, 1] = np.where(twist_free, w[:, 1], 0.0)
+    w[~np.any(moves, axis=0)] = 0.0
+    wflat = w.reshape(-1)
+    lo, hi = tree.lower.reshape(-1), tree.upper.reshape(-1)
+    rtol = tol / scale
+    e_max = max(scale / max(m, 1), 1e-9)
+    lam_min, lam_max = 1e-9 * scale, 1e3 * scale
+
+    a = angles.reshape(b, 3 * m).copy()
+    _, _, pts, rots = effector_state(tree, a.reshape(b, m, 3), root_rot, root_pos, eff_bones)
+
+    rw3 = rw.reshape(-1, 3)[None]
+
+    def cost_of(ep, er):
+        c = np.einsum("bei,bei->b", ep, ep)
+        if er.shape[1]:
+            c = c + np.einsum("bki,bki->b", er * rw3, er * rw3)
+        return c
+
+    def done_of(ep, er):
+        ok = np.all(np.einsum("bei,bei->be", ep, ep) <= tol * tol, axis=1)
+        if er.shape[1]:
+            ok &= np.all(np.einsum("bki,bki->bk", er, er) <= rtol * rtol, axis=1)
+        return ok
+
+    ep, er = goal_errors(pts, rots, targets, orientations, orient)
+    cost = cost_of(ep, er)
+    active = ~done_of(ep, er)
+    lam = np.full(b, 0.01 * scale)
     iters = np.zeros(b, dtype=np.int64)
-    active = err > tol
-    eye = np.eye(3)
+    if not np.any(wflat > 0):
+        return a.reshape(b, m, 3), iters
     for _ in range(max_iter):
         idx = np.nonzero(active)[0]
         if idx.size == 0:
             break
-        qs, ps, gs, ts, ls = q[idx], pos[idx], glob[idx], targets[idx], lam[idx]
-        axes = quat.to_matrix(gs)                       # (m, n, 3, 3), columns = bone axes
-        r = ps[:, -1][:, None] - ps[:, :n]              # (m, n, 3) head -> tip
-        cols = np.cross(np.swapaxes(axes, -1, -2), r[:, :, None, :])  # (m, n, 3 axes, 3 xyz)
-        cols = cols * free[None, :, :, None]
-        jac = cols.reshape(idx.size, 3 * n, 3).transpose(0, 2, 1)     # (m, 3, 3n)
-        e = ts - ps[:, -1]
-        en = np.linalg.norm(e, axis=1)
-        e = e * np.minimum(1.0, e_max / np.maximum(en, 1e-300))[:, None]
-        a = jac @ jac.transpose(0, 2, 1) + (ls ** 2)[:, None, None] * eye
-        y = np.linalg.solve(a, e[..., None])[..., 0]
-        dth = np.einsum("mij,mi->mj", jac, y).reshape(idx.size, n, 3)
-        mx = np.max(np.linalg.norm(dth, axis=2), axis=1)
-        dth = dth * np.minimum(1.0, _MAX_JOINT_STEP / np.maximum(mx, 1e-300))[:, None, None]
-        qt = quat.normalize(quat.multiply(qs, quat.from_rotvec(dth)))
-        qt = clamp_bounds_all(qt, bounds)
-        pt, gt = _fk(chain, qt, root_rot[idx], root_pos[idx])
-        et = np.linalg.norm(pt[:, -1] - ts, axis=1)
-        ok = et < err[idx]
-        q[idx] = np.where(ok[:, None, None], qt, qs)
-        pos[idx] = np.where(ok[:, None, None], pt, ps)
-        glob[idx] = np.where(ok[:, None, None], gt, gs)
-        err[idx] = np.where(ok, et, err[idx])
+        k = idx.size
+        ak, ls = a[idx], lam[idx]
+        rr, rp = root_rot[idx], root_pos[idx]
+        heads, glob, pk, rk = effector_state(tree, ak.reshape(k, m, 3), rr, rp, eff_bones)
+        epk, erk = goal_errors(pk, rk, targets[idx], None if orientations is None else orientations[idx], orient)
+        en = np.linalg.norm(epk, axis=2, keepdims=True)
+        epc = epk * np.minimum(1.0, e_max / np.maximum(en, 1e-300))
+        e = np.concatenate((epc.reshape(k, 3 * e_count), (erk.reshape(k, -1) * rw[None])), axis=1)
+        # The pull fades with the error, so it shapes the approach but not the convergence.
+        fade = np.minimum(1.0, np.sqrt(cost[idx]) / e_max)
+        jac = jacobian(tree, ak.reshape(k, m, 3), heads, glob, pk, eff_bones, moves, orient)
+        if rw.size:
+            jac[:, 3 * e_count:] *= rw[None, :, None]
+        wk = np.broadcast_to(wflat, (k, 3 * m)).copy()
+        for _pass in range(2):
+            jw = jac * wk[:, None, :]
+            z = -(_REST_PULL * fade)[:, None] * ak * (wk > 0)
+            amat = jw @ jw.transpose(0, 2, 1) + (ls ** 2)[:, None, None] * np.eye(jw.shape[1])
+            rhs = e - np.einsum("brc,bc->br", jw, z)
+            y = np.linalg.solve(amat, rhs[..., None])[..., 0]
+            dth = wk * (np.einsum("brc,br->bc", jw, y) + z)
+            # Coordinates pressed against a bound drop out and the step is solved again.
+            trial = ak + dth
+            pressed = ((trial < lo - 1e-12) & (ak <= lo + 1e-9)) | ((trial > hi + 1e-12) & (ak >= hi - 1e-9))
+            pressed &= wk > 0
+            if _pass == 1 or not np.any(pressed):
+                break
+            wk = np.where(pressed, 0.0, wk)
+        mx = np.max(np.linalg.norm(dth.reshape(k, m, 3), axis=2), axis=1)
+        dth *= np.minimum(1.0, _MAX_JOINT_STEP / np.maximum(mx, 1e-300))[:, None]
+        at = np.clip(ak + dth, lo, hi)
+        _, _, pt, rt = effector_state(tree, at.reshape(k, m, 3), rr, rp, eff_bones)
+        ept, ert = goal_errors(pt, rt, targets[idx], None if orientations is None else orientations[idx], orient)
+        ct = cost_of(ept, ert)
+        ok = ct < cost[idx]
+        small = np.max(np.abs(at - ak), axis=1) < 1e-10
+        a[idx] = np.where(ok[:, None], at, ak)
+        newcost = np.where(ok, ct, cost[idx])
+        gain = (cost[idx] - newcost) <= 1e-12 * np.maximum(cost[idx], 1e-300)
+        cost[idx] = newcost
         lam[idx] = np.clip(np.where(ok, ls * 0.3, ls * 4.0), lam_min, lam_max)
         iters[idx] += 1
-        stalled = (~ok) & (lam[idx] >= lam_max)
-        active[idx] = (err[idx] > tol) & ~stalled
-    return q, iters
+        done = np.where(ok, done_of(ept, ert), False)
+        stalled = ((~ok) & (lam[idx] >= lam_max)) | (ok & (gain | small))
+        active[idx] = ~done & ~stalled
+    return a.reshape(b, m, 3), iters
+
+
+def kernel(chain, angles: np.ndarray, targets: np.ndarray, orientations: np.ndarray | None,
+           rotation_weight: float, root_rot: np.ndarray, root_pos: np.ndarray, settings
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """DLS on one chain for a batch: coordinates (B, n, 3) from ``angles`` -> coordinates, iterations."""
+    return solve_tree(chain.tree, angles, root_rot[:, None], root_pos[:, None], np.array([chain.n - 1]),
+                      targets[:, None], None if orientations is None else orientations[:, None],
+                      np.array([float(rotation_weight)]), settings.tolerance, settings.max_iterations,
+                      chain.reach)
 
 
 class DLS(Solver):
-    """Damped least squares (Nakamura & Hanafusa 1986; Wampler 1986), adaptive damping."""
+    """Damped least squares (Nakamura & Hanafusa 1986; Wampler 1986) from the rest pose."""
 
     name = "DLS"
     label = "Damped Least Squares"
-    description = "Damped least squares on the Jacobian: spreads the bend over all joints, stable near singularities"
+    description = ("Damped least squares from the rest pose: spreads the bend over all joints like "
+                   "Blender's IK, respects stiffness, limits and orientation goals")
     kernel = staticmethod(kernel)
 
 

@@ -2,163 +2,119 @@
 
 Each iteration moves the joint *positions*: a backward pass from the tip (placed on the
 target) to the base, then a forward pass from the fixed base to the tip, each keeping every
-segment's length. Rotations are then recovered from the positions with the minimal rotation
-per bone on top of the previous pose, so each bone keeps its twist (:func:`recover_rotations`).
-Without joint limits the recovery is exact, so it runs once after the position iterations;
-with limits it runs (and clamps) every iteration and the next iteration starts from the
-clamped pose's real joints.
+segment's length. One kernel, vectorised over problems (a single solve is a batch of one).
+
+Start: the canonical start (:mod:`.base`, the rest pose, pole-turned) turned rigidly about the
+first head so that its head -> tip chord points at the target. The rest bend (and a pole's)
+then lies in the plane the passes work in, so knees and elbows keep bending the rest way and
+the bend is spread as in the rest pose.
+
+Rotations: :func:`.chain.pose_from_joints`, each bone's minimal swing from its rest direction
+in its new parent frame, measured from the rest pose: no twist.
+
+Limits, hinges and orientation goals: FABRIK's passes know nothing of them, so the FABRIK pose
+is clamped into the limits and, where a limit is active or an orientation goal is set, finished
+by damped least squares (:mod:`.dls`) from that pose (a documented fallback rather than the
+hinge projection of Aristidou & Lasenby 2011).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ChainError  # noqa: F401  (re-exported for callers' convenience)
-from .base import Solver, SolveSettings, bone_bounds, recover_rotations
-from .chain import Chain, _fk
+from .. import quat
+from .base import Solver, SolveSettings
+from .chain import Chain, _fk, pose_from_joints
+from .dls import kernel as dls_kernel
+from .limits import from_angles, limit_angles
 
-__all__ = ["FABRIK", "solve", "kernel"]
+__all__ = ["FABRIK", "solve", "kernel", "passes"]
 
 
-def _passes_scalar(p: np.ndarray, target: np.ndarray, seg: np.ndarray, count: int,
-                   tol: float = -1.0) -> int:
-    """Up to ``count`` passes for one problem with plain floats (numpy is slow on 3-vectors).
+def passes(p: np.ndarray, targets: np.ndarray, seg: np.ndarray, tol: float, max_iter: int) -> np.ndarray:
+    """FABRIK passes over many problems at once until each tip is within ``tol``.
 
-    Stops as soon as the tip is within ``tol`` of the target; returns the passes made.
-    ``p`` has shape (n+1, 3) and is updated in place.
+    Parameters
+    ----------
+    p : ndarray, shape (B, n+1, 3)
+        Joint positions (heads, then the tip), updated in place; ``p[:, 0]`` stays fixed.
+    targets : ndarray, shape (B, 3)
+    seg : ndarray, shape (n,)
+        Segment lengths, metres.
+    tol : float
+        Metres.
+    max_iter : int
+
+    Returns
+    -------
+    ndarray of int, shape (B,)
+        Passes made per problem.
     """
-    pts = p.tolist()
-    segs = seg.tolist()
-    n = len(segs)
-    tx, ty, tz = (float(v) for v in target)
-    bx, by, bz = pts[0]
-    made = 0
-    for _ in range(count):
-        made += 1
-        nx, ny, nz = tx, ty, tz
-        pts[n] = [nx, ny, nz]
-        for i in range(n - 1, -1, -1):
-            px, py, pz = pts[i]
-            dx, dy, dz = px - nx, py - ny, pz - nz
-            ln = (dx * dx + dy * dy + dz * dz) ** 0.5
-            if ln > 1e-12:
-                k = segs[i] / ln
-                nx, ny, nz = nx + dx * k, ny + dy * k, nz + dz * k
-            else:
-                nx, ny, nz = px, py, pz
-            pts[i] = [nx, ny, nz]
-        qx, qy, qz = bx, by, bz
-        pts[0] = [bx, by, bz]
-        for i in range(n):
-            px, py, pz = pts[i + 1]
-            dx, dy, dz = px - qx, py - qy, pz - qz
-            ln = (dx * dx + dy * dy + dz * dz) ** 0.5
-            if ln > 1e-12:
-                k = segs[i] / ln
-                qx, qy, qz = qx + dx * k, qy + dy * k, qz + dz * k
-            else:
-                qx, qy, qz = px, py, pz
-            pts[i + 1] = [qx, qy, qz]
-        ex, ey, ez = qx - tx, qy - ty, qz - tz
-        if (ex * ex + ey * ey + ez * ez) ** 0.5 <= tol:
-            break
-    p[:] = pts
-    return made
-
-
-def _passes(p: np.ndarray, targets: np.ndarray, seg: np.ndarray) -> None:
-    """One backward + forward pass on joint positions ``p (b, n+1, 3)``, in place."""
-    n = seg.shape[0]
-    if p.shape[0] == 1:
-        _passes_scalar(p[0], targets[0], seg, 1)
-        return
-    base = p[:, 0].copy()
-    nxt = targets
-    p[:, n] = nxt
-    for i in range(n - 1, -1, -1):
-        d = p[:, i] - nxt
-        ln = np.sqrt(np.einsum("bi,bi->b", d, d))
-        ok = ln > 1e-12
-        nxt = np.where(ok[:, None], nxt + d * (seg[i] / np.where(ok, ln, 1.0))[:, None], p[:, i])
-        p[:, i] = nxt
-    prev = base
-    p[:, 0] = base
-    for i in range(n):
-        d = p[:, i + 1] - prev
-        ln = np.sqrt(np.einsum("bi,bi->b", d, d))
-        ok = ln > 1e-12
-        prev = np.where(ok[:, None], prev + d * (seg[i] / np.where(ok, ln, 1.0))[:, None], p[:, i + 1])
-        p[:, i + 1] = prev
-
-
-def kernel(chain: Chain, q: np.ndarray, targets: np.ndarray, root_rot: np.ndarray,
-           root_pos: np.ndarray, settings: SolveSettings, max_iter: int) -> tuple[np.ndarray, np.ndarray]:
-    """FABRIK iterations for a batch; returns rotations (b, n, 4) and iterations (b,)."""
-    b = q.shape[0]
-    tol = settings.tolerance
-    seg = chain.segment_lengths
-    bounds = bone_bounds(chain)
-    pos, _ = _fk(chain, q, root_rot, root_pos)
+    b, n = p.shape[0], seg.shape[0]
     iters = np.zeros(b, dtype=np.int64)
-    err = np.linalg.norm(pos[:, -1] - targets, axis=1)
-    active = err > tol
-    if bounds is None and b == 1:
-        if not active[0] or max_iter <= 0:
-            return q, iters
-        p = pos[0].copy()
-        iters[0] = _passes_scalar(p, targets[0], seg, max_iter, tol)
-        qn, _ = recover_rotations(chain, q, p[None], root_rot, root_pos, None)
-        return qn, iters
-    if bounds is None:
-        p = pos.copy()
-        for _ in range(max_iter):
-            idx = np.nonzero(active)[0]
-            if idx.size == 0:
-                break
-            if idx.size == b:
-                _passes(p, targets, seg)
-                iters += 1
-                err = np.linalg.norm(p[:, -1] - targets, axis=1)
-            else:
-                sub = p[idx]
-                _passes(sub, targets[idx], seg)
-                p[idx] = sub
-                iters[idx] += 1
-                err[idx] = np.linalg.norm(sub[:, -1] - targets[idx], axis=1)
-            # Stop items that no longer improve (out of reach): they are already straight.
-            active = err > tol
-        moved = np.nonzero(iters > 0)[0]
-        if moved.size:
-            qn, _ = recover_rotations(chain, q[moved], p[moved], root_rot[moved], root_pos[moved], None)
-            q = q.copy()
-            q[moved] = qn
-        return q, iters
-    q = q.copy()
-    prev_err = np.full(b, np.inf)
+    pt = np.ascontiguousarray(p.transpose(1, 2, 0))          # (n+1, 3, B): each joint contiguous
+    tt = np.ascontiguousarray(targets.T)
+    idx = np.arange(b)
     for _ in range(max_iter):
-        idx = np.nonzero(active)[0]
+        e = pt[n][:, idx] - tt[:, idx]
+        act = np.einsum("ij,ij->j", e, e) > tol * tol
+        idx = idx[act]
         if idx.size == 0:
             break
-        p = pos[idx].copy()
-        _passes(p, targets[idx], seg)
-        qn, pn = recover_rotations(chain, q[idx], p, root_rot[idx], root_pos[idx], bounds)
-        q[idx] = qn
-        pos[idx] = pn
+        pa = pt[:, :, idx]
+        ta = tt[:, idx]
+        base = pa[0].copy()
         iters[idx] += 1
-        e = np.linalg.norm(pn[:, -1] - targets[idx], axis=1)
-        stalled = e > prev_err[idx] - 1e-12 * chain.reach
-        prev_err[idx] = e
-        err[idx] = e
-        active[idx] = (e > tol) & ~stalled
-    return q, iters
+        nxt = ta
+        pa[n] = nxt
+        for i in range(n - 1, -1, -1):
+            d = pa[i] - nxt
+            ln = np.sqrt(np.einsum("ij,ij->j", d, d))
+            d *= seg[i] / np.maximum(ln, 1e-300)  # coincident joints: d = 0 keeps the joint
+            d += nxt
+            pa[i] = d
+            nxt = d
+        nxt = base
+        pa[0] = base
+        for i in range(n):
+            d = pa[i + 1] - nxt
+            ln = np.sqrt(np.einsum("ij,ij->j", d, d))
+            d *= seg[i] / np.maximum(ln, 1e-300)
+            d += nxt
+            pa[i + 1] = d
+            nxt = d
+        pt[:, :, idx] = pa
+    p[:] = pt.transpose(2, 0, 1)
+    return iters
+
+
+def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: np.ndarray | None,
+           rotation_weight: float, root_rot: np.ndarray, root_pos: np.ndarray, settings: SolveSettings
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """FABRIK for a batch: coordinates (B, n, 3) from the canonical start -> coordinates, iterations."""
+    pos, _ = _fk(chain, from_angles(angles), root_rot, root_pos)
+    head = pos[:, 0]
+    turn = quat.between(pos[:, -1] - head, targets - head)
+    p = head[:, None] + quat.rotate(turn[:, None], pos - head[:, None])
+    iters = passes(p, targets, chain.segment_lengths, settings.tolerance, settings.max_iterations)
+    a = limit_angles(pose_from_joints(chain, p, root_rot, root_pos))
+    limited = chain.limits is not None and chain.limits.active
+    if limited:
+        lo, hi = chain.limits.bounds()
+        a = np.clip(a, lo, hi)
+    if limited or orientations is not None:
+        a, it = dls_kernel(chain, a, targets, orientations, rotation_weight, root_rot, root_pos, settings)
+        iters = iters + it
+    return a, iters
 
 
 class FABRIK(Solver):
-    """FABRIK solver (Aristidou & Lasenby 2011), rotations recovered with twist kept."""
+    """FABRIK (Aristidou & Lasenby 2011) from the rest pose, rotations with minimal swing."""
 
     name = "FABRIK"
     label = "FABRIK"
-    description = "Forward and backward reaching IK: fast, smooth, keeps each bone's twist"
+    description = ("Forward and backward reaching IK from the rest pose: fast, keeps the rest bend; "
+                   "limits and orientation finished by damped least squares")
     kernel = staticmethod(kernel)
 
 

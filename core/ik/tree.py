@@ -1,0 +1,209 @@
+"""Bone trees: the one forward-kinematics kernel, and the Jacobian of end effectors.
+
+A :class:`Tree` is a set of ``m`` bones, each attached either to another bone of the tree
+(``parents[k] >= 0``, listed before it) or to one of ``R`` root frames (``parents[k] == -1``,
+``root_of[k]`` says which). A serial :class:`.chain.Chain` is the tree ``parents = [-1, 0,
+..., n-2]`` with one root frame; chains that share bones (an arm and a finger, two legs off
+one hip) are one tree. With Blender's bone conventions (see :mod:`.chain`), the global frame of
+bone ``k`` is ``G_k = G_parent . T(rest_offsets[k]) . R(rest_rotations[k]) . R(q_k)``.
+
+Joint coordinates are the swing-twist angles of :func:`.limits.from_angles`, absolute from the
+rest pose: ``q_k = swing(a_k0, a_k2) * twist(a_k1)`` (twist about the bone's own +Y).
+:func:`jacobian` gives the exact derivative of end-effector positions (and orientations) with
+respect to them: with ``q = S T`` the body angular velocity is ``T^-1 J_r(s) ds + dt e_y``,
+where ``J_r`` is the right Jacobian of SO(3) (e.g. Sola, Deray & Atchuthan 2018, "A micro Lie
+theory for state estimation in robotics").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import quat
+from ..errors import ChainError
+
+__all__ = ["Tree", "fk", "jacobian", "angular_rates"]
+
+
+@dataclass(frozen=True)
+class Tree:
+    """An immutable bone tree with its limits and stiffness weights.
+
+    Attributes
+    ----------
+    parents : ndarray of int, shape (m,)
+        Parent bone index (< own index), or -1 for a bone attached to a root frame.
+    root_of : ndarray of int, shape (m,)
+        For ``parents == -1``: the index of its root frame (0 .. R-1); else -1.
+    rest_rotations, rest_offsets : ndarray, shapes (m, 4), (m, 3)
+        Rest frame and head of each bone in its parent's frame (or its root frame), metres.
+    lengths : ndarray, shape (m,)
+        Metres.
+    lower, upper : ndarray, shape (m, 3)
+        Bounds of the joint coordinates (swing x, twist y, swing z), radians; +-inf where
+        free, 0 where locked.
+    weights : ndarray, shape (m, 3)
+        ``1 - stiffness`` per coordinate, 0 where locked.
+    """
+
+    parents: np.ndarray
+    root_of: np.ndarray
+    rest_rotations: np.ndarray
+    rest_offsets: np.ndarray
+    lengths: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    weights: np.ndarray
+    n_roots: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        par = np.asarray(self.parents, dtype=np.int64)
+        m = par.shape[0]
+        if np.any(par >= np.arange(m)) or np.any(par < -1):
+            raise ChainError("tree: every bone's parent must come before it")
+        ro = np.asarray(self.root_of, dtype=np.int64)
+        if np.any((par == -1) != (ro >= 0)):
+            raise ChainError("tree: root frames must be given exactly for parentless bones")
+        object.__setattr__(self, "parents", par)
+        object.__setattr__(self, "root_of", ro)
+        object.__setattr__(self, "n_roots", int(ro.max()) + 1 if m else 0)
+
+    @property
+    def m(self) -> int:
+        """Number of bones."""
+        return int(self.parents.shape[0])
+
+    def tails(self) -> np.ndarray:
+        """Tail of each bone in its own frame, ``(0, length, 0)``, shape (m, 3)."""
+        t = np.zeros((self.m, 3))
+        t[:, 1] = self.lengths
+        return t
+
+    def ancestors(self, bones: np.ndarray) -> np.ndarray:
+        """Which bones move each of ``bones``: mask (len(bones), m), a bone included in its own row."""
+        bones = np.asarray(bones, dtype=np.int64)
+        mask = np.zeros((bones.shape[0], self.m), dtype=bool)
+        for e, k in enumerate(bones.tolist()):
+            while k >= 0:
+                mask[e, k] = True
+                k = int(self.parents[k])
+        return mask
+
+
+def fk(tree: Tree, q: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray
+       ) -> tuple[np.ndarray, np.ndarray]:
+    """Forward kinematics of a tree for a batch of poses.
+
+    Parameters
+    ----------
+    tree : Tree
+    q : ndarray, shape (B, m, 4)
+        Pose rotations (Blender's pose-bone quaternions).
+    root_rot, root_pos : ndarray, shapes (B, R, 4), (B, R, 3)
+        The root frames.
+
+    Returns
+    -------
+    heads : ndarray, shape (B, m, 3)
+        Metres.
+    glob : ndarray, shape (B, m, 4)
+        Global rotation of each bone's frame.
+    """
+    b, m = q.shape[0], tree.m
+    heads = np.empty((b, m, 3))
+    glob = np.empty((b, m, 4))
+    for k in range(m):
+        p = int(tree.parents[k])
+        if p < 0:
+            r = int(tree.root_of[k])
+            g, h = root_rot[:, r], root_pos[:, r]
+        else:
+            g, h = glob[:, p], heads[:, p]
+        heads[:, k] = h + quat.rotate(g, tree.rest_offsets[k])
+        glob[:, k] = quat.multiply(quat.multiply(g, tree.rest_rotations[k]), q[:, k])
+    return heads, glob
+
+
+def _skew(v: np.ndarray) -> np.ndarray:
+    """Cross-product matrices of ``v (..., 3)``, shape (..., 3, 3)."""
+    z = np.zeros(v.shape[:-1])
+    x, y, w = v[..., 0], v[..., 1], v[..., 2]
+    return np.stack((np.stack((z, -w, y), -1), np.stack((w, z, -x), -1), np.stack((-y, x, z), -1)), -2)
+
+
+def angular_rates(angles: np.ndarray) -> np.ndarray:
+    """Body angular velocity per unit rate of each joint coordinate.
+
+    Parameters
+    ----------
+    angles : ndarray, shape (..., 3)
+        Joint coordinates (swing x, twist y, swing z), radians.
+
+    Returns
+    -------
+    ndarray, shape (..., 3, 3)
+        Column ``j``: the angular velocity, in the bone's (posed) frame, of a unit rate of
+        coordinate ``j``.
+    """
+    s = np.stack((angles[..., 0], np.zeros_like(angles[..., 0]), angles[..., 2]), axis=-1)
+    th = np.sqrt(np.einsum("...i,...i->...", s, s))
+    small = th < 1e-4
+    ts = np.where(small, 1.0, th)
+    # J_r(s) = I - (1 - cos th)/th^2 [s]x + (th - sin th)/th^3 [s]x^2 (Taylor near 0).
+    c1 = np.where(small, 0.5 - th * th / 24.0, (1.0 - np.cos(th)) / (ts * ts))
+    c2 = np.where(small, 1.0 / 6.0 - th * th / 120.0, (th - np.sin(th)) / (ts * ts * ts))
+    k = _skew(s)
+    jr = np.eye(3) - c1[..., None, None] * k + c2[..., None, None] * (k @ k)
+    # Swing rates seen in the twisted frame: T^-1 J_r(s), T about +Y by angle t.
+    t = angles[..., 1]
+    c, sn = np.cos(t), np.sin(t)
+    z = np.zeros_like(t)
+    o = np.ones_like(t)
+    tinv = np.stack((np.stack((c, z, -sn), -1), np.stack((z, o, z), -1), np.stack((sn, z, c), -1)), -2)
+    out = tinv @ jr
+    out[..., :, 1] = 0.0
+    out[..., 1, 1] = 1.0
+    return out
+
+
+def jacobian(tree: Tree, angles: np.ndarray, heads: np.ndarray, glob: np.ndarray, points: np.ndarray,
+             eff_bones: np.ndarray, moves: np.ndarray, orient: np.ndarray) -> np.ndarray:
+    """Jacobian of end-effector positions (and orientations) w.r.t. the joint coordinates.
+
+    Parameters
+    ----------
+    tree : Tree
+    angles : ndarray, shape (B, m, 3)
+    heads, glob : ndarray, shapes (B, m, 3), (B, m, 4)
+        From :func:`fk`.
+    points : ndarray, shape (B, E, 3)
+        End-effector points (bone tails), metres.
+    eff_bones : ndarray of int, shape (E,)
+        The bone each effector sits on.
+    moves : ndarray of bool, shape (E, m)
+        :meth:`Tree.ancestors` of ``eff_bones``.
+    orient : ndarray of bool, shape (E,)
+        Effectors with orientation rows.
+
+    Returns
+    -------
+    ndarray, shape (B, 3E + 3 * orient.sum(), 3m)
+        Rows: each effector's position (metres per radian), then the orientation rows
+        (world angular velocity) of the effectors with ``orient``; columns: bone-major
+        coordinates (x, y, z).
+    """
+    b, m = angles.shape[0], tree.m
+    rates = angular_rates(angles)                              # (B, m, 3, 3) body
+    omega = quat.to_matrix(glob) @ rates                       # (B, m, 3 xyz, 3 coord)
+    omega = np.swapaxes(omega, -1, -2)                         # (B, m, 3 coord, 3 xyz)
+    rows = []
+    for e in range(eff_bones.shape[0]):
+        r = points[:, e][:, None] - heads                      # (B, m, 3)
+        col = np.cross(omega, r[:, :, None, :]) * moves[e][None, :, None, None]
+        rows.append(col.reshape(b, 3 * m, 3).transpose(0, 2, 1))
+    for e in np.nonzero(orient)[0].tolist():
+        col = omega * moves[e][None, :, None, None]
+        rows.append(col.reshape(b, 3 * m, 3).transpose(0, 2, 1))
+    return np.concatenate(rows, axis=1)
