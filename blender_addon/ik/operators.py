@@ -18,6 +18,7 @@ from bpy.props import IntProperty
 
 from ..bakejob import BakeJob, BakeOperator
 from ..core import SinewError
+from ..core.ik import group as core_group
 from ..core.ik.bake import iter_bake
 from .pose import compose, rotation_error, tip_positions
 from .read import ChainInput, read_chains
@@ -112,18 +113,9 @@ class IKBakeJob(BakeJob):
         own = {b for i in group for b in self.inputs[i].bones}
         if len(group) == 1:
             ci = self.inputs[group[0]]
-            extra: dict = {}
-            if ci.poles is not None and ci.pole_angle:
-                extra["pole_angle"] = ci.pole_angle
-            if ci.orientations is not None and ci.rotation_weight > 0.0:
-                extra.update(orientations=ci.orientations, rotation_weight=ci.rotation_weight)
             return iter_bake(ci.chain, ci.targets, ci.solver, ci.settings, max_step_angle=ci.max_step_angle,
-                             poles=ci.poles, roots=self._roots(ci, own), chunk=32, **extra)
-        try:
-            from ..core.ik import group as core_group
-        except ImportError:
-            raise SinewError("chains " + ", ".join(f"'{self.inputs[i].tip}'" for i in group)
-                             + " share bones; this build cannot solve shared chains jointly") from None
+                             poles=ci.poles, pole_angle=ci.pole_angle, orientations=ci.orientations,
+                             rotation_weight=ci.rotation_weight, roots=self._roots(ci, own), chunk=32)
         members = []
         for i in group:
             ci = self.inputs[i]
@@ -161,7 +153,8 @@ class IKBakeJob(BakeJob):
         for i, res in zip(group, per_member):
             ci = self.inputs[i]
             tips = tip_positions(mats[ci.tip], float(ci.chain.lengths[-1]))
-            errors = np.linalg.norm(tips - ci.targets, axis=1)
+            # In world space, where the user measures (the armature object may be scaled).
+            errors = np.linalg.norm(np.einsum("fij,fj->fi", ci.arm_world[:, :3, :3], tips - ci.targets), axis=1)
             rot_err = None
             if ci.orientations is not None:
                 rot_err = rotation_error(mats[ci.tip], ci.orientations)

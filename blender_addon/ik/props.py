@@ -11,7 +11,7 @@ import math
 import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
 
-from ..core.ik import SOLVERS
+from ..core.ik import DEFAULT_SOLVER, SOLVERS
 
 SOLVER_ITEMS = [(key, cls.label, cls.description) for key, cls in SOLVERS.items()]
 
@@ -38,7 +38,7 @@ class SINEW_PG_ik_chain(bpy.types.PropertyGroup):
         name="Chain Length", default=0, min=0, soft_max=64,
         description="Bones in the chain counting the tip; 0 = up to the root (as Blender's IK constraint)")
     solver: EnumProperty(  # type: ignore[valid-type]
-        name="Solver", items=SOLVER_ITEMS, default="FABRIK", description="The IK solver")
+        name="Solver", items=SOLVER_ITEMS, default=DEFAULT_SOLVER, description="The IK solver")
     target_mode: EnumProperty(  # type: ignore[valid-type]
         name="Target Mode", items=TARGET_MODE_ITEMS, default="OBJECT", description="Where the target comes from")
     target: PointerProperty(  # type: ignore[valid-type]

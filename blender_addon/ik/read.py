@@ -91,9 +91,10 @@ def _limits(bones: list[bpy.types.PoseBone]) -> JointLimits | None:
     use = np.array([[pb.use_ik_limit_x, pb.use_ik_limit_y, pb.use_ik_limit_z] for pb in bones], dtype=bool)
     lo = np.array([[pb.ik_min_x, pb.ik_min_y, pb.ik_min_z] for pb in bones], dtype=np.float64)
     hi = np.array([[pb.ik_max_x, pb.ik_max_y, pb.ik_max_z] for pb in bones], dtype=np.float64)
-    if not (lock.any() or use.any()):
+    stiff = np.array([[pb.ik_stiffness_x, pb.ik_stiffness_y, pb.ik_stiffness_z] for pb in bones], dtype=np.float64)
+    if not (lock.any() or use.any() or stiff.any()):
         return None
-    return JointLimits(lock, use, lo, hi)
+    return JointLimits(lock, use, lo, hi, stiffness=stiff if stiff.any() else None)
 
 
 # --------------------------------------------------------------------------- per-frame transforms
