@@ -127,3 +127,53 @@ def evaluate(rig: bpy.types.Object, frames, bones: list[str]) -> dict[str, np.nd
         for b in bones:
             out[b].append(np.array(ev.pose.bones[b].matrix))
     return {b: np.array(v) for b, v in out.items()}
+
+
+def pole_angles(rig: bpy.types.Object, limbs: dict | None = None) -> dict[str, float]:
+    """Per limb tip, the ``pole_angle`` (Blender's meaning) that aims the rest pose's bend at the pole.
+
+    Blender turns the chain about the root-head -> target axis until the root bone's
+    ``x cos(a) + z sin(a)`` direction, projected across that axis, points at the pole. At rest
+    the bend direction is the middle joint's offset from that axis; ``a`` is its angle in the
+    root bone's X-Z plane.
+    """
+    limbs = LIMBS if limbs is None else limbs
+    out = {}
+    for tip, (_c, n, *_rest) in limbs.items():
+        bones = [rig.data.bones[tip]]
+        while len(bones) < n:
+            bones.append(bones[-1].parent)
+        root, mid = bones[-1], bones[-2]
+        head, end = np.array(root.head_local), np.array(bones[0].tail_local)
+        u = (end - head) / np.linalg.norm(end - head)
+        d = np.array(mid.head_local) - head
+        d -= np.dot(d, u) * u
+        m = np.array(root.matrix_local)[:3, :3]
+        out[tip] = math.atan2(float(d @ m[:, 2]), float(d @ m[:, 0]))
+    return out
+
+
+def add_constraints(rig: bpy.types.Object, controls: dict[str, str], angles: dict[str, float],
+                    limbs: dict | None = None, rotation: bool = False, iterations: int = 500) -> None:
+    """Blender's own IK constraints with the same targets, poles and pole angles as the Sinew chains."""
+    limbs = LIMBS if limbs is None else limbs
+    for tip, ctrl in controls.items():
+        con = rig.pose.bones[tip].constraints.new("IK")
+        con.target, con.subtarget, con.iterations = rig, ctrl, iterations
+        con.chain_count = limbs[tip][1] if tip in limbs else SPINE[2]
+        if tip in limbs:
+            con.pole_target, con.pole_subtarget, con.pole_angle = rig, limbs[tip][4], angles[tip]
+        if rotation and tip.startswith("hand"):
+            con.use_rotation = True
+
+
+def nla_bake(rig: bpy.types.Object, frames: int) -> None:
+    """Blender's own IK baked to keys: ``nla.bake`` with visual keying, constraints cleared."""
+    for ob in bpy.context.view_layer.objects:
+        ob.select_set(False)
+    rig.select_set(True)
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="POSE")
+    bpy.ops.nla.bake(frame_start=1, frame_end=frames, only_selected=False, visual_keying=True,
+                     clear_constraints=True, bake_types={"POSE"})
+    bpy.ops.object.mode_set(mode="OBJECT")

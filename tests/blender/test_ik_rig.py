@@ -172,3 +172,89 @@ def test_panels_show_bone_pickers(rig, scene, addon):
     assert searched == {"target_bone", "pole_bone"}
     props = {d[1] for d in drawn if d[0] == "prop"}
     assert {"target", "pole_target", "pole_angle", "use_rotation", "rotation_weight"} <= props
+
+
+def _angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Angles (degrees) between rows of two (F, 3) arrays of vectors."""
+    cos = np.sum(a * b, axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
+
+
+def _rotation_angle(ma: np.ndarray, mb: np.ndarray) -> np.ndarray:
+    """Angles (degrees) between the rotations of two (F, 4, 4) stacks of pose matrices."""
+    ra = ma[:, :3, :3] / np.linalg.norm(ma[:, :3, :3], axis=1, keepdims=True)
+    rb = mb[:, :3, :3] / np.linalg.norm(mb[:, :3, :3], axis=1, keepdims=True)
+    r = np.einsum("fji,fjk->fik", ra, rb)
+    return np.degrees(np.arccos(np.clip(0.5 * (np.trace(r, axis1=1, axis2=2) - 1.0), -1.0, 1.0)))
+
+
+def test_limbs_bend_as_blenders_ik_constraint_with_the_same_poles(rig, scene):
+    """Elbows and knees against Blender's own IK (same bone targets, bone poles, pole angles),
+    baked with nla.bake + visual keying in the same scene."""
+    controls = M.add_controls(rig, F, spine=False)
+    angles = M.pole_angles(rig)
+    other = M.add_metarig()
+    M.add_controls(other, F, spine=False)
+    M.enable_chains(rig, controls)
+    for tip, a in angles.items():
+        rig.pose.bones[tip].sinew_ik.pole_angle = a
+    M.add_constraints(other, controls, angles)
+    bpy.context.view_layer.objects.active = rig
+    assert bpy.ops.sinew.bake_ik() == {"FINISHED"}
+    M.nla_bake(other, F)
+    joints = {"hand.L": ("upper_arm.L", "forearm.L"), "hand.R": ("upper_arm.R", "forearm.R"),
+              "shin.L": ("thigh.L", "shin.L"), "shin.R": ("thigh.R", "shin.R")}
+    names = sorted({b for pair in joints.values() for b in pair} | set(controls) | set(controls.values()))
+    ours, blender = M.evaluate(rig, FRAMES, names), M.evaluate(other, FRAMES, names)
+    for tip, (root, mid) in joints.items():
+        err = np.linalg.norm(_tips(rig, ours, tip) - ours[controls[tip]][:, :3, 3], axis=1)
+        assert err.max() < 1e-4, (tip, err.max())
+        # The elbow / knee: direction from the chain's root to the middle joint.
+        ours_dir = ours[mid][:, :3, 3] - ours[root][:, :3, 3]
+        theirs_dir = blender[mid][:, :3, 3] - blender[root][:, :3, 3]
+        assert _angle(ours_dir, theirs_dir).max() < 2.0, (tip, _angle(ours_dir, theirs_dir).max())
+        # Closed target loops: the last frame's pose is the first one's.
+        for bone in (root, mid):
+            assert _rotation_angle(ours[bone][:1], ours[bone][-1:])[0] < 1.0, bone
+
+
+def test_full_rig_hands_follow_control_rotation_loops_close(rig, scene):
+    """Four limbs (hands with use_rotation) and the spine, one call; the arms hang below the spine."""
+    controls = M.add_controls(rig, F)
+    angles = M.pole_angles(rig)
+    M.enable_chains(rig, controls, rotation=True)
+    for tip, a in angles.items():
+        rig.pose.bones[tip].sinew_ik.pole_angle = a
+    bpy.context.view_layer.objects.active = rig
+    assert bpy.ops.sinew.bake_ik() == {"FINISHED"}
+    assert "rotation error" in rig.sinew_report.summary
+    chain_bones = [b for tip in controls for b in
+                   [p.name for p in (rig.pose.bones[tip], *rig.pose.bones[tip].parent_recursive)]
+                   [:(M.LIMBS[tip][1] if tip in M.LIMBS else M.SPINE[2])]]
+    ev = M.evaluate(rig, FRAMES, sorted(set(chain_bones) | set(controls.values())))
+    for tip, ctrl in controls.items():
+        err = np.linalg.norm(_tips(rig, ev, tip) - ev[ctrl][:, :3, 3], axis=1)
+        assert err.max() < 1e-4, (tip, err.max())
+        assert rig.pose.bones[tip].sinew_ik.last_error_max == pytest.approx(err.max(), abs=1e-6), tip
+        if tip.startswith("hand"):
+            assert _rotation_angle(ev[tip], ev[ctrl]).max() < 2.0, tip
+    for bone in chain_bones:
+        assert _rotation_angle(ev[bone][:1], ev[bone][-1:])[0] < 1.0, bone
+
+
+def test_chains_sharing_spine_bones_are_solved_jointly(rig, scene):
+    """Both arms run down into the spine (spine.003 and spine.002 shared): both hands reach."""
+    limbs = {"hand.L": ("hand_ik.L", 6, (-0.3, -0.25, 0.1), 0.05, None, None),
+             "hand.R": ("hand_ik.R", 6, (0.25, -0.3, -0.05), 0.05, None, None)}
+    controls = M.add_controls(rig, F, limbs=limbs, spine=False)
+    M.enable_chains(rig, controls, limbs=limbs, poles=False)
+    bpy.context.view_layer.objects.active = rig
+    assert bpy.ops.sinew.bake_ik() == {"FINISHED"}
+    assert "1 group(s) of chains sharing bones solved jointly" in rig.sinew_report.summary
+    ev = M.evaluate(rig, FRAMES, list(controls) + list(controls.values()) + ["spine.003"])
+    for tip, ctrl in controls.items():
+        err = np.linalg.norm(_tips(rig, ev, tip) - ev[ctrl][:, :3, 3], axis=1)
+        assert err.max() < 1e-4, (tip, err.max())
+        assert rig.pose.bones[tip].sinew_ik.last_error_max == pytest.approx(err.max(), abs=1e-6), tip
+    rest = np.array(rig.data.bones["spine.003"].matrix_local)[None]
+    assert _rotation_angle(ev["spine.003"], rest).max() > 2.0  # the shared bones took part
