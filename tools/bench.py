@@ -31,6 +31,8 @@ SECTIONS = [
     ("IK in core: 10-bone chain, 1,000 frames", "bench.ik_core"),
     ("IK: Sinew core against ikpy (same chains and targets)", "bench.ikpy_compare"),
     ("IK bake: Sinew against Blender's IK constraint + nla.bake (same rig, same target)", "bench.ik_blender"),
+    ("IK rig: Rigify metarig, four limbs + spine with bone targets and poles, against Blender's IK + nla.bake",
+     "bench.ik_rig"),
     ("Springs in core: hanging grids, two top corners pinned", "bench.springs_core"),
     ("Spring bake: Sinew FAST against Blender's Cloth modifier (64² grid)", "bench.springs_blender"),
     ("Keyframe writing", "bench.keys"),

@@ -54,7 +54,7 @@ class SINEW_PG_ik_chain(bpy.types.PropertyGroup):
         name="Max Iterations", default=50, min=1, soft_max=1000, max=100000,
         description="Largest number of solver iterations per frame")
     tolerance: FloatProperty(  # type: ignore[valid-type]
-        name="Tolerance", default=1e-5, min=0.0, soft_max=0.01, precision=6, step=0.001,
+        name="Tolerance", default=1e-6, min=0.0, soft_max=0.01, precision=7, step=0.0001,
         subtype="DISTANCE", unit="LENGTH",
         description="Stop iterating when the tip is this close to the target")
     max_step_angle: FloatProperty(  # type: ignore[valid-type]

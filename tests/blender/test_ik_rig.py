@@ -12,7 +12,7 @@ import bpy
 import numpy as np
 import pytest
 
-from . import metarig as M
+from bench import metarig as M
 from .scene_snapshot import snapshot
 
 F = 24

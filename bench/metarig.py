@@ -1,4 +1,4 @@
-"""Blender's own Rigify human metarig with IK controls, for the rig tests and the rig benchmark.
+"""Blender's own Rigify human metarig with IK controls, for the rig benchmark and the rig tests.
 
 The bundled ``rigify`` add-on is enabled and its human metarig added. Control bones are added
 the way Rigify's generated rig has them: parented to a ``root`` bone, never to the chains they
@@ -15,7 +15,7 @@ import bpy
 import numpy as np
 from mathutils import Vector
 
-ADDON_MODULE = "bl_ext.user_default.sinew"
+from bench import ADDON_MODULE
 
 # tip bone -> (control, chain length, offset of the loop's centre from the tip's rest tail
 # (armature space, metres), loop radius, pole bone and its offset from the middle joint)
