@@ -92,7 +92,7 @@ def add_controls(rig: bpy.types.Object, frames: int, limbs: dict | None = None, 
     compat = importlib.import_module(ADDON_MODULE + ".compat")
     compat.ensure_action(rig, "RigAction")
     f = np.arange(1, frames + 1, dtype=np.float64)
-    for k, (tip, ctrl, _n, _off, radius, _p, _po) in enumerate(items):
+    for k, (_tip, ctrl, _n, _off, radius, _p, _po) in enumerate(items):
         rest = np.array(rig.data.bones[ctrl].matrix_local)[:3, :3]
         local = _loop(frames, radius, 0.7 * k) @ rest  # armature-space offsets in the bone's rest frame
         path = f'pose.bones["{ctrl}"].location'

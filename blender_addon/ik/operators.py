@@ -144,7 +144,7 @@ class IKBakeJob(BakeJob):
                 parents[b] = ci.bones[k - 1] if k else ci.parent
                 rest[b] = ci.rest[b]
             roots = self._roots(ci, own)
-            if ci.parent is not None and ci.parent not in own:
+            if ci.parent is not None and ci.parent not in own and roots is not None:
                 outside[ci.parent] = roots
         order = sorted(own, key=lambda b: self.depth[b])
         mats = compose(order, rest, parents, rotations, outside, len(self.frames))
@@ -257,7 +257,7 @@ class SINEW_OT_bake_ik(BakeOperator, bpy.types.Operator):
 
 
 class SINEW_OT_import_ik_constraint(bpy.types.Operator):
-    """Fill Sinew IK settings from this bone's Blender IK constraint (target and pole with their bones, pole angle, chain length, tail, rotation, weights, iterations) and enable the chain"""
+    """Fill Sinew IK from this bone's IK constraint (target and pole bones, pole angle, tail, rotation) and enable it"""
 
     bl_idname = "sinew.import_ik_constraint"
     bl_label = "Import IK Constraint"

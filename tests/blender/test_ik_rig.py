@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from bench import metarig as M
+
 from .scene_snapshot import snapshot
 
 F = 24
