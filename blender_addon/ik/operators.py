@@ -269,7 +269,10 @@ class SINEW_OT_import_ik_constraint(bpy.types.Operator):
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         pb = context.active_pose_bone
-        con = next((c for c in pb.constraints if c.type == "IK"), None)
+        # The active one first: Rigify's limbs carry two IK constraints (without and with a
+        # pole) and a driver mutes one of them.
+        iks = [c for c in pb.constraints if c.type == "IK"]
+        con = next((c for c in iks if not c.mute and c.influence > 0.0), iks[0] if iks else None)
         if con is None:
             self.report({"ERROR"}, f"bone '{pb.name}' has no IK constraint")
             return {"CANCELLED"}

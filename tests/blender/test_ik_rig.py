@@ -124,6 +124,8 @@ def test_import_rigify_style_constraint_in_one_click(rig, scene, capfd):
     controls = M.add_controls(rig, F, spine=False)
     # Rigify's generated rig: an IK constraint on the forearm/shin with a bone target and a
     # bone pole, pole_angle -90 degrees; the hand keeps its own constraint chain.
+    off = rig.pose.bones["shin.L"].constraints.new("IK")  # Rigify's pole switch: the other one, muted
+    off.target, off.subtarget, off.mute = rig, controls["shin.L"], True
     con = rig.pose.bones["shin.L"].constraints.new("IK")
     con.target, con.subtarget, con.chain_count = rig, controls["shin.L"], 2
     con.pole_target, con.pole_subtarget, con.pole_angle = rig, "knee_pole.L", -math.pi / 2
