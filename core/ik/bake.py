@@ -153,6 +153,9 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
     if step > 0.0:
         limited = _cap_steps(rot, start, step)
         if limited.size:
+            bounds = bone_bounds(chain)
+            if bounds is not None:  # a slerp between poses within the limits may leave them
+                rot[limited] = clamp_bounds_all(rot[limited], bounds)
             pos, _ = _fk(chain, rot[limited], rr[limited], rp[limited])
             errs[limited] = np.linalg.norm(pos[:, -1] - t[limited], axis=1)
     # Sign continuity along frames (and with the start pose): flip where the running product

@@ -46,6 +46,18 @@ _MAX_JOINT_STEP = 0.5
 _REST_PULL = 0.05
 
 
+def _in_range(a: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Coordinates (B, 3m) rewritten for the same rotations with each swing angle at most pi and
+    twists in [-pi, pi] (the range :func:`.limits.limit_angles` reads back), then clipped again."""
+    b = a.shape[0]
+    v = a.reshape(b, -1, 3)
+    sw = np.sqrt(v[..., 0] ** 2 + v[..., 2] ** 2)
+    k = np.where(sw > np.pi, 1.0 - 2.0 * np.pi / np.maximum(sw, 1e-300), 1.0)  # theta -> theta - 2 pi
+    tw = v[..., 1] - 2.0 * np.pi * np.round(v[..., 1] / (2.0 * np.pi))
+    v = np.stack((v[..., 0] * k, tw, v[..., 2] * k), axis=-1)
+    return np.clip(v.reshape(b, -1), lo, hi)
+
+
 def effector_state(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray,
                    eff_bones: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """FK of the coordinates: heads (B, m, 3), globals (B, m, 4), effector tails (B, E, 3) and rotations (B, E, 4)."""
@@ -115,6 +127,7 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
     rtol = tol / scale
     e_max = max(scale / max(m, 1), 1e-9)
     lam_min, lam_max = 1e-9 * scale, 1e3 * scale
+    ridge = (1e-7 * scale) ** 2  # keeps the system regular when every column is pressed or locked
 
     a = angles.reshape(b, 3 * m).copy()
     _, _, pts, rots = effector_state(tree, a.reshape(b, m, 3), root_rot, root_pos, eff_bones)
@@ -161,7 +174,7 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
         for _pass in range(2):
             jw = jac * wk[:, None, :]
             z = -(_REST_PULL * fade)[:, None] * ak * (wk > 0)
-            amat = jw @ jw.transpose(0, 2, 1) + (ls ** 2)[:, None, None] * np.eye(jw.shape[1])
+            amat = jw @ jw.transpose(0, 2, 1) + (ls ** 2 + ridge)[:, None, None] * np.eye(jw.shape[1])
             rhs = e - np.einsum("brc,bc->br", jw, z)
             y = np.linalg.solve(amat, rhs[..., None])[..., 0]
             dth = wk * (np.einsum("brc,br->bc", jw, y) + z)
@@ -174,7 +187,7 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
             wk = np.where(pressed, 0.0, wk)
         mx = np.max(np.linalg.norm(dth.reshape(k, m, 3), axis=2), axis=1)
         dth *= np.minimum(1.0, _MAX_JOINT_STEP / np.maximum(mx, 1e-300))[:, None]
-        at = np.clip(ak + dth, lo, hi)
+        at = _in_range(np.clip(ak + dth, lo, hi), lo, hi)
         _, _, pt, rt = effector_state(tree, at.reshape(k, m, 3), rr, rp, eff_bones)
         ept, ert = goal_errors(pt, rt, targets[idx], None if orientations is None else orientations[idx], orient)
         ct = cost_of(ept, ert)
