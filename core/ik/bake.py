@@ -33,7 +33,7 @@ ProgressFn = Callable[[int, int], bool | None]
 #: Accepted for compatibility; every strategy bakes the same way (frames are independent).
 STRATEGIES = ("auto", "sequential", "batched")
 #: Fewest frames solved per vectorised call (a smaller ``chunk`` still reports per block).
-_MIN_BLOCK = 256
+_MIN_BLOCK = 2048
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
     roots : RootTransform or ndarray, optional
         Root frame per frame (shapes (F, 4)/(F, 3), or (F, 4, 4)) or one for all frames.
     chunk : int
-        Frames per progress report (solved in vectorised blocks of at least 256 frames).
+        Frames per progress report (solved in vectorised blocks of at least 2,048 frames).
     strategy : {'auto', 'sequential', 'batched'}
         Accepted for compatibility; all give the same result.
 

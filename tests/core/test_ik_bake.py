@@ -113,18 +113,18 @@ def test_progress_cancel_and_generator():
     c = straight(3)
     tg = circle(50)
     seen = []
-    # Frames are solved in vectorised blocks of max(chunk, 256) frames, one report per block.
-    long = circle(600)
-    res = bake_chain(c, long, "FABRIK", SolveSettings(), progress=lambda d, t: seen.append((d, t)), chunk=300)
-    assert seen == [(300, 600), (600, 600)] and res.rotations.shape[0] == 600
+    # Frames are solved in vectorised blocks of max(chunk, 2048) frames, one report per block.
+    long = circle(4500)
+    res = bake_chain(c, long, "DLS", SolveSettings(), progress=lambda d, t: seen.append((d, t)), chunk=3000)
+    assert seen == [(3000, 4500), (4500, 4500)] and res.rotations.shape[0] == 4500
     seen = []
-    bake_chain(c, long, "FABRIK", SolveSettings(), progress=lambda d, t: seen.append((d, t)), chunk=16)
-    assert seen == [(256, 600), (512, 600), (600, 600)]
+    bake_chain(c, long, "DLS", SolveSettings(), progress=lambda d, t: seen.append((d, t)), chunk=16)
+    assert seen == [(2048, 4500), (4096, 4500), (4500, 4500)]
     with pytest.raises(BakeCancelled):
         bake_chain(c, tg, "FABRIK", SolveSettings(), progress=lambda d, t: d < 20, chunk=10)
     gen = iter_bake(c, long, "DLS", SolveSettings(), chunk=7)
     first = next(gen)
-    assert isinstance(first, BakeProgress) and first.done == 256 and first.result is None
+    assert isinstance(first, BakeProgress) and first.done == 2048 and first.result is None
     gen.close()
     last = list(iter_bake(c, tg, "CCD", SolveSettings(), chunk=100))[-1]
     assert last.result is not None and last.done == 50
