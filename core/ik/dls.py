@@ -125,7 +125,7 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
     wflat = w.reshape(-1)
     lo, hi = tree.lower.reshape(-1), tree.upper.reshape(-1)
     rtol = tol / scale
-    e_max = max(scale / 3.0, 1e-9)
+    e_max = max(scale / 1.5, 1e-9)
     bounded = bool(np.any(np.isfinite(lo) & (wflat > 0)) or np.any(np.isfinite(hi) & (wflat > 0)))
     wrap = True  # coordinates are kept in the range limit_angles reads back
     lam_min, lam_max = 1e-9 * scale, 1e3 * scale
@@ -151,7 +151,7 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
     ep, er = goal_errors(pts, rots, targets, orientations, orient)
     cost = cost_of(ep, er)
     active = ~done_of(ep, er)
-    lam = np.full(b, 0.01 * scale)
+    lam = np.full(b, 0.003 * scale)
     iters = np.zeros(b, dtype=np.int64)
     if not np.any(wflat > 0):
         return a.reshape(b, m, 3), iters
@@ -217,7 +217,7 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
         newcost = np.where(ok, ct, cost[sel])
         gain = (cost[sel] - newcost) <= 1e-12 * np.maximum(cost[sel], 1e-300)
         cost[sel] = newcost
-        lam[sel] = np.where(act, np.clip(np.where(ok, ls * 0.3, ls * 4.0), lam_min, lam_max), ls)
+        lam[sel] = np.where(act, np.clip(np.where(ok, ls * 0.2, ls * 4.0), lam_min, lam_max), ls)
         iters[sel] += act
         done = np.where(ok, done_of(ept, ert), False)
         stalled = ((~ok) & (lam[sel] >= lam_max)) | (ok & (gain | small))

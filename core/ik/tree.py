@@ -118,8 +118,10 @@ def fk(tree: Tree, q: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray
     pc = np.ascontiguousarray(np.moveaxis(root_pos, 0, -1))
     heads = np.empty((m, 3, b))
     glob = np.empty((m, 4, b))
-    rests = tree.rest_rotations[:, :, None]
-    offs = tree.rest_offsets[:, :, None]
+    # Right-multiplying by the constant rest rotation is a 4x4 linear map of the components.
+    w, x, y, z = tree.rest_rotations.T
+    right = np.stack((np.stack((w, -x, -y, -z), -1), np.stack((x, w, z, -y), -1),
+                      np.stack((y, -z, w, x), -1), np.stack((z, y, -x, w), -1)), -1)  # (m, 4, 4)
     for k in range(m):
         p = int(tree.parents[k])
         if p < 0:
@@ -127,9 +129,32 @@ def fk(tree: Tree, q: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray
             g, h = rc[r], pc[r]
         else:
             g, h = glob[p], heads[p]
-        heads[k] = h + quat.rotate(g, offs[k], axis=0)
-        glob[k] = quat.multiply(quat.multiply(g, rests[k], axis=0), qc[k], axis=0)
+        heads[k] = h + _rotate_const(g, tree.rest_offsets[k])
+        glob[k] = quat.multiply(right[k].T @ g, qc[k], axis=0)
     return heads.transpose(2, 0, 1), glob.transpose(2, 0, 1)
+
+
+def _rotate_const(g: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Rotate the constant vector ``v (3,)`` by components-first quaternions ``g (4, B)`` -> (3, B).
+
+    The rotation matrix's columns for the non-zero components of ``v`` only (a connected
+    bone's offset is ``(0, length, 0)``: one column).
+    """
+    w, x, y, z = g
+    out = np.zeros((3,) + g.shape[1:])
+    if v[0] != 0.0:
+        out[0] += v[0] * (1.0 - 2.0 * (y * y + z * z))
+        out[1] += v[0] * 2.0 * (x * y + w * z)
+        out[2] += v[0] * 2.0 * (x * z - w * y)
+    if v[1] != 0.0:
+        out[0] += v[1] * 2.0 * (x * y - w * z)
+        out[1] += v[1] * (1.0 - 2.0 * (x * x + z * z))
+        out[2] += v[1] * 2.0 * (y * z + w * x)
+    if v[2] != 0.0:
+        out[0] += v[2] * 2.0 * (x * z + w * y)
+        out[1] += v[2] * 2.0 * (y * z - w * x)
+        out[2] += v[2] * (1.0 - 2.0 * (x * x + y * y))
+    return out
 
 
 def angular_rates(angles: np.ndarray) -> np.ndarray:
