@@ -33,7 +33,7 @@ ProgressFn = Callable[[int, int], bool | None]
 #: Accepted for compatibility; every strategy bakes the same way (frames are independent).
 STRATEGIES = ("auto", "sequential", "batched")
 #: Fewest frames solved per vectorised call (a smaller ``chunk`` still reports per block).
-_MIN_BLOCK = 256
+_MIN_BLOCK = 2048
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
     roots : RootTransform or ndarray, optional
         Root frame per frame (shapes (F, 4)/(F, 3), or (F, 4, 4)) or one for all frames.
     chunk : int
-        Frames per progress report (solved in vectorised blocks of at least 256 frames).
+        Frames per progress report (solved in vectorised blocks of at least 2,048 frames).
     strategy : {'auto', 'sequential', 'batched'}
         Accepted for compatibility; all give the same result.
 
@@ -153,6 +153,9 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
     if step > 0.0:
         limited = _cap_steps(rot, start, step)
         if limited.size:
+            bounds = bone_bounds(chain)
+            if bounds is not None:  # a slerp between poses within the limits may leave them
+                rot[limited] = clamp_bounds_all(rot[limited], bounds)
             pos, _ = _fk(chain, rot[limited], rr[limited], rp[limited])
             errs[limited] = np.linalg.norm(pos[:, -1] - t[limited], axis=1)
     # Sign continuity along frames (and with the start pose): flip where the running product

@@ -9,9 +9,12 @@ minimal rotation that points its head -> tip vector at the target; here that tur
 * applied as a change of the bone's swing coordinates only (:mod:`.limits`: its twist stays
   what it was, 0 from the rest pose), scaled by ``1 - stiffness`` and clamped into the limits,
 
-and carries the rest of the chain rigidly with it. One kernel, vectorised over problems.
-Orientation goals, and limited chains that CCD leaves short of the target, are finished by
-damped least squares (:mod:`.dls`) from the CCD pose.
+and carries the rest of the chain rigidly with it. The start is FABRIK's (:mod:`.fabrik`: the
+canonical start turned toward the target and bent on an arc), so the bend starts spread and on
+the rest side; on chains with an IK stiffness, the canonical start itself, so the weights decide
+which joints bend. One kernel, vectorised over problems.
+Orientation goals and limited chains are finished by damped least squares (:mod:`.dls`) from
+the CCD pose (which changes nothing where CCD has already met the goal).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import numpy as np
 
 from .. import quat
 from .base import Solver, SolveSettings
-from .chain import Chain, _fk
+from .chain import Chain, _fk, pose_from_joints
 from .dls import kernel as dls_kernel
 from .limits import from_angles, limit_angles
 
@@ -43,12 +46,21 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
         lo, hi, w = np.full((n, 3), -np.inf), np.full((n, 3), np.inf), np.ones((n, 3))
     w = w.copy()
     w[:, 1] = 0.0  # swing only
-    a = np.clip(angles, lo, hi)
+    # Start: FABRIK's (the canonical start turned toward the target, bent on an arc), so the
+    # bend is spread and on the rest side before the first visit.
+    # With a stiffness the start stays the rest pose, so the weights decide who bends.
+    from .fabrik import start_joints
+    if np.all(w[:, [0, 2]] >= 1.0):
+        a = limit_angles(pose_from_joints(chain, start_joints(chain, angles, targets, root_rot, root_pos),
+                                          root_rot, root_pos))
+        a[..., 1] = angles[..., 1]
+    else:
+        a = angles.copy()
+    a = np.clip(a, lo, hi)
     iters = np.zeros(b, dtype=np.int64)
     pos, glob = _fk(chain, from_angles(a), root_rot, root_pos)
     err = np.linalg.norm(pos[:, -1] - targets, axis=1)
     active = err > tol
-    prev = np.full(b, np.inf)
     for _ in range(settings.max_iterations):
         idx = np.nonzero(active)[0]
         if idx.size == 0:
@@ -74,16 +86,16 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
         a[idx], pos[idx], glob[idx] = ak, pk, gk
         iters[idx] += 1
         e = np.linalg.norm(pk[:, n] - tk, axis=1)
-        stalled = e > prev[idx] - 1e-12 * chain.reach
-        prev[idx] = e
+        # Only convergence ends the sweeps early: a stall test would make the pose depend on
+        # where round-off tips it (the pose must be a function of the target).
         err[idx] = e
-        active[idx] = (e > tol) & ~stalled
+        active[idx] = e > tol
     limited = chain.limits is not None and chain.limits.active
     polish = np.zeros(b, dtype=bool)
     if orientations is not None:
         polish[:] = True
     elif limited:
-        polish = err > tol
+        polish[:] = True
     if np.any(polish):
         idx = np.nonzero(polish)[0]
         ap, it = dls_kernel(chain, a[idx], targets[idx], None if orientations is None else orientations[idx],

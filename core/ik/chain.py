@@ -257,7 +257,8 @@ def pose_from_joints(chain: Chain, joints: np.ndarray, root_rot: np.ndarray, roo
     From the root outwards, bone ``i``'s rotation is the shortest arc taking its rest segment
     (head to next head, in its rest frame under its already posed parent) onto the direction
     from its head to ``joints[i+1]``. For a connected bone the segment is its own +Y axis, so
-    the rotation is a pure swing: no twist. A zero desired direction keeps the rest rotation.
+    the rotation is a pure swing: no twist. A zero desired direction keeps the rest rotation; a
+    direction opposite to the rest one is a half turn about the bone's X axis.
 
     Parameters
     ----------
@@ -279,7 +280,9 @@ def pose_from_joints(chain: Chain, joints: np.ndarray, root_rot: np.ndarray, roo
         h = h + quat.rotate(g, chain.rest_offsets[i])
         par = quat.multiply(g, chain.rest_rotations[i])
         d = quat.rotate(quat.conjugate(par), joints[:, i + 1] - h)
-        q[:, i] = quat.between(chain.segments[i], d) if chain.segment_lengths[i] > 0 else quat.identity(())
+        # A half turn (antiparallel) is taken about the bone's X axis, the canonical curl's.
+        q[:, i] = (quat.between(chain.segments[i], d, fallback_axis=np.array([1.0, 0.0, 0.0]))
+                   if chain.segment_lengths[i] > 0 else quat.identity(()))
         g = quat.multiply(par, q[:, i])
     return q
 

@@ -46,6 +46,18 @@ _MAX_JOINT_STEP = 0.5
 _REST_PULL = 0.05
 
 
+def _in_range(a: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Coordinates (B, 3m) rewritten for the same rotations with each swing angle at most pi and
+    twists in [-pi, pi] (the range :func:`.limits.limit_angles` reads back), then clipped again."""
+    b = a.shape[0]
+    v = a.reshape(b, -1, 3)
+    sw = np.sqrt(v[..., 0] ** 2 + v[..., 2] ** 2)
+    k = np.where(sw > np.pi, 1.0 - 2.0 * np.pi / np.maximum(sw, 1e-300), 1.0)  # theta -> theta - 2 pi
+    tw = v[..., 1] - 2.0 * np.pi * np.round(v[..., 1] / (2.0 * np.pi))
+    v = np.stack((v[..., 0] * k, tw, v[..., 2] * k), axis=-1)
+    return np.clip(v.reshape(b, -1), lo, hi)
+
+
 def effector_state(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray,
                    eff_bones: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """FK of the coordinates: heads (B, m, 3), globals (B, m, 4), effector tails (B, E, 3) and rotations (B, E, 4)."""
@@ -113,11 +125,14 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
     wflat = w.reshape(-1)
     lo, hi = tree.lower.reshape(-1), tree.upper.reshape(-1)
     rtol = tol / scale
-    e_max = max(scale / max(m, 1), 1e-9)
+    e_max = max(scale / 1.5, 1e-9)
+    bounded = bool(np.any(np.isfinite(lo) & (wflat > 0)) or np.any(np.isfinite(hi) & (wflat > 0)))
+    wrap = True  # coordinates are kept in the range limit_angles reads back
     lam_min, lam_max = 1e-9 * scale, 1e3 * scale
+    ridge = (1e-7 * scale) ** 2  # keeps the system regular when every column is pressed or locked
 
     a = angles.reshape(b, 3 * m).copy()
-    _, _, pts, rots = effector_state(tree, a.reshape(b, m, 3), root_rot, root_pos, eff_bones)
+    heads, glob, pts, rots = effector_state(tree, a.reshape(b, m, 3), root_rot, root_pos, eff_bones)
 
     rw3 = rw.reshape(-1, 3)[None]
 
@@ -136,35 +151,50 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
     ep, er = goal_errors(pts, rots, targets, orientations, orient)
     cost = cost_of(ep, er)
     active = ~done_of(ep, er)
-    lam = np.full(b, 0.01 * scale)
+    lam = np.full(b, 0.003 * scale)
     iters = np.zeros(b, dtype=np.int64)
     if not np.any(wflat > 0):
         return a.reshape(b, m, 3), iters
+    eye = np.eye(3 * e_count + rw.size)
+    # The working set: every problem while most are active (cheaper than gathering), then the
+    # active ones only. ``sel`` indexes the full arrays; the cache holds the FK of ``a``.
+    sel = np.arange(b)
+    cache = (heads, glob, pts, rots)
+    tg = targets
+    ori = orientations
+    rr, rp = root_rot, root_pos
     for _ in range(max_iter):
-        idx = np.nonzero(active)[0]
-        if idx.size == 0:
+        act = active[sel]
+        if not np.any(act):
             break
-        k = idx.size
-        ak, ls = a[idx], lam[idx]
-        rr, rp = root_rot[idx], root_pos[idx]
-        heads, glob, pk, rk = effector_state(tree, ak.reshape(k, m, 3), rr, rp, eff_bones)
-        epk, erk = goal_errors(pk, rk, targets[idx], None if orientations is None else orientations[idx], orient)
+        if np.count_nonzero(act) < 0.5 * sel.size:
+            sel = sel[act]
+            cache = tuple(c[act] for c in cache)
+            tg, rr, rp = targets[sel], root_rot[sel], root_pos[sel]
+            ori = None if orientations is None else orientations[sel]
+            act = act[act]
+        k = sel.size
+        ak, ls = a[sel], lam[sel]
+        hk, gk, pk, rk = cache
+        epk, erk = goal_errors(pk, rk, tg, ori, orient)
         en = np.linalg.norm(epk, axis=2, keepdims=True)
         epc = epk * np.minimum(1.0, e_max / np.maximum(en, 1e-300))
         e = np.concatenate((epc.reshape(k, 3 * e_count), (erk.reshape(k, -1) * rw[None])), axis=1)
         # The pull fades with the error, so it shapes the approach but not the convergence.
-        fade = np.minimum(1.0, np.sqrt(cost[idx]) / e_max)
-        jac = jacobian(tree, ak.reshape(k, m, 3), heads, glob, pk, eff_bones, moves, orient)
+        fade = np.minimum(1.0, np.sqrt(cost[sel]) / e_max)
+        jac = jacobian(tree, ak.reshape(k, m, 3), hk, gk, pk, eff_bones, moves, orient, wflat > 0)
         if rw.size:
             jac[:, 3 * e_count:] *= rw[None, :, None]
-        wk = np.broadcast_to(wflat, (k, 3 * m)).copy()
+        wk = np.broadcast_to(wflat, (k, 3 * m))
         for _pass in range(2):
             jw = jac * wk[:, None, :]
             z = -(_REST_PULL * fade)[:, None] * ak * (wk > 0)
-            amat = jw @ jw.transpose(0, 2, 1) + (ls ** 2)[:, None, None] * np.eye(jw.shape[1])
+            amat = np.einsum("brc,bsc->brs", jw, jw) + (ls ** 2 + ridge)[:, None, None] * eye
             rhs = e - np.einsum("brc,bc->br", jw, z)
             y = np.linalg.solve(amat, rhs[..., None])[..., 0]
             dth = wk * (np.einsum("brc,br->bc", jw, y) + z)
+            if not bounded:
+                break
             # Coordinates pressed against a bound drop out and the step is solved again.
             trial = ak + dth
             pressed = ((trial < lo - 1e-12) & (ak <= lo + 1e-9)) | ((trial > hi + 1e-12) & (ak >= hi - 1e-9))
@@ -174,21 +204,24 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
             wk = np.where(pressed, 0.0, wk)
         mx = np.max(np.linalg.norm(dth.reshape(k, m, 3), axis=2), axis=1)
         dth *= np.minimum(1.0, _MAX_JOINT_STEP / np.maximum(mx, 1e-300))[:, None]
-        at = np.clip(ak + dth, lo, hi)
-        _, _, pt, rt = effector_state(tree, at.reshape(k, m, 3), rr, rp, eff_bones)
-        ept, ert = goal_errors(pt, rt, targets[idx], None if orientations is None else orientations[idx], orient)
+        at = ak + dth
+        if bounded or wrap:
+            at = _in_range(np.clip(at, lo, hi), lo, hi)
+        trial = effector_state(tree, at.reshape(k, m, 3), rr, rp, eff_bones)
+        ept, ert = goal_errors(trial[2], trial[3], tg, ori, orient)
         ct = cost_of(ept, ert)
-        ok = ct < cost[idx]
+        ok = (ct < cost[sel]) & act
         small = np.max(np.abs(at - ak), axis=1) < 1e-10
-        a[idx] = np.where(ok[:, None], at, ak)
-        newcost = np.where(ok, ct, cost[idx])
-        gain = (cost[idx] - newcost) <= 1e-12 * np.maximum(cost[idx], 1e-300)
-        cost[idx] = newcost
-        lam[idx] = np.clip(np.where(ok, ls * 0.3, ls * 4.0), lam_min, lam_max)
-        iters[idx] += 1
+        a[sel] = np.where(ok[:, None], at, ak)
+        cache = tuple(np.where(ok.reshape((k,) + (1,) * (c.ndim - 1)), t, c) for t, c in zip(trial, cache))
+        newcost = np.where(ok, ct, cost[sel])
+        gain = (cost[sel] - newcost) <= 1e-12 * np.maximum(cost[sel], 1e-300)
+        cost[sel] = newcost
+        lam[sel] = np.where(act, np.clip(np.where(ok, ls * 0.2, ls * 4.0), lam_min, lam_max), ls)
+        iters[sel] += act
         done = np.where(ok, done_of(ept, ert), False)
-        stalled = ((~ok) & (lam[idx] >= lam_max)) | (ok & (gain | small))
-        active[idx] = ~done & ~stalled
+        stalled = ((~ok) & (lam[sel] >= lam_max)) | (ok & (gain | small))
+        active[sel] = act & ~done & ~stalled
     return a.reshape(b, m, 3), iters
 
 

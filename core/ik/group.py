@@ -32,7 +32,7 @@ from .tree import Tree
 __all__ = ["GroupMember", "GroupProgress", "GroupResult", "iter_bake_group", "bake_group", "groups_of"]
 
 #: Fewest frames solved per vectorised call.
-_MIN_BLOCK = 256
+_MIN_BLOCK = 2048
 
 
 @dataclass(frozen=True)

@@ -136,12 +136,20 @@ def from_angles(a: np.ndarray) -> np.ndarray:
         Unit quaternions.
     """
     a = np.asarray(a, dtype=np.float64)
-    sw = quat.from_rotvec(np.stack((a[..., 0], np.zeros_like(a[..., 0]), a[..., 2]), axis=-1))
-    half = 0.5 * a[..., 1]
-    c, s = np.cos(half), np.sin(half)
-    # swing * twist with twist = (c, 0, s, 0): the Hamilton product written out.
-    w, x, y, z = sw[..., 0], sw[..., 1], sw[..., 2], sw[..., 3]
-    return np.stack((w * c - y * s, x * c - z * s, w * s + y * c, z * c + x * s), axis=-1)
+    sx, t, sz = a[..., 0], a[..., 1], a[..., 2]
+    th = np.sqrt(sx * sx + sz * sz)
+    small = th < 1e-6
+    # sin(th/2)/th, with its Taylor series near zero.
+    k = np.where(small, 0.5 - th * th / 48.0, np.sin(0.5 * th) / np.where(small, 1.0, th))
+    w, x, z = np.cos(0.5 * th), k * sx, k * sz
+    out = np.empty(a.shape[:-1] + (4,))
+    if not np.any(t):
+        out[..., 0], out[..., 1], out[..., 2], out[..., 3] = w, x, 0.0, z
+        return out
+    c, s = np.cos(0.5 * t), np.sin(0.5 * t)
+    # swing (w, x, 0, z) * twist (c, 0, s, 0), the Hamilton product written out.
+    out[..., 0], out[..., 1], out[..., 2], out[..., 3] = w * c, x * c - z * s, w * s, z * c + x * s
+    return out
 
 
 def clamp(q: np.ndarray, limits: JointLimits | None) -> np.ndarray:

@@ -112,25 +112,49 @@ def fk(tree: Tree, q: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray
         Global rotation of each bone's frame.
     """
     b, m = q.shape[0], tree.m
-    heads = np.empty((b, m, 3))
-    glob = np.empty((b, m, 4))
+    # Components-first layout: each bone's (4, B) / (3, B) block is contiguous.
+    qc = np.ascontiguousarray(q.transpose(1, 2, 0))
+    rc = np.ascontiguousarray(np.moveaxis(root_rot, 0, -1))
+    pc = np.ascontiguousarray(np.moveaxis(root_pos, 0, -1))
+    heads = np.empty((m, 3, b))
+    glob = np.empty((m, 4, b))
+    # Right-multiplying by the constant rest rotation is a 4x4 linear map of the components.
+    w, x, y, z = tree.rest_rotations.T
+    right = np.stack((np.stack((w, -x, -y, -z), -1), np.stack((x, w, z, -y), -1),
+                      np.stack((y, -z, w, x), -1), np.stack((z, y, -x, w), -1)), -1)  # (m, 4, 4)
     for k in range(m):
         p = int(tree.parents[k])
         if p < 0:
             r = int(tree.root_of[k])
-            g, h = root_rot[:, r], root_pos[:, r]
+            g, h = rc[r], pc[r]
         else:
-            g, h = glob[:, p], heads[:, p]
-        heads[:, k] = h + quat.rotate(g, tree.rest_offsets[k])
-        glob[:, k] = quat.multiply(quat.multiply(g, tree.rest_rotations[k]), q[:, k])
-    return heads, glob
+            g, h = glob[p], heads[p]
+        heads[k] = h + _rotate_const(g, tree.rest_offsets[k])
+        glob[k] = quat.multiply(right[k].T @ g, qc[k], axis=0)
+    return heads.transpose(2, 0, 1), glob.transpose(2, 0, 1)
 
 
-def _skew(v: np.ndarray) -> np.ndarray:
-    """Cross-product matrices of ``v (..., 3)``, shape (..., 3, 3)."""
-    z = np.zeros(v.shape[:-1])
-    x, y, w = v[..., 0], v[..., 1], v[..., 2]
-    return np.stack((np.stack((z, -w, y), -1), np.stack((w, z, -x), -1), np.stack((-y, x, z), -1)), -2)
+def _rotate_const(g: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Rotate the constant vector ``v (3,)`` by components-first quaternions ``g (4, B)`` -> (3, B).
+
+    The rotation matrix's columns for the non-zero components of ``v`` only (a connected
+    bone's offset is ``(0, length, 0)``: one column).
+    """
+    w, x, y, z = g
+    out = np.zeros((3,) + g.shape[1:])
+    if v[0] != 0.0:
+        out[0] += v[0] * (1.0 - 2.0 * (y * y + z * z))
+        out[1] += v[0] * 2.0 * (x * y + w * z)
+        out[2] += v[0] * 2.0 * (x * z - w * y)
+    if v[1] != 0.0:
+        out[0] += v[1] * 2.0 * (x * y - w * z)
+        out[1] += v[1] * (1.0 - 2.0 * (x * x + z * z))
+        out[2] += v[1] * 2.0 * (y * z + w * x)
+    if v[2] != 0.0:
+        out[0] += v[2] * 2.0 * (x * z + w * y)
+        out[1] += v[2] * 2.0 * (y * z - w * x)
+        out[2] += v[2] * (1.0 - 2.0 * (x * x + y * y))
+    return out
 
 
 def angular_rates(angles: np.ndarray) -> np.ndarray:
@@ -145,31 +169,36 @@ def angular_rates(angles: np.ndarray) -> np.ndarray:
     -------
     ndarray, shape (..., 3, 3)
         Column ``j``: the angular velocity, in the bone's (posed) frame, of a unit rate of
-        coordinate ``j``.
+        coordinate ``j``: ``T^-1 J_r(s) e_x``, ``e_y``, ``T^-1 J_r(s) e_z`` with the swing
+        ``s = (x, 0, z)``, ``J_r(s) = I - (1 - cos th)/th^2 [s]x + (th - sin th)/th^3 [s]x^2``
+        and ``T`` the twist about +Y.
     """
-    s = np.stack((angles[..., 0], np.zeros_like(angles[..., 0]), angles[..., 2]), axis=-1)
-    th = np.sqrt(np.einsum("...i,...i->...", s, s))
+    sx, t, sz = angles[..., 0], angles[..., 1], angles[..., 2]
+    th2 = sx * sx + sz * sz
+    th = np.sqrt(th2)
     small = th < 1e-4
     ts = np.where(small, 1.0, th)
-    # J_r(s) = I - (1 - cos th)/th^2 [s]x + (th - sin th)/th^3 [s]x^2 (Taylor near 0).
-    c1 = np.where(small, 0.5 - th * th / 24.0, (1.0 - np.cos(th)) / (ts * ts))
-    c2 = np.where(small, 1.0 / 6.0 - th * th / 120.0, (th - np.sin(th)) / (ts * ts * ts))
-    k = _skew(s)
-    jr = np.eye(3) - c1[..., None, None] * k + c2[..., None, None] * (k @ k)
-    # Swing rates seen in the twisted frame: T^-1 J_r(s), T about +Y by angle t.
-    t = angles[..., 1]
-    c, sn = np.cos(t), np.sin(t)
-    z = np.zeros_like(t)
-    o = np.ones_like(t)
-    tinv = np.stack((np.stack((c, z, -sn), -1), np.stack((z, o, z), -1), np.stack((sn, z, c), -1)), -2)
-    out = tinv @ jr
-    out[..., :, 1] = 0.0
+    inv2 = 1.0 / (ts * ts)
+    c1 = np.where(small, 0.5 - th2 / 24.0, (1.0 - np.cos(th)) * inv2)
+    c2 = np.where(small, 1.0 / 6.0 - th2 / 120.0, (th - np.sin(th)) * inv2 / ts)
+    # Columns x and z of J_r(s) ([s]x^2 = s s^T - th^2 I).
+    c2xz = c2 * sx * sz
+    x0, x1, x2 = 1.0 - c2 * sz * sz, -c1 * sz, c2xz
+    z0, z1, z2 = c2xz, c1 * sx, 1.0 - c2 * sx * sx
+    out = np.zeros(angles.shape[:-1] + (3, 3))
+    if np.any(t):
+        ct, st = np.cos(t), np.sin(t)
+        x0, x2 = ct * x0 - st * x2, st * x0 + ct * x2
+        z0, z2 = ct * z0 - st * z2, st * z0 + ct * z2
+    out[..., 0, 0], out[..., 1, 0], out[..., 2, 0] = x0, x1, x2
     out[..., 1, 1] = 1.0
+    out[..., 0, 2], out[..., 1, 2], out[..., 2, 2] = z0, z1, z2
     return out
 
 
 def jacobian(tree: Tree, angles: np.ndarray, heads: np.ndarray, glob: np.ndarray, points: np.ndarray,
-             eff_bones: np.ndarray, moves: np.ndarray, orient: np.ndarray) -> np.ndarray:
+             eff_bones: np.ndarray, moves: np.ndarray, orient: np.ndarray, used: np.ndarray | None = None
+             ) -> np.ndarray:
     """Jacobian of end-effector positions (and orientations) w.r.t. the joint coordinates.
 
     Parameters
@@ -186,6 +215,8 @@ def jacobian(tree: Tree, angles: np.ndarray, heads: np.ndarray, glob: np.ndarray
         :meth:`Tree.ancestors` of ``eff_bones``.
     orient : ndarray of bool, shape (E,)
         Effectors with orientation rows.
+    used : ndarray of bool, shape (3m,), optional
+        Columns wanted; the others are left 0 (not computed).
 
     Returns
     -------
@@ -195,15 +226,22 @@ def jacobian(tree: Tree, angles: np.ndarray, heads: np.ndarray, glob: np.ndarray
         coordinates (x, y, z).
     """
     b, m = angles.shape[0], tree.m
-    rates = angular_rates(angles)                              # (B, m, 3, 3) body
-    omega = quat.to_matrix(glob) @ rates                       # (B, m, 3 xyz, 3 coord)
-    omega = np.swapaxes(omega, -1, -2)                         # (B, m, 3 coord, 3 xyz)
-    rows = []
-    for e in range(eff_bones.shape[0]):
-        r = points[:, e][:, None] - heads                      # (B, m, 3)
-        col = np.cross(omega, r[:, :, None, :]) * moves[e][None, :, None, None]
-        rows.append(col.reshape(b, 3 * m, 3).transpose(0, 2, 1))
-    for e in np.nonzero(orient)[0].tolist():
-        col = omega * moves[e][None, :, None, None]
-        rows.append(col.reshape(b, 3 * m, 3).transpose(0, 2, 1))
-    return np.concatenate(rows, axis=1)
+    use = np.ones((m, 3), dtype=bool) if used is None else used.reshape(m, 3)
+    use = use & np.any(moves, axis=0)[:, None]
+    bones = np.nonzero(use.any(axis=1))[0]
+    coords = np.nonzero(use[bones].any(axis=0))[0]            # e.g. (0, 2): swing only
+    rates = angular_rates(angles[:, bones])                   # (B, k, 3 body, 3 coord)
+    gk = glob[:, bones]
+    n_rows = 3 * eff_bones.shape[0] + 3 * int(np.count_nonzero(orient))
+    out = np.zeros((b, n_rows, m, 3))
+    for j in coords.tolist():
+        omega = quat.rotate(gk, rates[..., j])                # (B, k, 3): world angular velocity
+        for e in range(eff_bones.shape[0]):
+            r = points[:, e][:, None] - heads[:, bones]       # (B, k, 3)
+            col = quat.cross(omega, r) * moves[e][bones][None, :, None]
+            out[:, 3 * e:3 * e + 3, bones, j] = col.transpose(0, 2, 1)
+        row = 3 * eff_bones.shape[0]
+        for e in np.nonzero(orient)[0].tolist():
+            out[:, row:row + 3, bones, j] = (omega * moves[e][bones][None, :, None]).transpose(0, 2, 1)
+            row += 3
+    return out.reshape(b, n_rows, 3 * m)
