@@ -326,7 +326,7 @@ def test_cancelled_job_leaves_scene_as_before(ik, scene):
     follower.constraints.new("COPY_LOCATION").target = leader  # forces frame stepping while reading
     rig_.enable_chain(rig, "B2", target=follower, trace=True)
     rig.pose.bones["B1"].rotation_quaternion = (0.9, 0.1, 0.2, 0.0)
-    job = ops.IKBakeJob(bpy.context, rig, 1, 600)  # core solves blocks of >= 256 frames per step
+    job = ops.IKBakeJob(bpy.context, rig, 1, 2100)  # core solves blocks of 2,048 frames per step
     assert not job.step()
     job.cancel()
     job.restore_view(bpy.context)
