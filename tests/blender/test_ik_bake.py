@@ -8,6 +8,7 @@ import addon_utils
 import bpy
 import numpy as np
 import pytest
+from mathutils import Vector
 
 from . import ik_rig as rig_
 from .conftest import ADDON_MODULE
@@ -401,3 +402,42 @@ def test_properties_and_unregister(ik):
         assert not hasattr(bpy.ops.sinew, "bake_ik") or "bake_ik" not in dir(bpy.ops.sinew)
         addon_utils.enable(ADDON_MODULE, default_set=True)
         assert hasattr(bpy.types.PoseBone, "sinew_ik")
+
+
+def test_object_target_rotation_followed_in_a_rotated_scaled_armature(ik, scene):
+    """use_rotation with an object target: FK(IK(x)) = x for goals made by posing the chain."""
+    rig = rig_.make_chain(n=4, location=(0.3, -0.2, 0.1), scale=(1.3, 1.3, 1.3))
+    rig.rotation_euler = (0.3, -0.2, 0.5)
+    goal = bpy.data.objects.new("Goal", None)
+    scene.collection.objects.link(goal)
+    goal.rotation_mode = "QUATERNION"
+    rng = np.random.default_rng(7)
+    bones = [rig.pose.bones[f"B{i}"] for i in range(4)]
+    for f in FRAMES:  # a reachable position + orientation: the tip of a posed chain
+        t = 2 * math.pi * (f - 1) / 47
+        for i, pb in enumerate(bones):
+            axis = np.array([math.cos(t + i), 0.4, math.sin(t + 2 * i)]) + 0.1 * rng.standard_normal(3)
+            angle = 0.35 + 0.1 * math.sin(t)
+            axis /= np.linalg.norm(axis)
+            pb.rotation_quaternion = (math.cos(angle / 2), *(math.sin(angle / 2) * axis))
+        bpy.context.view_layer.update()
+        tip = rig.matrix_world @ bones[-1].matrix
+        goal.location = tip @ Vector((0.0, bones[-1].length, 0.0))
+        goal.rotation_quaternion = tip.to_quaternion()
+        goal.keyframe_insert("location", frame=f)
+        goal.keyframe_insert("rotation_quaternion", frame=f)
+    for pb in bones:
+        pb.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+    rig_.enable_chain(rig, "B3", target=goal, use_rotation=True, rotation_weight=1.0, max_iterations=200)
+    rig_.activate(rig)
+    assert _bake() == {"FINISHED"}
+    assert _errors(scene, rig, "B3", goal).max() < 1e-4
+    worst = 0.0
+    for f in FRAMES:
+        scene.frame_set(f)
+        dg = bpy.context.evaluated_depsgraph_get()
+        ev = rig.evaluated_get(dg)
+        ours = (ev.matrix_world @ ev.pose.bones["B3"].matrix).to_quaternion()
+        theirs = goal.evaluated_get(dg).matrix_world.to_quaternion()
+        worst = max(worst, math.degrees(ours.rotation_difference(theirs).angle))
+    assert worst < 1.0, worst
