@@ -119,6 +119,9 @@ class IKBakeJob(BakeJob):
         members = []
         for i in group:
             ci = self.inputs[i]
+            if ci.poles is not None:
+                self.warnings.append(f"chain of '{ci.tip}': its pole is not used, because it shares bones with "
+                                     "other chains and they are solved together (as Blender's IK does)")
             members.append(core_group.GroupMember(
                 chain=ci.chain, bones=tuple(ci.bones), parent=ci.parent, targets=ci.targets, solver=ci.solver,
                 settings=ci.settings, max_step_angle=ci.max_step_angle, poles=ci.poles, pole_angle=ci.pole_angle,
@@ -183,6 +186,7 @@ class IKBakeJob(BakeJob):
             self._gen = None
         self.rotations, self.posed, self.chain_stats = {}, {}, {}
         self._finished = 0
+        self.warnings = []
 
     # -- writing ---------------------------------------------------------------------------
     def commit(self, context: bpy.types.Context) -> str:

@@ -251,9 +251,12 @@ def test_chains_sharing_spine_bones_are_solved_jointly(rig, scene):
              "hand.R": ("hand_ik.R", 6, (0.25, -0.3, -0.05), 0.05, None, None)}
     controls = M.add_controls(rig, F, limbs=limbs, spine=False)
     M.enable_chains(rig, controls, limbs=limbs, poles=False)
+    s = rig.pose.bones["hand.L"].sinew_ik
+    s.pole_target, s.pole_bone = rig, "root"
     bpy.context.view_layer.objects.active = rig
     assert bpy.ops.sinew.bake_ik() == {"FINISHED"}
     assert "1 group(s) of chains sharing bones solved jointly" in rig.sinew_report.summary
+    assert "chain of 'hand.L': its pole is not used" in rig.sinew_report.warnings
     ev = M.evaluate(rig, FRAMES, list(controls) + list(controls.values()) + ["spine.003"])
     for tip, ctrl in controls.items():
         err = np.linalg.norm(_tips(rig, ev, tip) - ev[ctrl][:, :3, 3], axis=1)
