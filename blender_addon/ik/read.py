@@ -522,6 +522,9 @@ def read_chains(context: bpy.types.Context, arm: bpy.types.Object, frames: np.nd
         if parent is not None:
             bone_keys.append((arm.name, parent))
             if parent in moving:
+                # The parent follows a baked bone: it is placed on that bone's result with the
+                # offset it had before the bake (exact for parenting; for a parent that follows
+                # through a constraint, as if the constraint held that offset rigidly).
                 anchor = moving[parent]
                 bone_keys.append((arm.name, anchor))
         geometry.append((tip, bones, chain, parent, target, pole, anchor))
