@@ -90,18 +90,9 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
         # where round-off tips it (the pose must be a function of the target).
         err[idx] = e
         active[idx] = e > tol
-    limited = chain.limits is not None and chain.limits.active
-    polish = np.zeros(b, dtype=bool)
-    if orientations is not None:
-        polish[:] = True
-    elif limited:
-        polish[:] = True
-    if np.any(polish):
-        idx = np.nonzero(polish)[0]
-        ap, it = dls_kernel(chain, a[idx], targets[idx], None if orientations is None else orientations[idx],
-                            rotation_weight, root_rot[idx], root_pos[idx], settings)
-        a[idx] = ap
-        iters[idx] += it
+    if orientations is not None or (chain.limits is not None and chain.limits.active):
+        a, it = dls_kernel(chain, a, targets, orientations, rotation_weight, root_rot, root_pos, settings)
+        iters += it
     return a, iters
 
 

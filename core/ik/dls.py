@@ -127,7 +127,6 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
     rtol = tol / scale
     e_max = max(scale / 1.5, 1e-9)
     bounded = bool(np.any(np.isfinite(lo) & (wflat > 0)) or np.any(np.isfinite(hi) & (wflat > 0)))
-    wrap = True  # coordinates are kept in the range limit_angles reads back
     lam_min, lam_max = 1e-9 * scale, 1e3 * scale
     ridge = (1e-7 * scale) ** 2  # keeps the system regular when every column is pressed or locked
 
@@ -204,9 +203,7 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
             wk = np.where(pressed, 0.0, wk)
         mx = np.max(np.linalg.norm(dth.reshape(k, m, 3), axis=2), axis=1)
         dth *= np.minimum(1.0, _MAX_JOINT_STEP / np.maximum(mx, 1e-300))[:, None]
-        at = ak + dth
-        if bounded or wrap:
-            at = _in_range(np.clip(at, lo, hi), lo, hi)
+        at = _in_range(np.clip(ak + dth, lo, hi), lo, hi)
         trial = effector_state(tree, at.reshape(k, m, 3), rr, rp, eff_bones)
         ept, ert = goal_errors(trial[2], trial[3], tg, ori, orient)
         ct = cost_of(ept, ert)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import quat
-from ..errors import BakeCancelled, ChainError
-from .bake import BakeResult, _cap_steps, iter_bake
+from ..errors import ChainError
+from .bake import BakeResult, _cap_steps, iter_bake, run_to_end
 from .base import SolveSettings
 from .chain import Chain, RootLike, _root_arrays
 from .dls import effector_state, solve_tree
@@ -300,6 +300,7 @@ def iter_bake_group(members: list[GroupMember], *, chunk: int = 64) -> Iterator[
     frames = _check(members)
     total = frames * len(members)
     groups = groups_of(members)
+    yield GroupProgress(0, total)
     rotations: dict[str, np.ndarray] = {}
     results: list = [None] * len(members)
     done = 0
@@ -351,13 +352,4 @@ def bake_group(members: list[GroupMember], *, progress: Callable[[int, int], boo
     ChainError
         On invalid input.
     """
-    gen = iter_bake_group(members, chunk=chunk)
-    try:
-        for p in gen:
-            if progress is not None and progress(p.done, p.total) is False:
-                raise BakeCancelled(f"IK bake cancelled after {p.done} of {p.total} frames")
-            if p.result is not None:
-                return p.result
-    finally:
-        gen.close()
-    raise AssertionError("iter_bake_group ended without a result")  # pragma: no cover
+    return run_to_end(iter_bake_group(members, chunk=chunk), progress)
