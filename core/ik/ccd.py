@@ -25,6 +25,7 @@ from .. import quat
 from .base import Solver, SolveSettings
 from .chain import Chain, _fk, pose_from_joints
 from .dls import kernel as dls_kernel
+from .fabrik import start_joints
 from .limits import from_angles, limit_angles
 
 __all__ = ["CCD", "solve", "kernel"]
@@ -49,7 +50,6 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
     # Start: FABRIK's (the canonical start turned toward the target, bent on an arc), so the
     # bend is spread and on the rest side before the first visit.
     # With a stiffness the start stays the rest pose, so the weights decide who bends.
-    from .fabrik import start_joints
     if np.all(w[:, [0, 2]] >= 1.0):
         a = limit_angles(pose_from_joints(chain, start_joints(chain, angles, targets, root_rot, root_pos),
                                           root_rot, root_pos))

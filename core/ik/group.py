@@ -26,7 +26,7 @@ from .bake import BakeResult, _cap_steps, iter_bake, run_to_end
 from .base import SolveSettings
 from .chain import Chain, RootLike, _root_arrays
 from .dls import effector_state, solve_tree
-from .limits import from_angles
+from .limits import from_angles, limit_angles
 from .tree import Tree
 
 __all__ = ["GroupMember", "GroupProgress", "GroupResult", "iter_bake_group", "bake_group", "groups_of"]
@@ -265,7 +265,6 @@ def _solve_shared(members: list[GroupMember], frames: int, chunk: int) -> Iterat
     # Sign continuity along frames, from the rest pose.
     d = np.einsum("fbi,fbi->fb", q, np.concatenate((quat.identity((1, tree.m)), q[:-1]), axis=0))
     q *= np.cumprod(np.where(d < 0, -1.0, 1.0), axis=0)[..., None]
-    from .limits import limit_angles
     _, _, pts, _ = effector_state(tree, limit_angles(q), root_rot, root_pos, eff)
     errs = np.linalg.norm(pts - targets, axis=2)
     results = []

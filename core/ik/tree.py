@@ -141,20 +141,16 @@ def _rotate_const(g: np.ndarray, v: np.ndarray) -> np.ndarray:
     bone's offset is ``(0, length, 0)``: one column).
     """
     w, x, y, z = g
-    out = np.zeros((3,) + g.shape[1:])
+    cols = []
     if v[0] != 0.0:
-        out[0] += v[0] * (1.0 - 2.0 * (y * y + z * z))
-        out[1] += v[0] * 2.0 * (x * y + w * z)
-        out[2] += v[0] * 2.0 * (x * z - w * y)
+        cols.append((v[0] * (1.0 - 2.0 * (y * y + z * z)), v[0] * 2.0 * (x * y + w * z), v[0] * 2.0 * (x * z - w * y)))
     if v[1] != 0.0:
-        out[0] += v[1] * 2.0 * (x * y - w * z)
-        out[1] += v[1] * (1.0 - 2.0 * (x * x + z * z))
-        out[2] += v[1] * 2.0 * (y * z + w * x)
+        cols.append((v[1] * 2.0 * (x * y - w * z), v[1] * (1.0 - 2.0 * (x * x + z * z)), v[1] * 2.0 * (y * z + w * x)))
     if v[2] != 0.0:
-        out[0] += v[2] * 2.0 * (x * z + w * y)
-        out[1] += v[2] * 2.0 * (y * z - w * x)
-        out[2] += v[2] * (1.0 - 2.0 * (x * x + y * y))
-    return out
+        cols.append((v[2] * 2.0 * (x * z + w * y), v[2] * 2.0 * (y * z - w * x), v[2] * (1.0 - 2.0 * (x * x + y * y))))
+    if not cols:
+        return np.zeros((3,) + g.shape[1:])
+    return np.stack([sum(c[i] for c in cols) for i in range(3)])
 
 
 def angular_rates(angles: np.ndarray) -> np.ndarray:
