@@ -240,4 +240,6 @@ def jacobian(tree: Tree, angles: np.ndarray, heads: np.ndarray, glob: np.ndarray
         for e in np.nonzero(orient)[0].tolist():
             out[:, row:row + 3, bones, j] = (omega * moves[e][bones][None, :, None]).transpose(0, 2, 1)
             row += 3
+    if used is not None:
+        out *= use  # coordinates computed for some bones but not wanted on others
     return out.reshape(b, n_rows, 3 * m)
