@@ -26,7 +26,7 @@ from ..errors import BakeCancelled, ChainError
 from .base import SolveSettings, bone_bounds, check_frames, clamp_bounds_all, solve_frames
 from .chain import Chain, RootLike, _fk, _root_arrays
 
-__all__ = ["BakeResult", "BakeProgress", "bake_chain", "iter_bake", "STRATEGIES", "solver_kernel"]
+__all__ = ["BakeResult", "BakeProgress", "bake_chain", "iter_bake", "STRATEGIES", "solver_kernel", "run_to_end"]
 
 ProgressFn = Callable[[int, int], bool | None]
 
@@ -113,8 +113,8 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
     Yields
     ------
     BakeProgress
-        After each block; the last one carries the :class:`BakeResult`. Closing the generator
-        stops the bake.
+        Once with ``done = 0`` when the inputs are checked, after each block, and last with
+        the :class:`BakeResult`. Closing the generator stops the bake.
     """
     kernel = solver_kernel(solver)
     if not isinstance(settings, SolveSettings):
@@ -139,6 +139,7 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
             raise ChainError(f"initial rotations must have shape ({chain.n}, 4), got {start.shape}")
     start = clamp_bounds_all(start, bone_bounds(chain))
     block = max(int(chunk), _MIN_BLOCK)
+    yield BakeProgress(0, frames)  # inputs are valid; a modal operator may cancel before any solve
     rot = np.empty((frames, chain.n, 4))
     its = np.zeros(frames, dtype=np.int64)
     errs = np.empty(frames)
@@ -241,9 +242,18 @@ def bake_chain(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSe
     ChainError
         On invalid input.
     """
-    gen = iter_bake(chain, targets, solver, settings, max_step_angle=max_step_angle, poles=poles,
-                    pole_angle=pole_angle, orientations=orientations, rotation_weight=rotation_weight,
-                    initial=initial, roots=roots, chunk=chunk, strategy=strategy)
+    return run_to_end(iter_bake(chain, targets, solver, settings, max_step_angle=max_step_angle, poles=poles,
+                                pole_angle=pole_angle, orientations=orientations,
+                                rotation_weight=rotation_weight, initial=initial, roots=roots, chunk=chunk,
+                                strategy=strategy), progress)
+
+
+def run_to_end(gen: Iterator, progress: ProgressFn | None):
+    """Drive a bake generator (items with ``done``, ``total``, ``result``) to its result.
+
+    ``progress(done, total)`` is called after each item; returning ``False`` cancels
+    (:class:`BakeCancelled`). The generator is closed in every case.
+    """
     try:
         for p in gen:
             if progress is not None and progress(p.done, p.total) is False:
@@ -252,4 +262,4 @@ def bake_chain(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSe
                 return p.result
     finally:
         gen.close()
-    raise AssertionError("iter_bake ended without a result")  # pragma: no cover
+    raise AssertionError("the bake generator ended without a result")  # pragma: no cover

@@ -25,6 +25,7 @@ from .. import quat
 from .base import Solver, SolveSettings
 from .chain import Chain, _fk, pose_from_joints
 from .dls import kernel as dls_kernel
+from .fabrik import start_joints
 from .limits import from_angles, limit_angles
 
 __all__ = ["CCD", "solve", "kernel"]
@@ -49,7 +50,6 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
     # Start: FABRIK's (the canonical start turned toward the target, bent on an arc), so the
     # bend is spread and on the rest side before the first visit.
     # With a stiffness the start stays the rest pose, so the weights decide who bends.
-    from .fabrik import start_joints
     if np.all(w[:, [0, 2]] >= 1.0):
         a = limit_angles(pose_from_joints(chain, start_joints(chain, angles, targets, root_rot, root_pos),
                                           root_rot, root_pos))
@@ -90,18 +90,9 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
         # where round-off tips it (the pose must be a function of the target).
         err[idx] = e
         active[idx] = e > tol
-    limited = chain.limits is not None and chain.limits.active
-    polish = np.zeros(b, dtype=bool)
-    if orientations is not None:
-        polish[:] = True
-    elif limited:
-        polish[:] = True
-    if np.any(polish):
-        idx = np.nonzero(polish)[0]
-        ap, it = dls_kernel(chain, a[idx], targets[idx], None if orientations is None else orientations[idx],
-                            rotation_weight, root_rot[idx], root_pos[idx], settings)
-        a[idx] = ap
-        iters[idx] += it
+    if orientations is not None or (chain.limits is not None and chain.limits.active):
+        a, it = dls_kernel(chain, a, targets, orientations, rotation_weight, root_rot, root_pos, settings)
+        iters += it
     return a, iters
 
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import quat
-from ..errors import BakeCancelled, ChainError
-from .bake import BakeResult, _cap_steps, iter_bake
+from ..errors import ChainError
+from .bake import BakeResult, _cap_steps, iter_bake, run_to_end
 from .base import SolveSettings
 from .chain import Chain, RootLike, _root_arrays
 from .dls import effector_state, solve_tree
-from .limits import from_angles
+from .limits import from_angles, limit_angles
 from .tree import Tree
 
 __all__ = ["GroupMember", "GroupProgress", "GroupResult", "iter_bake_group", "bake_group", "groups_of"]
@@ -265,7 +265,6 @@ def _solve_shared(members: list[GroupMember], frames: int, chunk: int) -> Iterat
     # Sign continuity along frames, from the rest pose.
     d = np.einsum("fbi,fbi->fb", q, np.concatenate((quat.identity((1, tree.m)), q[:-1]), axis=0))
     q *= np.cumprod(np.where(d < 0, -1.0, 1.0), axis=0)[..., None]
-    from .limits import limit_angles
     _, _, pts, _ = effector_state(tree, limit_angles(q), root_rot, root_pos, eff)
     errs = np.linalg.norm(pts - targets, axis=2)
     results = []
@@ -300,6 +299,7 @@ def iter_bake_group(members: list[GroupMember], *, chunk: int = 64) -> Iterator[
     frames = _check(members)
     total = frames * len(members)
     groups = groups_of(members)
+    yield GroupProgress(0, total)
     rotations: dict[str, np.ndarray] = {}
     results: list = [None] * len(members)
     done = 0
@@ -351,13 +351,4 @@ def bake_group(members: list[GroupMember], *, progress: Callable[[int, int], boo
     ChainError
         On invalid input.
     """
-    gen = iter_bake_group(members, chunk=chunk)
-    try:
-        for p in gen:
-            if progress is not None and progress(p.done, p.total) is False:
-                raise BakeCancelled(f"IK bake cancelled after {p.done} of {p.total} frames")
-            if p.result is not None:
-                return p.result
-    finally:
-        gen.close()
-    raise AssertionError("iter_bake_group ended without a result")  # pragma: no cover
+    return run_to_end(iter_bake_group(members, chunk=chunk), progress)

@@ -146,10 +146,10 @@ def from_angles(a: np.ndarray) -> np.ndarray:
     if not np.any(t):
         out[..., 0], out[..., 1], out[..., 2], out[..., 3] = w, x, 0.0, z
         return out
-    c, s = np.cos(0.5 * t), np.sin(0.5 * t)
-    # swing (w, x, 0, z) * twist (c, 0, s, 0), the Hamilton product written out.
-    out[..., 0], out[..., 1], out[..., 2], out[..., 3] = w * c, x * c - z * s, w * s, z * c + x * s
-    return out
+    out[..., 0], out[..., 1], out[..., 2], out[..., 3] = w, x, 0.0, z
+    half = 0.5 * t
+    twist = np.stack((np.cos(half), np.zeros_like(half), np.sin(half), np.zeros_like(half)), axis=-1)
+    return quat.multiply(out, twist)
 
 
 def clamp(q: np.ndarray, limits: JointLimits | None) -> np.ndarray:

@@ -141,20 +141,16 @@ def _rotate_const(g: np.ndarray, v: np.ndarray) -> np.ndarray:
     bone's offset is ``(0, length, 0)``: one column).
     """
     w, x, y, z = g
-    out = np.zeros((3,) + g.shape[1:])
+    cols = []
     if v[0] != 0.0:
-        out[0] += v[0] * (1.0 - 2.0 * (y * y + z * z))
-        out[1] += v[0] * 2.0 * (x * y + w * z)
-        out[2] += v[0] * 2.0 * (x * z - w * y)
+        cols.append((v[0] * (1.0 - 2.0 * (y * y + z * z)), v[0] * 2.0 * (x * y + w * z), v[0] * 2.0 * (x * z - w * y)))
     if v[1] != 0.0:
-        out[0] += v[1] * 2.0 * (x * y - w * z)
-        out[1] += v[1] * (1.0 - 2.0 * (x * x + z * z))
-        out[2] += v[1] * 2.0 * (y * z + w * x)
+        cols.append((v[1] * 2.0 * (x * y - w * z), v[1] * (1.0 - 2.0 * (x * x + z * z)), v[1] * 2.0 * (y * z + w * x)))
     if v[2] != 0.0:
-        out[0] += v[2] * 2.0 * (x * z + w * y)
-        out[1] += v[2] * 2.0 * (y * z - w * x)
-        out[2] += v[2] * (1.0 - 2.0 * (x * x + y * y))
-    return out
+        cols.append((v[2] * 2.0 * (x * z + w * y), v[2] * 2.0 * (y * z - w * x), v[2] * (1.0 - 2.0 * (x * x + y * y))))
+    if not cols:
+        return np.zeros((3,) + g.shape[1:])
+    return np.stack([sum(c[i] for c in cols) for i in range(3)])
 
 
 def angular_rates(angles: np.ndarray) -> np.ndarray:
@@ -173,7 +169,16 @@ def angular_rates(angles: np.ndarray) -> np.ndarray:
         ``s = (x, 0, z)``, ``J_r(s) = I - (1 - cos th)/th^2 [s]x + (th - sin th)/th^3 [s]x^2``
         and ``T`` the twist about +Y.
     """
-    sx, t, sz = angles[..., 0], angles[..., 1], angles[..., 2]
+    cols = _rate_columns(angles[..., 0], angles[..., 1], angles[..., 2])
+    out = np.zeros(angles.shape[:-1] + (3, 3))
+    for j, col in enumerate(cols):
+        for i in range(3):
+            out[..., i, j] = col[i]
+    return out
+
+
+def _rate_columns(sx: np.ndarray, t: np.ndarray, sz: np.ndarray) -> tuple:
+    """The columns of :func:`angular_rates` as component tuples (arrays shaped like ``sx``)."""
     th2 = sx * sx + sz * sz
     th = np.sqrt(th2)
     small = th < 1e-4
@@ -185,15 +190,12 @@ def angular_rates(angles: np.ndarray) -> np.ndarray:
     c2xz = c2 * sx * sz
     x0, x1, x2 = 1.0 - c2 * sz * sz, -c1 * sz, c2xz
     z0, z1, z2 = c2xz, c1 * sx, 1.0 - c2 * sx * sx
-    out = np.zeros(angles.shape[:-1] + (3, 3))
     if np.any(t):
         ct, st = np.cos(t), np.sin(t)
         x0, x2 = ct * x0 - st * x2, st * x0 + ct * x2
         z0, z2 = ct * z0 - st * z2, st * z0 + ct * z2
-    out[..., 0, 0], out[..., 1, 0], out[..., 2, 0] = x0, x1, x2
-    out[..., 1, 1] = 1.0
-    out[..., 0, 2], out[..., 1, 2], out[..., 2, 2] = z0, z1, z2
-    return out
+    zero = np.zeros_like(sx)
+    return (x0, x1, x2), (zero, zero + 1.0, zero), (z0, z1, z2)
 
 
 def jacobian(tree: Tree, angles: np.ndarray, heads: np.ndarray, glob: np.ndarray, points: np.ndarray,
@@ -230,18 +232,27 @@ def jacobian(tree: Tree, angles: np.ndarray, heads: np.ndarray, glob: np.ndarray
     use = use & np.any(moves, axis=0)[:, None]
     bones = np.nonzero(use.any(axis=1))[0]
     coords = np.nonzero(use[bones].any(axis=0))[0]            # e.g. (0, 2): swing only
-    rates = angular_rates(angles[:, bones])                   # (B, k, 3 body, 3 coord)
-    gk = glob[:, bones]
+    mv = moves[:, bones]
+    if bones.size == m:
+        bones = slice(None)  # every bone: views and slice assignment, no gathering
+    # Components first, (c, k, B): every operation below runs on contiguous rows.
+    ac = np.ascontiguousarray(angles[:, bones].transpose(2, 1, 0))
+    gc = np.ascontiguousarray(glob[:, bones].transpose(2, 1, 0))
+    hc = np.ascontiguousarray(heads[:, bones].transpose(2, 1, 0))
+    pc = points.transpose(2, 1, 0)                            # (3, E, B)
+    rates = _rate_columns(ac[0], ac[1], ac[2])
     n_rows = 3 * eff_bones.shape[0] + 3 * int(np.count_nonzero(orient))
-    out = np.zeros((b, n_rows, m, 3))
+    out = np.zeros((n_rows, m, 3, b))
     for j in coords.tolist():
-        omega = quat.rotate(gk, rates[..., j])                # (B, k, 3): world angular velocity
+        omega = quat.rotate(gc, np.stack(rates[j]), axis=0)    # (3, k, B): world angular velocity
         for e in range(eff_bones.shape[0]):
-            r = points[:, e][:, None] - heads[:, bones]       # (B, k, 3)
-            col = quat.cross(omega, r) * moves[e][bones][None, :, None]
-            out[:, 3 * e:3 * e + 3, bones, j] = col.transpose(0, 2, 1)
+            col = quat.cross(omega, pc[:, e][:, None, :] - hc, axis=0)
+            out[3 * e:3 * e + 3, bones, j] = col * mv[e][None, :, None]
         row = 3 * eff_bones.shape[0]
         for e in np.nonzero(orient)[0].tolist():
-            out[:, row:row + 3, bones, j] = (omega * moves[e][bones][None, :, None]).transpose(0, 2, 1)
+            out[row:row + 3, bones, j] = omega * mv[e][None, :, None]
             row += 3
+    out = out.transpose(3, 0, 1, 2)
+    if used is not None:
+        out *= use  # coordinates computed for some bones but not wanted on others
     return out.reshape(b, n_rows, 3 * m)

@@ -116,15 +116,16 @@ def test_progress_cancel_and_generator():
     # Frames are solved in vectorised blocks of max(chunk, 2048) frames, one report per block.
     long = circle(4500)
     res = bake_chain(c, long, "DLS", SolveSettings(), progress=lambda d, t: seen.append((d, t)), chunk=3000)
-    assert seen == [(3000, 4500), (4500, 4500)] and res.rotations.shape[0] == 4500
+    assert seen == [(0, 4500), (3000, 4500), (4500, 4500)] and res.rotations.shape[0] == 4500
     seen = []
     bake_chain(c, long, "DLS", SolveSettings(), progress=lambda d, t: seen.append((d, t)), chunk=16)
-    assert seen == [(2048, 4500), (4096, 4500), (4500, 4500)]
+    assert seen == [(0, 4500), (2048, 4500), (4096, 4500), (4500, 4500)]
     with pytest.raises(BakeCancelled):
         bake_chain(c, tg, "FABRIK", SolveSettings(), progress=lambda d, t: d < 20, chunk=10)
     gen = iter_bake(c, long, "DLS", SolveSettings(), chunk=7)
-    first = next(gen)
-    assert isinstance(first, BakeProgress) and first.done == 2048 and first.result is None
+    first, second = next(gen), next(gen)
+    assert isinstance(first, BakeProgress) and first.done == 0 and first.result is None
+    assert second.done == 2048 and second.result is None
     gen.close()
     last = list(iter_bake(c, tg, "CCD", SolveSettings(), chunk=100))[-1]
     assert last.result is not None and last.done == 50
