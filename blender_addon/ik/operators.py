@@ -189,6 +189,18 @@ class IKBakeJob(BakeJob):
         self.warnings = []
 
     # -- writing ---------------------------------------------------------------------------
+    def _mute_drivers(self, arm: bpy.types.Object, con: bpy.types.Constraint) -> None:
+        """Mute drivers that would switch a muted IK constraint back on (Rigify's IK/pole switches)."""
+        ad = arm.animation_data
+        if ad is None:
+            return
+        prefix = con.path_from_id()
+        for fc in ad.drivers:
+            if fc.data_path in (f"{prefix}.mute", f"{prefix}.influence", f"{prefix}.enabled") and not fc.mute:
+                fc.mute = True
+                self.warnings.append(f"muted the driver of {fc.data_path}: it would switch the IK constraint "
+                                     "back on over the baked keys")
+
     def commit(self, context: bpy.types.Context) -> str:
         arm = bpy.data.objects.get(self.arm_name)
         if arm is None or self._finished != len(self.groups):
@@ -219,6 +231,8 @@ class IKBakeJob(BakeJob):
                         con.mute = True
                         self.warnings.append(f"muted IK constraint '{con.name}' on '{name}': it would "
                                              "override the baked keys")
+                    if con.type == "IK":
+                        self._mute_drivers(arm, con)
             if ci.trace:
                 world = np.einsum("fij,fj->fi", ci.arm_world[:, :3, :3], st["tips"]) + ci.arm_world[:, :3, 3]
                 write_trace(context, f"{arm.name}_{ci.tip}_trace", world)
@@ -308,6 +322,10 @@ class SINEW_OT_import_ik_constraint(bpy.types.Operator):
         if tip is not pb:
             self.report({"INFO"}, f"'{con.name}' ends at the head of '{pb.name}' (Use Tail off): the Sinew chain "
                         f"is set on its parent '{tip.name}'")
+        chain = [tip, *tip.parent_recursive][:con.chain_count or None]
+        if con.use_stretch and any(b.ik_stretch > 0.0 for b in chain):
+            self.report({"INFO"}, f"'{con.name}' lets Blender stretch the chain (IK Stretch): Sinew keeps bone "
+                        "lengths, so its poses differ where Blender would stretch")
         if con.use_rotation and ratio > 1.0:
             self.report({"INFO"}, f"orientation weight {con.orient_weight:.2f} over position weight "
                         f"{con.weight:.2f} is more than 1: Rotation Weight set to 1")

@@ -264,3 +264,68 @@ def test_chains_sharing_spine_bones_are_solved_jointly(rig, scene):
         assert rig.pose.bones[tip].sinew_ik.last_error_max == pytest.approx(err.max(), abs=1e-6), tip
     rest = np.array(rig.data.bones["spine.003"].matrix_local)[None]
     assert _rotation_angle(ev["spine.003"], rest).max() > 2.0  # the shared bones took part
+
+
+def test_generated_rigify_rig_converts_in_one_click_and_bakes_like_blender(rig, scene, capfd):
+    """Rigify's generated rig: the limbs' IK constraints (bone target, a driver switching a pole
+    variant) are imported in one click each, baked, and played back like Blender's own IK."""
+    bpy.context.view_layer.objects.active = rig
+    assert bpy.ops.pose.rigify_generate() == {"FINISHED"}
+    gen = bpy.data.objects["rig"]
+    bpy.context.view_layer.objects.active = gen
+    if gen.mode != "OBJECT":
+        bpy.ops.object.mode_set(mode="OBJECT")
+    frames = range(1, 17)
+    for ctrl, inward in (("hand_ik.L", -1.0), ("hand_ik.R", 1.0), ("foot_ik.L", 0.0)):
+        pb = gen.pose.bones[ctrl]
+        rest = np.array(gen.data.bones[ctrl].matrix_local)[:3, :3]
+        for f in frames:
+            a = 2 * math.pi * (f - 1) / 15
+            offset = np.array([inward * 0.05 * (1 - math.cos(a)), -0.05 * math.sin(a), 0.1 + 0.03 * math.sin(2 * a)])
+            pb.location = offset @ rest  # armature-space offset in the control's rest frame
+            pb.keyframe_insert("location", frame=f)
+    chains = {"MCH-forearm_ik.L": "upper_arm_ik.L", "MCH-forearm_ik.R": "upper_arm_ik.R",
+              "MCH-shin_ik.L": "thigh_ik.L"}
+
+    targets = [c.subtarget for tip in chains for c in gen.pose.bones[tip].constraints if c.type == "IK"]
+
+    def pose():
+        out = {b: [] for b in [*chains, *chains.values(), *targets]}
+        for f in frames:
+            scene.frame_set(f)
+            ev = gen.evaluated_get(bpy.context.evaluated_depsgraph_get())
+            for b in out:
+                out[b].append((np.array(ev.pose.bones[b].head), np.array(ev.pose.bones[b].tail)))
+        return {b: np.array(v) for b, v in out.items()}
+
+    # Blender's own IK, as the generated rig has it, except that its IK stretch (0.1, which lets
+    # Blender shorten a thigh by 2 % even for reachable targets) is off: Sinew keeps bone lengths.
+    for tip, root in chains.items():
+        gen.pose.bones[tip].ik_stretch = gen.pose.bones[root].ik_stretch = 0.0
+    blender = pose()
+    capfd.readouterr()
+    for tip in chains:
+        with bpy.context.temp_override(active_pose_bone=gen.pose.bones[tip], object=gen):
+            assert bpy.ops.sinew.import_ik_constraint() == {"FINISHED"}
+    out = capfd.readouterr().out
+    assert "Warning" not in out, out
+    for tip, root in chains.items():  # the stretch the generated rig has: said at import, not a warning
+        gen.pose.bones[tip].ik_stretch = gen.pose.bones[root].ik_stretch = 0.1
+        with bpy.context.temp_override(active_pose_bone=gen.pose.bones[tip], object=gen):
+            assert bpy.ops.sinew.import_ik_constraint() == {"FINISHED"}
+        gen.pose.bones[tip].ik_stretch = gen.pose.bones[root].ik_stretch = 0.0
+    out = capfd.readouterr().out
+    assert "Warning" not in out and "Sinew keeps bone lengths" in out, out
+    bpy.context.view_layer.objects.active = gen
+    assert bpy.ops.sinew.bake_ik(frame_start=1, frame_end=16) == {"FINISHED"}
+    assert "targets via frame_set" in gen.sinew_report.summary
+    assert "muted the driver" in gen.sinew_report.warnings  # the pole switch would re-enable the IK
+    ours = pose()
+    for tip, root in chains.items():
+        goal = ours[gen.pose.bones[tip].sinew_ik.target_bone][:, 0]
+        assert np.linalg.norm(ours[tip][:, 1] - goal, axis=1).max() < 1e-4, tip
+        assert np.linalg.norm(blender[tip][:, 1] - goal, axis=1).max() < 1e-3, tip  # Blender's own IK
+        mid_ours = ours[tip][:, 0] - ours[root][:, 0]
+        mid_theirs = blender[tip][:, 0] - blender[root][:, 0]
+        assert _angle(mid_ours, mid_theirs).max() < 2.0, tip
+    assert np.ptp(blender["MCH-forearm_ik.R"][:, 1], axis=0).max() > 0.05  # the hands moved
