@@ -269,6 +269,7 @@ class DLS(Solver):
     description = ("Damped least squares from the rest pose: spreads the bend over all joints like "
                    "Blender's IK, respects stiffness, limits and orientation goals")
     kernel = staticmethod(kernel)
+    block = 2048
 
 
 #: Solve one pose with DLS; see :meth:`.base.Solver.solve`.
