@@ -26,14 +26,12 @@ from ..errors import BakeCancelled, ChainError
 from .base import SolveSettings, bone_bounds, check_frames, clamp_bounds_all, solve_frames
 from .chain import Chain, RootLike, _fk, _root_arrays
 
-__all__ = ["BakeResult", "BakeProgress", "bake_chain", "iter_bake", "STRATEGIES", "solver_kernel", "run_to_end"]
+__all__ = ["BakeResult", "BakeProgress", "bake_chain", "iter_bake", "STRATEGIES", "solver_class", "run_to_end"]
 
 ProgressFn = Callable[[int, int], bool | None]
 
 #: Accepted for compatibility; every strategy bakes the same way (frames are independent).
 STRATEGIES = ("auto", "sequential", "batched")
-#: Fewest frames solved per vectorised call (a smaller ``chunk`` still reports per block).
-_MIN_BLOCK = 2048
 
 
 @dataclass(frozen=True)
@@ -66,11 +64,11 @@ class BakeProgress:
     result: BakeResult | None = None
 
 
-def solver_kernel(solver: str):
-    """The kernel of the solver named ``solver`` (a key of ``SOLVERS``)."""
+def solver_class(solver: str):
+    """The solver class named ``solver`` (a key of ``SOLVERS``)."""
     from . import SOLVERS  # late import: the table lives in the package __init__
     try:
-        return SOLVERS[solver].kernel
+        return SOLVERS[solver]
     except KeyError:
         raise ChainError(f"unknown solver {solver!r}; expected one of {sorted(SOLVERS)}") from None
 
@@ -106,7 +104,8 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
     roots : RootTransform or ndarray, optional
         Root frame per frame (shapes (F, 4)/(F, 3), or (F, 4, 4)) or one for all frames.
     chunk : int
-        Frames per progress report (solved in vectorised blocks of at least 2,048 frames).
+        Frames per progress report; frames are solved in vectorised blocks of at least the
+        solver's ``block`` frames (DLS 2,048, FABRIK 512, CCD 256: about the same time each).
     strategy : {'auto', 'sequential', 'batched'}
         Accepted for compatibility; all give the same result.
 
@@ -116,7 +115,8 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
         Once with ``done = 0`` when the inputs are checked, after each block, and last with
         the :class:`BakeResult`. Closing the generator stops the bake.
     """
-    kernel = solver_kernel(solver)
+    cls = solver_class(solver)
+    kernel = cls.kernel
     if not isinstance(settings, SolveSettings):
         raise ChainError("settings must be a SolveSettings")
     if strategy not in STRATEGIES:
@@ -138,7 +138,7 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
         if start.shape != (chain.n, 4):
             raise ChainError(f"initial rotations must have shape ({chain.n}, 4), got {start.shape}")
     start = clamp_bounds_all(start, bone_bounds(chain))
-    block = max(int(chunk), _MIN_BLOCK)
+    block = max(int(chunk), cls.block)
     yield BakeProgress(0, frames)  # inputs are valid; a modal operator may cancel before any solve
     rot = np.empty((frames, chain.n, 4))
     its = np.zeros(frames, dtype=np.int64)

@@ -308,13 +308,16 @@ class Solver:
     """Base of the solver classes in the :data:`~core.ik.SOLVERS` table.
 
     A subclass sets ``name`` (the table key and enum identifier), ``label`` and
-    ``description`` (for the UI) and ``kernel`` (see the module docstring).
+    ``description`` (for the UI), ``kernel`` (see the module docstring) and ``block``, the
+    frames a bake solves per vectorised call (so that a block takes a fraction of a second
+    and a modal bake stays responsive).
     """
 
     name = ""
     label = ""
     description = ""
     kernel: Kernel
+    block = 512
 
     @classmethod
     def solve(cls, chain: Chain, target: np.ndarray, initial: np.ndarray | None = None,

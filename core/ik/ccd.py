@@ -104,6 +104,7 @@ class CCD(Solver):
     description = ("Cyclic coordinate descent from the rest pose, swing only and damped so the bend "
                    "spreads; simple and robust")
     kernel = staticmethod(kernel)
+    block = 256
 
 
 #: Solve one pose with CCD; see :meth:`.base.Solver.solve`.

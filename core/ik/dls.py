@@ -7,11 +7,15 @@ each iteration takes
 
 ``dtheta = W (Jw^T (Jw Jw^T + lambda^2 I)^-1 (e - Jw z) + z)``,  ``Jw = J W``,
 
-where ``e`` stacks the goal errors (each position error clamped in length, Buss & Kim 2005),
+where ``e`` stacks the goal errors (each position error clamped to a third of the reach, Buss
+& Kim 2005),
 ``W`` holds ``1 - stiffness`` per coordinate (0 where locked; Blender's SDLS weights its
 columns the same way, so stiffer joints take less of the bend), and ``z = -k theta`` pulls the
 pose back toward rest inside the goals' null space, which keeps poses near rest and spreads a
-bend over a long chain (a spine) instead of folding two joints. ``lambda`` (metres) adapts per
+bend over a long chain (a spine) instead of folding two joints; ``k = 0.05 min(1, |e| / e_max)``
+fades with the error, so the pull shapes the approach but does not slow the final convergence.
+Every problem starts from the canonical start (:mod:`.base`, the rest pose), so the result is a
+function of the goals. ``lambda`` (metres) adapts per
 problem, Levenberg-Marquardt style: a step that lowers the error is kept and ``lambda``
 shrinks, otherwise it is rejected and ``lambda`` grows. Coordinates are kept in their limit
 box; one pressed against a bound drops out of that iteration's system (Blender's IK locks
@@ -26,7 +30,9 @@ Orientation rows are the world rotation vector from the effector bone's frame to
 frame, scaled by ``rotation_weight * scale`` (``scale`` = the chain's reach, so at weight 1 a
 radian counts like the whole reach in metres).
 
-Every problem of a batch (frames x goals) is solved at once, vectorised over problems.
+Every problem of a batch (frames) is solved at once, vectorised over problems; a problem stops
+when its goals are met, when a step cannot lower its error even at the largest damping, or when
+an accepted step no longer changes anything (an unreachable goal), and reports its iterations.
 """
 
 from __future__ import annotations
@@ -263,6 +269,7 @@ class DLS(Solver):
     description = ("Damped least squares from the rest pose: spreads the bend over all joints like "
                    "Blender's IK, respects stiffness, limits and orientation goals")
     kernel = staticmethod(kernel)
+    block = 2048
 
 
 #: Solve one pose with DLS; see :meth:`.base.Solver.solve`.

@@ -232,6 +232,7 @@ class FABRIK(Solver):
     description = ("Forward and backward reaching IK from the rest pose: fast, keeps the rest bend; "
                    "limits and orientation finished by damped least squares")
     kernel = staticmethod(kernel)
+    block = 512
 
 
 #: Solve one pose with FABRIK; see :meth:`.base.Solver.solve`.
