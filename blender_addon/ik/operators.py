@@ -98,7 +98,8 @@ class IKBakeJob(BakeJob):
         self.depth = {b: len(arm.pose.bones[b].parent_recursive) for ci in self.inputs for b in ci.bones}
         self.total = len(self.frames) * len(self.groups)
         self.rotations: dict[str, np.ndarray] = {}   # bone -> (F, 4), as solved
-        self.posed: dict[str, np.ndarray] = {}       # bone -> (F, 4, 4), armature space, as Blender composes
+        self.posed: dict[str, np.ndarray] = {}       # anchor bone -> (F, 4, 4), armature space, as Blender composes
+        self.anchors = {ci.anchor for ci in self.inputs if ci.anchor is not None}
         self.chain_stats: dict[int, dict] = {}
         self._finished = 0
         self._gen: Iterator | None = None
@@ -151,7 +152,7 @@ class IKBakeJob(BakeJob):
                 outside[ci.parent] = roots
         order = sorted(own, key=lambda b: self.depth[b])
         mats = compose(order, rest, parents, rotations, outside, len(self.frames))
-        self.posed.update(mats)
+        self.posed.update((b, m) for b, m in mats.items() if b in self.anchors)
         self.rotations.update(rotations)
         for i, res in zip(group, per_member):
             ci = self.inputs[i]
