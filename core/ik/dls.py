@@ -53,11 +53,15 @@ _REST_PULL = 0.05
 
 
 def _in_range(a: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Coordinates (B, 3m) rewritten for the same rotations with each swing angle at most pi and
-    twists in [-pi, pi] (the range :func:`.limits.limit_angles` reads back), then clipped again."""
+    """Coordinates (B, 3m), already clipped to ``lo``/``hi``, rewritten for the same rotations with
+    each swing angle at most pi and twists in [-pi, pi] (the range :func:`.limits.limit_angles`
+    reads back), then clipped again."""
     b = a.shape[0]
     v = a.reshape(b, -1, 3)
-    sw = np.sqrt(v[..., 0] ** 2 + v[..., 2] ** 2)
+    sw2 = v[..., 0] ** 2 + v[..., 2] ** 2
+    if not (np.any(sw2 > np.pi ** 2) or np.any(np.abs(v[..., 1]) > np.pi)):
+        return a  # already in range (and clipped by the caller)
+    sw = np.sqrt(sw2)
     k = np.where(sw > np.pi, 1.0 - 2.0 * np.pi / np.maximum(sw, 1e-300), 1.0)  # theta -> theta - 2 pi
     tw = v[..., 1] - 2.0 * np.pi * np.round(v[..., 1] / (2.0 * np.pi))
     v = np.stack((v[..., 0] * k, tw, v[..., 2] * k), axis=-1)
