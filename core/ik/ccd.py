@@ -50,7 +50,7 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
     # Start: FABRIK's (the canonical start turned toward the target, bent on an arc), so the
     # bend is spread and on the rest side before the first visit.
     # With a stiffness the start stays the rest pose, so the weights decide who bends.
-    if np.all(w[:, [0, 2]] >= 1.0):
+    if chain.limits is None or not np.any(chain.limits.stiffness > 0):
         a = limit_angles(pose_from_joints(chain, start_joints(chain, angles, targets, root_rot, root_pos),
                                           root_rot, root_pos))
         a[..., 1] = angles[..., 1]

@@ -84,14 +84,15 @@ def test_hinge_chains_reach_reachable_targets(name):
     np.testing.assert_allclose(ang[:, 1, 1:], 0.0, atol=1e-9)  # the elbow only bends about X
 
 
-def leg():
+def leg(limits=None):
     """Hip at the origin, thigh down (-Z) with the knee a little forward (-Y), shin down."""
-    return Chain.from_points(np.array([[0.0, 0, 0], [0, -0.04, -0.45], [0, 0, -0.9]]))
+    return Chain.from_points(np.array([[0.0, 0, 0], [0, -0.04, -0.45], [0, 0, -0.9]]), limits)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_knee_keeps_bending_the_rest_way(name):
-    c = leg()
+@pytest.mark.parametrize("hinge", [False, True])
+def test_knee_keeps_bending_the_rest_way(name, hinge):
+    c = leg(hinge_limits(2, [1]) if hinge else None)
     rng = np.random.default_rng(11)
     d = rng.normal(size=(200, 3))
     d /= np.linalg.norm(d, axis=1, keepdims=True)
