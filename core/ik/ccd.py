@@ -13,8 +13,9 @@ and carries the rest of the chain rigidly with it. The start is FABRIK's (:mod:`
 canonical start turned toward the target and bent on an arc), so the bend starts spread and on
 the rest side; on chains with an IK stiffness, the canonical start itself, so the weights decide
 which joints bend. One kernel, vectorised over problems.
-Orientation goals and limited chains are finished by damped least squares (:mod:`.dls`) from
-the CCD pose (which changes nothing where CCD has already met the goal).
+The sweeps get half of ``max_iterations``; orientation goals, limited chains and problems still
+short of the target are finished by damped least squares from the CCD pose with the other half
+(:func:`.dls.finish`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 from .. import quat
 from .base import Solver, SolveSettings
 from .chain import Chain, _fk, pose_from_joints
-from .dls import kernel as dls_kernel
+from .dls import finish
 from .fabrik import start_joints
 from .limits import from_angles, limit_angles
 
@@ -50,7 +51,7 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
     # Start: FABRIK's (the canonical start turned toward the target, bent on an arc), so the
     # bend is spread and on the rest side before the first visit.
     # With a stiffness the start stays the rest pose, so the weights decide who bends.
-    if np.all(w[:, [0, 2]] >= 1.0):
+    if chain.limits is None or not np.any(chain.limits.stiffness > 0):
         a = limit_angles(pose_from_joints(chain, start_joints(chain, angles, targets, root_rot, root_pos),
                                           root_rot, root_pos))
         a[..., 1] = angles[..., 1]
@@ -61,7 +62,8 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
     pos, glob = _fk(chain, from_angles(a), root_rot, root_pos)
     err = np.linalg.norm(pos[:, -1] - targets, axis=1)
     active = err > tol
-    for _ in range(settings.max_iterations):
+    first = (settings.max_iterations + 1) // 2
+    for _ in range(first):
         idx = np.nonzero(active)[0]
         if idx.size == 0:
             break
@@ -90,9 +92,8 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
         # where round-off tips it (the pose must be a function of the target).
         err[idx] = e
         active[idx] = e > tol
-    if orientations is not None or (chain.limits is not None and chain.limits.active):
-        a, it = dls_kernel(chain, a, targets, orientations, rotation_weight, root_rot, root_pos, settings)
-        iters += it
+    a, iters = finish(chain, a, iters, targets, orientations, rotation_weight, root_rot, root_pos, settings,
+                      settings.max_iterations - first)
     return a, iters
 
 

@@ -44,7 +44,7 @@ from .base import Solver
 from .limits import from_angles
 from .tree import Tree, fk, jacobian
 
-__all__ = ["DLS", "solve_tree", "kernel"]
+__all__ = ["DLS", "solve_tree", "kernel", "finish"]
 
 #: Largest change of any joint coordinate vector per iteration, radians.
 _MAX_JOINT_STEP = 0.5
@@ -53,11 +53,15 @@ _REST_PULL = 0.05
 
 
 def _in_range(a: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Coordinates (B, 3m) rewritten for the same rotations with each swing angle at most pi and
-    twists in [-pi, pi] (the range :func:`.limits.limit_angles` reads back), then clipped again."""
+    """Coordinates (B, 3m), already clipped to ``lo``/``hi``, rewritten for the same rotations with
+    each swing angle at most pi and twists in [-pi, pi] (the range :func:`.limits.limit_angles`
+    reads back), then clipped again."""
     b = a.shape[0]
     v = a.reshape(b, -1, 3)
-    sw = np.sqrt(v[..., 0] ** 2 + v[..., 2] ** 2)
+    sw2 = v[..., 0] ** 2 + v[..., 2] ** 2
+    if not (np.any(sw2 > np.pi ** 2) or np.any(np.abs(v[..., 1]) > np.pi)):
+        return a  # already in range (and clipped by the caller)
+    sw = np.sqrt(sw2)
     k = np.where(sw > np.pi, 1.0 - 2.0 * np.pi / np.maximum(sw, 1e-300), 1.0)  # theta -> theta - 2 pi
     tw = v[..., 1] - 2.0 * np.pi * np.round(v[..., 1] / (2.0 * np.pi))
     v = np.stack((v[..., 0] * k, tw, v[..., 2] * k), axis=-1)
@@ -259,6 +263,51 @@ def kernel(chain, angles: np.ndarray, targets: np.ndarray, orientations: np.ndar
                       targets[:, None], None if orientations is None else orientations[:, None],
                       np.array([float(rotation_weight)]), settings.tolerance, settings.max_iterations,
                       chain.reach)
+
+
+def finish(chain, angles: np.ndarray, iterations: np.ndarray, targets: np.ndarray,
+           orientations: np.ndarray | None, rotation_weight: float, root_rot: np.ndarray,
+           root_pos: np.ndarray, settings, budget: int) -> tuple[np.ndarray, np.ndarray]:
+    """Finish another solver's poses with DLS (the FABRIK and CCD fallback).
+
+    Every problem is finished where the chain has active limits or an orientation goal (the
+    other solver does not know them); otherwise only those whose tip is not yet within the
+    tolerance (e.g. FABRIK's slow approach to a target near full reach).
+
+    Parameters
+    ----------
+    chain : Chain
+    angles : ndarray, shape (B, n, 3)
+        The other solver's coordinates (within the bounds).
+    iterations : ndarray of int, shape (B,)
+        Its iterations, to which DLS's are added.
+    targets, orientations, rotation_weight, root_rot, root_pos, settings
+        As for :func:`kernel`.
+    budget : int
+        Largest number of DLS iterations (what the other solver left of ``max_iterations``).
+
+    Returns
+    -------
+    angles : ndarray, shape (B, n, 3)
+    iterations : ndarray of int, shape (B,)
+    """
+    if budget <= 0:
+        return angles, iterations
+    if orientations is not None or (chain.limits is not None and chain.limits.active):
+        idx = np.arange(angles.shape[0])
+    else:
+        heads, glob = fk(chain.tree, from_angles(angles), root_rot[:, None], root_pos[:, None])
+        tip = heads[:, -1] + quat.rotate(glob[:, -1], chain.segments[-1])
+        idx = np.nonzero(np.linalg.norm(tip - targets, axis=1) > settings.tolerance)[0]
+    if idx.size == 0:
+        return angles, iterations
+    angles, iterations = angles.copy(), iterations.copy()
+    a, it = solve_tree(chain.tree, angles[idx], root_rot[idx, None], root_pos[idx, None], np.array([chain.n - 1]),
+                       targets[idx, None], None if orientations is None else orientations[idx, None],
+                       np.array([float(rotation_weight)]), settings.tolerance, budget, chain.reach)
+    angles[idx] = a
+    iterations[idx] += it
+    return angles, iterations
 
 
 class DLS(Solver):

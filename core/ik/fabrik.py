@@ -17,10 +17,12 @@ start, so the pose, is a function of the target; it jumps only where the turn is
 Rotations: :func:`.chain.pose_from_joints`, each bone's minimal swing from its rest direction
 in its new parent frame, measured from the rest pose: no twist.
 
-Limits, hinges and orientation goals: FABRIK's passes know nothing of them, so the FABRIK pose
-is clamped into the limits and, where a limit is active or an orientation goal is set, finished
-by damped least squares (:mod:`.dls`) from that pose (a documented fallback rather than the
-hinge projection of Aristidou & Lasenby 2011). Chains with a non-zero IK stiffness are solved
+Budget, limits, hinges and orientation goals: the passes get half of ``max_iterations``. Then
+the FABRIK pose is clamped into the limits and finished by damped least squares (:func:`.dls.finish`,
+with the other half) from that pose: every problem where a limit is active or an orientation goal
+is set (FABRIK's passes know nothing of them: a documented fallback rather than the hinge
+projection of Aristidou & Lasenby 2011), otherwise only the problems still short of the target
+(FABRIK closes in slowly on targets near full reach). Chains with a non-zero IK stiffness are solved
 by damped least squares from the canonical start (joint positions carry no notion of
 stiffness).
 """
@@ -32,6 +34,7 @@ import numpy as np
 from .. import quat
 from .base import Solver, SolveSettings
 from .chain import Chain, _fk, pose_from_joints
+from .dls import finish
 from .dls import kernel as dls_kernel
 from .limits import from_angles, limit_angles
 
@@ -212,15 +215,14 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
         # Positions carry no notion of a joint's stiffness: such chains are solved by DLS.
         return dls_kernel(chain, angles, targets, orientations, rotation_weight, root_rot, root_pos, settings)
     p = start_joints(chain, angles, targets, root_rot, root_pos)
-    iters = passes(p, targets, chain.segment_lengths, settings.tolerance, settings.max_iterations)
+    first = (settings.max_iterations + 1) // 2
+    iters = passes(p, targets, chain.segment_lengths, settings.tolerance, first)
     a = limit_angles(pose_from_joints(chain, p, root_rot, root_pos))
-    limited = chain.limits is not None and chain.limits.active
-    if limited:
+    if chain.limits is not None and chain.limits.active:
         lo, hi = chain.limits.bounds()
         a = np.clip(a, lo, hi)
-    if limited or orientations is not None:
-        a, it = dls_kernel(chain, a, targets, orientations, rotation_weight, root_rot, root_pos, settings)
-        iters = iters + it
+    a, iters = finish(chain, a, iters, targets, orientations, rotation_weight, root_rot, root_pos, settings,
+                      settings.max_iterations - first)
     return a, iters
 
 

@@ -84,14 +84,15 @@ def test_hinge_chains_reach_reachable_targets(name):
     np.testing.assert_allclose(ang[:, 1, 1:], 0.0, atol=1e-9)  # the elbow only bends about X
 
 
-def leg():
+def leg(limits=None):
     """Hip at the origin, thigh down (-Z) with the knee a little forward (-Y), shin down."""
-    return Chain.from_points(np.array([[0.0, 0, 0], [0, -0.04, -0.45], [0, 0, -0.9]]))
+    return Chain.from_points(np.array([[0.0, 0, 0], [0, -0.04, -0.45], [0, 0, -0.9]]), limits)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_knee_keeps_bending_the_rest_way(name):
-    c = leg()
+@pytest.mark.parametrize("hinge", [False, True])
+def test_knee_keeps_bending_the_rest_way(name, hinge):
+    c = leg(hinge_limits(2, [1]) if hinge else None)
     rng = np.random.default_rng(11)
     d = rng.normal(size=(200, 3))
     d /= np.linalg.norm(d, axis=1, keepdims=True)
@@ -243,3 +244,51 @@ def test_unconverged_frames_are_reported():
     tips = np.array([forward_kinematics(c, q)[-1] for q in res.rotations])
     np.testing.assert_allclose(np.linalg.norm(tips - tg, axis=1), res.errors, atol=1e-12)
     assert not res.converged[0] and res.errors[0] > 1e-3
+
+
+def test_a_chain_hanging_from_another_chains_bone_is_solved_with_it():
+    """A finger (2 bones) whose parent is the last bone of an arm (2 bones): one tree; with
+    targets both can reach together, both are reached, measured through the joint FK."""
+    from core.ik import RootTransform
+    arm_ = Chain.from_points(np.array([[0, 0, 0], [0, 0.5, 0], [0, 1.0, 0]]))
+    _, g_rest = forward_kinematics_full(arm_, quat.identity(2))
+    parent_rot, parent_head = g_rest[1], np.array([0, 0.5, 0])
+    finger_world = np.array([[0, 1.0, 0], [0.2, 1.25, 0], [0.35, 1.45, 0.05]])
+    fw = Chain.from_points(finger_world)
+    _, g_f = forward_kinematics_full(fw, quat.identity(2))
+    inv = quat.conjugate(parent_rot)
+    finger = Chain.from_rest_matrices(quat.rotate(inv, finger_world[:2] - parent_head),
+                                      quat.to_matrix(quat.multiply(inv, g_f)), fw.lengths)
+    rng = np.random.default_rng(12)
+    qa = quat.from_rotvec(rng.normal(scale=0.4, size=(25, 2, 3)))
+    qf = quat.from_rotvec(rng.normal(scale=0.4, size=(25, 2, 3)))
+    ta, tf = [], []
+    for a_, f_ in zip(qa, qf):
+        p, g = forward_kinematics_full(arm_, a_)
+        ta.append(p[-1])
+        tf.append(forward_kinematics(finger, f_, RootTransform(g[1], p[1]))[-1])
+    ta, tf = np.array(ta), np.array(tf)
+    s = SolveSettings(200, 1e-6)
+    res = bake_group([GroupMember(arm_, ("upper", "fore"), None, ta, "DLS", s),
+                      GroupMember(finger, ("f1", "f2"), "fore", tf, "CCD", s)])
+    qa_out = np.stack([res.rotations["upper"], res.rotations["fore"]], axis=1)
+    qf_out = np.stack([res.rotations["f1"], res.rotations["f2"]], axis=1)
+    for f in range(25):
+        p, g = forward_kinematics_full(arm_, qa_out[f])
+        tip_f = forward_kinematics(finger, qf_out[f], RootTransform(g[1], p[1]))[-1]
+        assert np.linalg.norm(p[-1] - ta[f]) < 1e-5 and np.linalg.norm(tip_f - tf[f]) < 1e-5
+        assert abs(np.linalg.norm(tip_f - tf[f]) - res.members[1].errors[f]) < 1e-9
+
+
+def test_group_input_errors():
+    from core.errors import ChainError
+    a = Chain.from_points(np.array([[0, 0, 0], [0, 0.5, 0], [0, 1.0, 0]]))
+    b = Chain.from_points(np.array([[0, 0, 0], [0, 0.6, 0], [0, 1.0, 0]]))  # "t0" with another length
+    s = SolveSettings(20, 1e-5)
+    tg = np.zeros((3, 3)) + [0, 0.8, 0.2]
+    with pytest.raises(ChainError, match="different"):
+        bake_group([GroupMember(a, ("t0", "x"), None, tg, "DLS", s), GroupMember(b, ("t0", "y"), None, tg, "DLS", s)])
+    with pytest.raises(ChainError, match="frames"):
+        bake_group([GroupMember(a, ("t0", "x"), None, tg, "DLS", s), GroupMember(a, ("u0", "y"), None, tg[:2], "DLS", s)])
+    with pytest.raises(ChainError, match="bone names"):
+        bake_group([GroupMember(a, ("t0",), None, tg, "DLS", s)])
