@@ -33,17 +33,23 @@ Narrow phase
 
 Response (Bridson et al. 2002)
     Every pair closer than ``distance`` at the start or at the end of the step, or
-    colliding during it, becomes a constraint ``n · Σₖ αₖ xₖ ≥ distance`` on its four
+    colliding during it, becomes a constraint ``n · Σₖ αₖ xₖ ≥ target`` on its four
     vertices: ``α`` are ``(1, −w_a, −w_b, −w_c)`` for VF and ``(1−s, s, −(1−u), −u)``
     for EE (barycentric weights and edge parameters), ``n`` the direction between the
-    closest points at ``x₀`` (crossing-free, so the side is known) or, for a collision,
-    the normal at the time of impact turned to the side the pair started on. Violated
-    constraints are projected with mass-weighted corrections ``Δxₖ = λ αₖ n / mₖ``
-    (Jacobi, each pair's share divided by the most pairs any of its vertices is in), which
-    leave the centre of mass where it was; pinned vertices have infinite mass. In contact,
-    the approaching normal velocity is removed by the same kind of impulse (inelastic);
-    the velocity change is scaled down if it would add kinetic energy, so the response
-    never adds energy.
+    closest points (at the end of the step when the pair did not collide on the way, so
+    its sides are known; else at ``x₀``) or, for a collision, the normal at the time of
+    impact turned to the side the pair started on (for nearly parallel edges, the
+    direction they started apart in). The target is ``distance``, but never more than the
+    pair's own gap along ``n`` at the start of the step plus a tenth of ``distance``: the
+    projection takes back this step's approach and lets a squeezed pair recover over a few
+    steps, instead of pushing it apart at once (which would store energy in the springs).
+    Violated constraints are projected with mass-weighted corrections
+    ``Δxₖ = λ αₖ n / mₖ`` (Jacobi; each pair's share divided by the most violated pairs any
+    of its vertices is in), which leave the centre of mass where it was; pinned vertices
+    have infinite mass. In contact, the approaching normal velocity is removed by the same
+    kind of impulse (inelastic); the velocity change is scaled down if it would add
+    kinetic energy, so the impulses never add energy. Up to three rounds of detection and
+    projection run per step.
 
 Failsafe
     If continuous detection still finds a collision after the iterations, the free
@@ -59,6 +65,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.spatial import cKDTree
 
 from ..errors import SinewError
@@ -70,6 +77,11 @@ __all__ = ["SelfCollision", "SelfCollisionReport", "box_pairs", "closest_params_
 
 #: m: distance at the time of coplanarity below which a pair collides.
 CCD_TOLERANCE = 1e-6
+#: Fraction of the distance a projected gap may fall short of it (and still count as
+#: touching above it).
+_SLACK = 0.02
+#: Fraction of the distance a pair closer than it at the start of a step regains per step.
+_RECOVERY = 0.1
 #: Bisection steps for the coplanarity roots (2⁻³² of the step).
 _BISECTIONS = 32
 #: Inverse Vandermonde matrix of the nodes t = 0, 1/3, 2/3, 1: values → cubic coefficients.
@@ -96,9 +108,9 @@ def box_pairs(lo_a: np.ndarray, hi_a: np.ndarray, lo_b: np.ndarray | None = None
     """Index pairs of overlapping axis-aligned boxes.
 
     Box centres go into a ``cKDTree``; two boxes can only overlap when their centres are
-    closer than the sum of their half-diagonals, so the boxes no larger than 1.5 times the
-    75th percentile are paired by one fixed-radius tree query, and the few larger ones
-    (fast primitives) are tested against every box. The candidates are then filtered by
+    closer than the sum of their half-diagonals, so the boxes no larger than 3 times the
+    median are paired by one fixed-radius tree query, and the few larger ones (fast
+    primitives) are tested against every box. The candidates are then filtered by
     the exact overlap test.
 
     Parameters
@@ -122,7 +134,8 @@ def box_pairs(lo_a: np.ndarray, hi_a: np.ndarray, lo_b: np.ndarray | None = None
         return empty, empty
     ra = 0.5 * np.linalg.norm(hi_a - lo_a, axis=1)
     rb = ra if same else 0.5 * np.linalg.norm(hi_b - lo_b, axis=1)
-    thr = 1.5 * float(np.percentile(np.concatenate([ra, rb]), 75)) + 1e-12
+    r_all = np.concatenate([ra, rb])
+    thr = min(float(r_all.max()), 3.0 * float(np.median(r_all))) + 1e-12
     sa, sb = np.flatnonzero(ra <= thr), np.flatnonzero(rb <= thr)
     parts_a, parts_b = [], []
     if len(sa) and len(sb):
@@ -298,11 +311,15 @@ def _closest(pts: np.ndarray, is_vf: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return alpha, np.einsum("ki,kij->kj", alpha, pts)
 
 
-def _plane_normal(pts: np.ndarray, is_vf: np.ndarray) -> np.ndarray:
-    """Unnormalised normal of the triangle (VF) or of both edges (EE), ``(k, 3)``."""
-    tri = np.cross(pts[:, 2] - pts[:, 1], pts[:, 3] - pts[:, 1])
-    edges = np.cross(pts[:, 1] - pts[:, 0], pts[:, 3] - pts[:, 2])
-    return np.where(is_vf[:, None], tri, edges)
+def _plane_normal(pts: np.ndarray, is_vf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unnormalised normal of the triangle (VF) or of both edges (EE), ``(k, 3)``, and the
+    sine of the angle it is made from ``(k,)`` (near 0: nearly parallel edges, no normal)."""
+    u = np.where(is_vf[:, None], pts[:, 2] - pts[:, 1], pts[:, 1] - pts[:, 0])
+    w = np.where(is_vf[:, None], pts[:, 3] - pts[:, 1], pts[:, 3] - pts[:, 2])
+    n = np.cross(u, w)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sine = np.linalg.norm(n, axis=1) / (np.linalg.norm(u, axis=1) * np.linalg.norm(w, axis=1))
+    return n, np.nan_to_num(sine)
 
 
 def _unit(v: np.ndarray, fallback: np.ndarray) -> np.ndarray:
@@ -391,6 +408,14 @@ def count_crossings(x: np.ndarray, triangles: np.ndarray) -> int:
     return int(len(crossing_pairs(x, triangles)))
 
 
+def _relative_motion(x0: np.ndarray, x1: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Largest displacement over the step of a stencil's vertices relative to its first,
+    ``(k,)`` m; two points of the pair approach each other by at most twice this."""
+    dx = (x1 - x0)[idx]  # (k, 4, 3)
+    rel = dx - dx[:, :1]
+    return np.sqrt(np.max(np.einsum("kij,kij->ki", rel, rel), axis=1))
+
+
 # -- the stage -------------------------------------------------------------------------
 
 
@@ -437,7 +462,7 @@ class SelfCollision:
     triangles: np.ndarray
     edges: np.ndarray
     distance: float
-    iterations: int = 8
+    iterations: int = 20
     excluded_vf: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64),
                                     repr=False)
     excluded_ee: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64),
@@ -445,7 +470,7 @@ class SelfCollision:
 
     @classmethod
     def build(cls, rest_positions: np.ndarray, triangles: np.ndarray, distance: float,
-              iterations: int = 8) -> SelfCollision:
+              iterations: int = 20) -> SelfCollision:
         """Self-collision for a mesh.
 
         Parameters
@@ -527,9 +552,7 @@ class SelfCollision:
         k = len(idx)
         alpha, normal = np.zeros((k, 4)), np.zeros((k, 3))
         hit = np.zeros(k, dtype=bool)
-        dx = (x1 - x0)[idx]  # (k, 4, 3)
-        rel = np.sqrt(np.max(np.einsum("kij,kij->ki", dx - dx[:, :1], dx - dx[:, :1]), axis=1))
-        test = np.flatnonzero(dist0 <= 2.0 * rel + CCD_TOLERANCE)
+        test = np.flatnonzero(dist0 <= 2.0 * _relative_motion(x0, x1, idx) + CCD_TOLERANCE)
         if len(test) == 0:
             return hit, alpha, normal
         p0, p1 = x0[idx[test]], x1[idx[test]]
@@ -550,7 +573,9 @@ class SelfCollision:
         vf_rows = is_vf[test[rows]]
         _, sep0 = _closest(p0[rows], vf_rows)
         motion = np.einsum("ki,kij->kj", a_t, p1[rows] - p0[rows])
-        n = _unit(_plane_normal(pt, vf_rows), sep0)
+        plane, sine = _plane_normal(pt, vf_rows)
+        # nearly parallel edges have no plane: use the direction they started apart in
+        n = _unit(np.where((sine > 0.05)[:, None], plane, sep0), plane)
         side = _dot(np.einsum("ki,kij->kj", a_t, p0[rows]), n)
         side = np.where(np.abs(side) > 1e-15, side, -_dot(motion, n))
         n *= np.where(side < 0, -1.0, 1.0)[:, None]
@@ -562,44 +587,47 @@ class SelfCollision:
     # -- response --------------------------------------------------------------------
 
     def _project(self, x: np.ndarray, v: np.ndarray, idx: np.ndarray, alpha: np.ndarray,
-                 normal: np.ndarray, inv_mass: np.ndarray) -> None:
-        """Jacobi projection of ``n·Σ αₖ xₖ ≥ distance``, then inelastic normal impulses."""
+                 normal: np.ndarray, target: np.ndarray, inv_mass: np.ndarray) -> None:
+        """Jacobi projection of ``n·Σ αₖ xₖ ≥ target``, then inelastic normal impulses."""
         n_v = len(x)
         w = inv_mass[idx] * (alpha != 0)  # (k, 4)
         denom = np.einsum("ki,ki->k", alpha * alpha, w)
         live = denom > 0
         idx, alpha, normal, w, denom = idx[live], alpha[live], normal[live], w[live], denom[live]
+        target = target[live]
         if len(idx) == 0:
             return
-        count = np.bincount(idx[w > 0], minlength=n_v)
-        share = 1.0 / np.max(np.where(w > 0, count[idx], 1), axis=1)
-        flat = idx.reshape(-1)
-        coef = alpha * w  # (k, 4)
+        moving = w > 0  # (k, 4)
 
-        def scatter(lam: np.ndarray) -> np.ndarray:
-            amount = (coef * lam[:, None])[:, :, None] * normal[:, None, :]  # (k, 4, 3)
-            amount = amount.reshape(-1, 3)
-            return np.stack([np.bincount(flat, weights=amount[:, c], minlength=n_v)
-                             for c in range(3)], axis=1)
+        def share(rows: np.ndarray) -> np.ndarray:
+            """1 / (most pairs in ``rows`` any vertex of each pair is in), ``(k,)``."""
+            count = np.bincount(idx[rows[:, None] & moving], minlength=n_v)
+            return 1.0 / np.maximum(np.max(np.where(moving, count[idx], 1), axis=1), 1)
 
+        k = len(idx)
+        rows = np.repeat(np.arange(k), 4)
+        gather = sp.csr_matrix((alpha.reshape(-1), (rows, idx.reshape(-1))), shape=(k, n_v))
+        spread = sp.csr_matrix(((alpha * w).reshape(-1), (idx.reshape(-1), rows)), shape=(n_v, k))
         d = self.distance
         for _ in range(self.iterations):
-            gap = _dot(np.einsum("ki,kij->kj", alpha, x[idx]), normal)
-            lam = np.maximum(d - gap, 0.0) / denom * share
-            if not np.any(lam > 0):
+            short = target - _dot(gather @ x, normal)
+            if not np.any(short > _SLACK * d):
                 break
-            x += scatter(lam)
-        gap = _dot(np.einsum("ki,kij->kj", alpha, x[idx]), normal)
-        touching = gap < 1.01 * d
+            lam = np.maximum(short, 0.0) / denom * share(short > 0)
+            x += spread @ (lam[:, None] * normal)
+        touching = _dot(gather @ x, normal) < target + _SLACK * d
         if not np.any(touching):
             return
         v_start = v.copy()
+        vn = _dot(gather @ v, normal)
+        tol = 0.01 * float(np.max(np.where(touching, -vn, 0.0)))
         for _ in range(self.iterations):
-            vn = _dot(np.einsum("ki,kij->kj", alpha, v[idx]), normal)
-            lam = np.where(touching, np.maximum(-vn, 0.0), 0.0) / denom * share
-            if not np.any(lam > 0):
+            approach = np.where(touching, -vn, 0.0)
+            if not np.any(approach > tol):
                 break
-            v += scatter(lam)
+            lam = np.maximum(approach, 0.0) / denom * share(approach > 0)
+            v += spread @ (lam[:, None] * normal)
+            vn = _dot(gather @ v, normal)
         # never add kinetic energy: scale the (momentum-conserving) change back if needed
         dv = v - v_start
         m = np.where(inv_mass > 0, 1.0 / np.where(inv_mass > 0, inv_mass, 1.0), 0.0)
@@ -637,20 +665,39 @@ class SelfCollision:
         d = self.distance
         alpha, sep0 = _closest(x0[idx], is_vf)
         dist0 = np.linalg.norm(sep0, axis=1)
-        normal = _unit(sep0, _plane_normal(x0[idx], is_vf))
+        a1, sep1 = _closest(x[idx], is_vf)
+        dist1 = np.linalg.norm(sep1, axis=1)
+        # pairs that stay 2·d apart at both ends and cannot meet on the way are done
+        keep = (dist0 < 2.0 * d) | (dist1 < 2.0 * d) | (dist0 <= 2.0 * _relative_motion(x0, x, idx))
+        idx, is_vf, alpha, sep0 = idx[keep], is_vf[keep], alpha[keep], sep0[keep]
+        dist0, a1, sep1 = dist0[keep], a1[keep], sep1[keep]
+        normal = _unit(sep0, _plane_normal(x0[idx], is_vf)[0])
         active = dist0 < d
-        for _ in range(3):
+        for sweep in range(3):
             hit, a_hit, n_hit = self._impacts(x0, x, idx, is_vf, dist0)
+            a_now, sep_now = _closest(x[idx], is_vf) if sweep else (a1, sep1)
+            dist_now = np.linalg.norm(sep_now, axis=1)
+            # close without colliding on the way: the current closest points are on the
+            # right sides, so they give the direction (Bridson et al. 2002's proximity)
+            near = (dist_now < d) & ~hit & (dist_now > 1e-12)
+            alpha[near] = a_now[near]
+            normal[near] = sep_now[near] / dist_now[near, None]
             alpha[hit], normal[hit] = a_hit[hit], n_hit[hit]
-            _, sep1 = _closest(x[idx], is_vf)
-            active |= hit | (np.linalg.norm(sep1, axis=1) < d)
+            active |= hit | near
             gap = _dot(np.einsum("ki,kij->kj", alpha, x[idx]), normal)
-            if not np.any(hit | (active & (gap < d * (1.0 - 1e-6)))):
+            # never push a pair further apart than it was at the start (plus a tenth of d
+            # of recovery): the projection only takes back this step's approach
+            gap0 = _dot(np.einsum("ki,kij->kj", alpha, x0[idx]), normal)
+            target = np.minimum(d, np.maximum(gap0, 0.0) + _RECOVERY * d)
+            if not np.any(hit | (active & (gap < target - _SLACK * d))):
                 break
             rows = np.flatnonzero(active)
-            self._project(x, v, idx[rows], alpha[rows], normal[rows], inv_mass)
+            self._project(x, v, idx[rows], alpha[rows], normal[rows], target[rows], inv_mass)
         contacts = int(active.sum())
-        # failsafe: back to the crossing-free start for whatever still collides
+        # failsafe: back to the crossing-free start for whatever still collides, checked on
+        # a fresh broad phase over the corrected sweep x₀ → x
+        idx, is_vf, _ = self._candidates(x0, x)
+        dist0 = np.linalg.norm(_closest(x0[idx], is_vf)[1], axis=1)
         hit = self._impacts(x0, x, idx, is_vf, dist0)[0]
         reverted = np.zeros(len(x), dtype=bool)
         while np.any(hit):
