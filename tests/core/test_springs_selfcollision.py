@@ -14,11 +14,25 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from core.springs import (INTEGRATORS, Plane, SelfCollision, Simulator, State, build_model,
-                          build_springs, count_crossings, simulate)
-from core.springs.selfcollision import (box_pairs, closest_params_on_segments,
-                                        coplanarity_times, crossing_pairs, triangles_intersect)
+from core.springs import (
+    INTEGRATORS,
+    Plane,
+    SelfCollision,
+    Simulator,
+    State,
+    build_model,
+    build_springs,
+    count_crossings,
+    simulate,
+)
 from core.springs.colliders import closest_points_on_triangles
+from core.springs.selfcollision import (
+    box_pairs,
+    closest_params_on_segments,
+    coplanarity_times,
+    crossing_pairs,
+    triangles_intersect,
+)
 from core.springs.shapes import MeshArrays, triangulate
 
 
@@ -153,7 +167,8 @@ def test_coplanarity_times_of_a_vertex_through_a_triangle() -> None:
     # product is cubic and vanishes where the triangle's plane sweeps through the point
     ang0, ang1 = 0.0, np.pi * 0.9
     base = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0]], dtype=np.float64)
-    rot = lambda a: base @ np.array([[1, 0, 0], [0, np.cos(a), np.sin(a)], [0, -np.sin(a), np.cos(a)]])
+    def rot(a):
+        return base @ np.array([[1, 0, 0], [0, np.cos(a), np.sin(a)], [0, -np.sin(a), np.cos(a)]])
     q = np.array([[0.3, 0.5, 0.1]])
     p0 = np.concatenate([q, rot(ang0)])[None]
     p1 = np.concatenate([q, rot(ang1)])[None]
@@ -264,7 +279,8 @@ def test_response_conserves_momentum_and_never_adds_kinetic_energy(speed: float)
     if rep.reverted == 0:  # the top sheet's vertices keep the distance from the bottom sheet
         gap = min_vertex_face_distance(x1, tris, np.arange(25, 50), np.arange(32))
         assert gap >= 0.015 * (0.9 if speed < 10 else 0.5)
-    ke = lambda u: 0.5 * float(masses @ np.einsum("ij,ij->i", u, u))
+    def ke(u):
+        return 0.5 * float(masses @ np.einsum("ij,ij->i", u, u))
     assert ke(v1) <= ke(v) * (1 + 1e-12)
     if rep.reverted == 0:  # impulses only: momentum and the centre of mass are kept
         np.testing.assert_allclose(masses @ v1, masses @ v, atol=1e-12)
