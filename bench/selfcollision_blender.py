@@ -36,6 +36,7 @@ os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-b
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench.springs_blender import _evaluated, _positions  # noqa: E402
 from core.springs import count_crossings  # noqa: E402
 from core.springs.colliders import closest_points_on_triangles  # noqa: E402
 
@@ -73,20 +74,6 @@ def _box(name: str, modifier: bool) -> bpy.types.Object:
     if modifier:
         ob.modifiers.new("Collision", "COLLISION")
     return ob
-
-
-def _positions(me) -> np.ndarray:
-    co = np.empty(3 * len(me.vertices), dtype=np.float32)
-    me.vertices.foreach_get("co", co)
-    return co.reshape(-1, 3).astype(np.float64)
-
-
-def _evaluated(ob) -> np.ndarray:
-    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    me = ev.to_mesh()
-    x = _positions(me)
-    ev.to_mesh_clear()
-    return x
 
 
 def _topology(ob) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -200,17 +187,7 @@ def run(quick: bool = False) -> list[dict]:
     return rows
 
 
-def table(rows: list[dict]) -> str:
-    out = ["| method | vertices | frames | ms/frame | × Blender | crossing pairs (max) | gap at end | "
-           "max edge strain |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in rows:
-        out.append(f"| {r['method']} | {r['vertices']} | {r['frames']} | {r['ms_per_frame']:.1f} | "
-                   f"{r['ratio_to_blender']:.2f} | {r['max_crossings']:.0f} | {r['min_gap_mm']:.1f} mm | "
-                   f"{100 * r['max_edge_strain']:.1f}% |")
-    out.append("")
-    out.append("Goals: Sinew ≤ 0.50× Blender, 0 crossing pairs.")
-    return "\n".join(out)
-
-
 if __name__ == "__main__":
+    from tools.bench import table
+
     print(table(run(quick="--quick" in sys.argv[1:])))

@@ -26,8 +26,8 @@ from .explicit import ExplicitEuler
 from .fast import LocalGlobal
 from .implicit import LinearImplicitEuler
 from .model import Model, State, build_model, lumped_masses
-from .selfcollision import SelfCollision, count_crossings
 from .newton import NewtonImplicitEuler
+from .selfcollision import SelfCollision, count_crossings
 from .simulate import FrameDiagnostics, Simulator, simulate
 from .symplectic import SymplecticEuler
 from .topology import SpringSet, build_springs

@@ -8,22 +8,12 @@ import bpy
 import numpy as np
 
 from tests.blender.conftest import ADDON_MODULE
-
-NX, NY = 2, 12  # quads across and along the 0.4 m × 2.4 m strip
-DISTANCE = 0.02
+from tests.blender.test_springs_bake import evaluated
+from tests.selfcollision_scene import DISTANCE, strip_over_box
 
 
 def core_springs():
     return importlib.import_module(ADDON_MODULE + ".core.springs")
-
-
-def evaluated(ob: bpy.types.Object) -> np.ndarray:
-    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    me = ev.to_mesh()
-    co = np.empty(3 * len(me.vertices), dtype=np.float32)
-    me.vertices.foreach_get("co", co)
-    ev.to_mesh_clear()
-    return co.reshape(-1, 3).astype(np.float64)
 
 
 def triangles(me: bpy.types.Mesh) -> np.ndarray:
@@ -31,32 +21,6 @@ def triangles(me: bpy.types.Mesh) -> np.ndarray:
     t = np.empty(3 * len(me.loop_triangles), dtype=np.int64)
     me.loop_triangles.foreach_get("vertices", t)
     return t.reshape(-1, 3)
-
-
-def strip_over_box(scene) -> bpy.types.Object:
-    """A 0.4 × 2.4 m strip standing on its end, leaning a little, above a 0.6 m box."""
-    bpy.ops.mesh.primitive_cube_add(size=0.6, location=(0.0, 0.0, 0.3))
-    box = bpy.context.active_object
-    coll = bpy.data.collections.new("Colliders")
-    scene.collection.children.link(coll)
-    coll.objects.link(box)
-    tilt = 0.05
-    verts = [((i / NX - 0.5) * 0.4, 2.4 * j / NY * np.sin(tilt), 0.65 + 2.4 * j / NY * np.cos(tilt))
-             for j in range(NY + 1) for i in range(NX + 1)]
-    faces = [(j * (NX + 1) + i, j * (NX + 1) + i + 1, (j + 1) * (NX + 1) + i + 1, (j + 1) * (NX + 1) + i)
-             for j in range(NY) for i in range(NX)]
-    me = bpy.data.meshes.new("Strip")
-    me.from_pydata(verts, [], faces)
-    ob = bpy.data.objects.new("Strip", me)
-    scene.collection.objects.link(ob)
-    bpy.context.view_layer.objects.active = ob
-    s = ob.sinew_springs
-    s.enabled, s.solver, s.collision_collection = True, "FAST", coll
-    s.vertex_mass, s.stiffness, s.shear_stiffness, s.bending_stiffness = 0.01, 1000.0, 200.0, 0.5
-    s.damping, s.air_drag, s.substeps = 0.5, 0.1, 2
-    s.self_collision, s.self_distance = True, DISTANCE
-    scene.frame_start, scene.frame_end = 1, 30
-    return ob
 
 
 def test_self_collision_settings_exist(scene):
@@ -68,7 +32,7 @@ def test_self_collision_settings_exist(scene):
 
 def test_strip_folding_over_a_box_never_crosses_itself(scene):
     cs = core_springs()
-    ob = strip_over_box(scene)
+    ob = strip_over_box()
     tris = triangles(ob.data)
     assert bpy.ops.sinew.bake_springs() == {"FINISHED"}
     heights = []
@@ -96,7 +60,7 @@ def min_vertex_face_distance(x: np.ndarray, tris: np.ndarray) -> float:
 
 def test_self_collision_changes_the_bake_and_is_reported(scene):
     cs = core_springs()
-    ob = strip_over_box(scene)
+    ob = strip_over_box()
     tris = triangles(ob.data)
     ob.sinew_springs.self_collision = False
     assert bpy.ops.sinew.bake_springs() == {"FINISHED"}

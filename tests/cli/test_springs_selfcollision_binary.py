@@ -16,27 +16,9 @@ from blender_addon.core.springs import count_crossings
 
 bpy.ops.wm.read_homefile(use_empty=True)
 scene = bpy.context.scene
-bpy.ops.mesh.primitive_cube_add(size=0.6, location=(0.0, 0.0, 0.3))
-box = bpy.context.active_object
-coll = bpy.data.collections.new("Colliders")
-scene.collection.children.link(coll)
-coll.objects.link(box)
-nx, ny, tilt = 2, 12, 0.05
-verts = [((i / nx - 0.5) * 0.4, 2.4 * j / ny * np.sin(tilt), 0.65 + 2.4 * j / ny * np.cos(tilt))
-         for j in range(ny + 1) for i in range(nx + 1)]
-faces = [(j * (nx + 1) + i, j * (nx + 1) + i + 1, (j + 1) * (nx + 1) + i + 1, (j + 1) * (nx + 1) + i)
-         for j in range(ny) for i in range(nx)]
-me = bpy.data.meshes.new("Strip")
-me.from_pydata(verts, [], faces)
-ob = bpy.data.objects.new("Strip", me)
-scene.collection.objects.link(ob)
-bpy.context.view_layer.objects.active = ob
-s = ob.sinew_springs
-s.enabled, s.solver, s.collision_collection = True, "FAST", coll
-s.vertex_mass, s.stiffness, s.shear_stiffness, s.bending_stiffness = 0.01, 1000.0, 200.0, 0.5
-s.damping, s.air_drag, s.substeps = 0.5, 0.1, 2
-s.self_collision, s.self_distance = True, 0.02
-scene.frame_start, scene.frame_end = 1, 24
+from tests.selfcollision_scene import strip_over_box
+ob = strip_over_box(frames=24)
+me = ob.data
 assert bpy.ops.sinew.bake_springs() == {{"FINISHED"}}
 me.calc_loop_triangles()
 tris = np.empty(3 * len(me.loop_triangles), dtype=np.int64)
