@@ -285,15 +285,15 @@ def _unit_rows(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 # -- noise -----------------------------------------------------------------------------
 
-_P1, _P2, _P3, _P4 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F),
-                      np.uint64(0x165667B19E3779F9), np.uint64(0xD6E8FEB86659FD93))
+_P1, _P2, _P3 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F),
+                  np.uint64(0x165667B19E3779F9))
 _M1, _M2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
 
 
 def _lattice(ix: np.ndarray, iy: np.ndarray, iz: np.ndarray, seed: int) -> np.ndarray:
     """Hashed lattice values in ``[0, 1)`` (MurmurHash3's 64-bit finaliser)."""
     h = (ix.view(np.uint64) * _P1) ^ (iy.view(np.uint64) * _P2) ^ (iz.view(np.uint64) * _P3)
-    h ^= np.uint64(seed & 0xFFFFFFFFFFFFFFFF) * _P4
+    h ^= np.uint64((int(seed) * 0xD6E8FEB86659FD93) & 0xFFFFFFFFFFFFFFFF)
     h ^= h >> np.uint64(33)
     h *= _M1
     h ^= h >> np.uint64(33)
