@@ -33,6 +33,7 @@ SECTIONS = [
     ("IK bake: Sinew against Blender's IK constraint + nla.bake (same rig, same target)", "bench.ik_blender"),
     ("Springs in core: hanging grids, two top corners pinned", "bench.springs_core"),
     ("Spring bake: Sinew FAST against Blender's Cloth modifier (64² grid)", "bench.springs_blender"),
+    ("Flag in the wind: Sinew against Blender's Cloth with the same Wind field", "bench.springs_fields"),
     ("Keyframe writing", "bench.keys"),
 ]
 

@@ -63,7 +63,8 @@ def scene_fields(view_layer: bpy.types.ViewLayer,
             if ob.hide_viewport or ob == obj or ob.field is None or ob.field.type == "NONE":
                 continue
             seen[ob.name] = ob
-    objects, skipped = [], []
+    objects: list[bpy.types.Object] = []
+    skipped: list[str] = []
     for name in sorted(seen):
         ob = seen[name]
         if ob.field.type not in FIELD_TYPES:

@@ -115,7 +115,7 @@ class SpringBakeJob(BakeJob):
                              iterations=s.iterations, frame_start=frame_start)
         self._colliders = [[TriangleMesh(v, t, thickness=th, friction=fr) for v, t, th, fr in cols]
                            for cols in inp.colliders]
-        self._field_forces = None
+        self._field_forces: Any = None
         if field_objs:
             from ..core.springs import FieldForces
             self._field_forces = FieldForces(fields.read_triangles(obj.data), self.model.masses,

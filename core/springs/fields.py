@@ -73,8 +73,9 @@ reverse it), which keeps it stable at any step size.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields as dc_fields, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -177,7 +178,7 @@ class ForceField:
             raise SinewError("a force field's matrix must be a finite 4×4 matrix")
         m.setflags(write=False)
         object.__setattr__(self, "matrix", m)
-        for f in dc_fields(self):
+        for f in dataclasses.fields(self):
             val = getattr(self, f.name)
             if isinstance(val, float) and not np.isfinite(val):
                 raise SinewError(f"force field {f.name} must be finite, got {val!r}")
@@ -439,18 +440,24 @@ class FieldForces:
 
     def _distribute(self, wind: np.ndarray, ext: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Corner forces of the wind part (pressure along normals) and the force
-        part (per area), summed per vertex; ``(n, 3)`` without the factor κ."""
+        part (per area), summed per vertex, without the factor κ. ``wind`` and
+        ``ext`` are ``(n, k, 3)`` (``k`` vector fields distributed at once);
+        returns ``(n, k, 3)``."""
         tri = self.triangles
         if not len(tri):
             return 0.5 * (wind + ext)
+        n, k = wind.shape[:2]
         p = x[tri]
         nor, twice = _unit_rows(np.cross(p[:, 0] - p[:, 1], p[:, 1] - p[:, 2]))
-        share = (twice / 24.0)[:, None]  # A/12 with A = |cross|/2
-        pres = np.einsum("tkj,tj->tk", wind[tri], nor)
-        per = ((pres + pres.sum(axis=1, keepdims=True)) * share)[:, :, None] * nor[:, None, :]
-        e = ext[tri]
-        per += (e + e.sum(axis=1, keepdims=True)) * share[:, :, None]
-        return self._scatter @ per.reshape(-1, 3)
+        share = twice / 24.0  # A/12 with A = |cross|/2, shape (t,)
+        pres = np.einsum("tckj,tj->tck", wind[tri], nor)  # (t, 3, k)
+        pres += pres.sum(axis=1, keepdims=True)
+        pres *= share[:, None, None]
+        e = ext[tri]  # (t, 3, k, 3)
+        per = e + e.sum(axis=1, keepdims=True)
+        per *= share[:, None, None, None]
+        per += pres[..., None] * nor[:, None, None, :]
+        return (self._scatter @ per.reshape(3 * len(tri), 3 * k)).reshape(n, k, 3)
 
     def evaluate(self, fields: Sequence[ForceField], x: np.ndarray, v: np.ndarray, *,
                  tick: int = 0, h: float | None = None) -> np.ndarray:
@@ -466,19 +473,21 @@ class FieldForces:
         out = np.zeros_like(x)
         if self.weight == 0.0 or not fields:
             return out
-        wind_x, wind_v = np.zeros_like(x), np.zeros_like(x)
-        ext_x, ext_v = np.zeros_like(x), np.zeros_like(x)
+        # [:, 0] the position-dependent part, [:, 1] the velocity-dependent part
+        wind = np.zeros((len(x), 2, 3))
+        ext = np.zeros((len(x), 2, 3))
         for k, fld in enumerate(fields):
             qx, qv = field_vectors(fld, x, v, tick * 1009 + k)
             wf = float(fld.wind_factor)
             if wf != 0.0:
-                wind_x += wf * qx
-                wind_v += wf * qv
+                wind[:, 0] += wf * qx
+                wind[:, 1] += wf * qv
             if wf != 1.0:
-                ext_x += (1.0 - wf) * qx
-                ext_v += (1.0 - wf) * qv
-        fx = self.kappa * self._distribute(wind_x, ext_x, x)
-        fv = self.kappa * self._distribute(wind_v, ext_v, x)
+                ext[:, 0] += (1.0 - wf) * qx
+                ext[:, 1] += (1.0 - wf) * qv
+        both = self._distribute(wind, ext, x)
+        both *= self.kappa
+        fx, fv = both[:, 0], both[:, 1]
         if h is not None and h > 0:
             vv = np.einsum("ij,ij->i", v, v)
             gamma = np.divide(np.maximum(-np.einsum("ij,ij->i", fv, v), 0.0), vv,

@@ -11,7 +11,7 @@ import bpy
 import numpy as np
 import pytest
 
-from tests.blender.test_springs_bake import evaluated, play, world_matrix
+from tests.blender.test_springs_bake import play, world_matrix
 
 FRAMES = 10
 
