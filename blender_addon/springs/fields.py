@@ -22,8 +22,10 @@ from typing import Any
 import bpy
 import numpy as np
 
-from ..core.springs.fields import FIELD_TYPES, SHAPES, ForceField
 from .read import matrix_array
+
+# core.springs needs scipy, which the add-on must register without (deps.py): it is
+# imported inside the functions, which only a bake calls.
 
 #: ``ForceField`` attribute ← ``FieldSettings`` attribute (same numbers, plain types).
 _FLOATS = {
@@ -57,6 +59,8 @@ def scene_fields(view_layer: bpy.types.ViewLayer,
     skipped : list of str
         ``"Name (TYPE)"`` or ``"Name (SHAPE shape)"`` for fields Sinew does not model.
     """
+    from ..core.springs.fields import FIELD_TYPES, SHAPES
+
     seen: dict[str, bpy.types.Object] = {}
     for coll in _enabled_collections(view_layer.layer_collection):
         for ob in coll.objects:
@@ -76,8 +80,11 @@ def scene_fields(view_layer: bpy.types.ViewLayer,
     return objects, skipped
 
 
-def read_field(ob: bpy.types.Object, depsgraph: Any) -> ForceField:
-    """One field object's settings at the depsgraph's frame, as a :class:`ForceField`."""
+def read_field(ob: bpy.types.Object, depsgraph: Any) -> Any:
+    """One field object's settings at the depsgraph's frame, as a
+    :class:`core.springs.fields.ForceField`."""
+    from ..core.springs.fields import ForceField
+
     ev = ob.evaluated_get(depsgraph)
     fs = ev.field
     kw: dict[str, Any] = {k: float(getattr(fs, a)) for k, a in _FLOATS.items()}
@@ -86,7 +93,7 @@ def read_field(ob: bpy.types.Object, depsgraph: Any) -> ForceField:
     return ForceField(str(fs.type), matrix_array(ev.matrix_world), seed=int(fs.seed), **kw)
 
 
-def read_fields(objects: list[bpy.types.Object], depsgraph: Any) -> list[ForceField]:
+def read_fields(objects: list[bpy.types.Object], depsgraph: Any) -> list[Any]:
     """:func:`read_field` for each of ``objects``."""
     return [read_field(ob, depsgraph) for ob in objects]
 

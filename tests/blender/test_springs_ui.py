@@ -52,7 +52,7 @@ def test_panels_are_in_the_physics_tab(scene):
 
 def test_springs_register_and_unregister_twice_leave_nothing(scene):
     springs = sys.modules[ADDON_MODULE + ".springs"]
-    assert len(springs.classes) == 11  # 1 property group, 3 operators, 7 panels
+    assert len(springs.classes) == 12  # 1 property group, 3 operators, 8 panels
     for _ in range(2):
         springs.unregister()
         assert not hasattr(bpy.types.Object, "sinew_springs")
