@@ -155,23 +155,37 @@ def _world_now(ob) -> np.ndarray:
     return evaluated(ob) @ m[:3, :3].T + m[:3, 3]
 
 
-@pytest.mark.parametrize("kind,shape,tilt", [("WIND", "PLANE", 0.0), ("WIND", "PLANE", math.pi / 4),
-                                             ("FORCE", "PLANE", 0.0), ("VORTEX", "POINT", 0.0)])
-def test_fields_push_with_the_newtons_of_blenders_cloth(scene, kind, shape, tilt):
-    """A free 2 × 2 m sheet, gravity off, no air drag, 0.3 kg per vertex: its mean
-    displacement is the net field force's work, so Sinew's and Blender's Cloth's agree
-    when the forces agree (internal spring forces cancel in the mean)."""
-    frames = 10
+#: (type, settings, tilt about X, gravity) of the fields compared with Blender's Cloth
+NEWTON_CASES = {
+    "wind": ("WIND", dict(shape="PLANE", strength=20.0, flow=0.0), 0.0, False),
+    "wind_45": ("WIND", dict(shape="PLANE", strength=20.0, flow=0.0), math.pi / 4, False),
+    "force_plane": ("FORCE", dict(shape="PLANE", strength=20.0), 0.0, False),
+    "vortex_point": ("VORTEX", dict(shape="POINT", strength=20.0), 0.0, False),
+    "wind_flow": ("WIND", dict(shape="PLANE", strength=0.0, flow=1.0), 0.0, True),
+    "drag": ("DRAG", dict(linear_drag=1.0, quadratic_drag=1.0), 0.0, True),
+}
+
+
+@pytest.mark.parametrize("case", list(NEWTON_CASES))
+def test_fields_push_with_the_newtons_of_blenders_cloth(scene, case):
+    """A free 2 × 2 m sheet, 0.3 kg per vertex, no air drag: its mean displacement
+    integrates the net external force (internal spring forces cancel in the mean), so
+    Sinew's and Blender's Cloth's agree when the field forces agree. Velocity-dependent
+    fields (flow, Drag) are compared on the sheet falling under gravity; Blender's Cloth
+    scales gravity by 0.001 · fps² (SIM_mass_spring.cc), so Sinew gets that gravity."""
+    kind, settings, tilt, gravity = NEWTON_CASES[case]
+    frames = 30 if gravity else 10
     moved = {}
     for mode in ("cloth", "sinew"):
         bpy.ops.wm.read_homefile(use_empty=True)
         sc = bpy.context.scene
-        sc.use_gravity = False
+        sc.use_gravity = gravity
         bpy.ops.mesh.primitive_grid_add(x_subdivisions=8, y_subdivisions=8, size=2.0)
         ob = bpy.context.active_object
         bpy.ops.object.effector_add(type=kind, location=(0.3, 0.2, -2.0), rotation=(tilt, 0.0, 0.0))
         f = bpy.context.active_object.field
-        f.shape, f.strength, f.flow = shape, 20.0, 0.0
+        for key, value in settings.items():
+            setattr(f, key, value)
         bpy.context.view_layer.objects.active = ob
         x0 = _world_now(ob)
         if mode == "cloth":
@@ -181,6 +195,8 @@ def test_fields_push_with_the_newtons_of_blenders_cloth(scene, kind, shape, tilt
             for fr in range(1, frames + 1):
                 sc.frame_set(fr)
         else:
+            fps = sc.render.fps / sc.render.fps_base
+            sc.gravity = tuple(0.001 * fps * fps * np.array(sc.gravity))
             s = ob.sinew_springs
             s.enabled, s.solver, s.substeps, s.vertex_mass, s.air_drag = True, "IMPLICIT", 5, 0.3, 0.0
             assert bpy.ops.sinew.bake_springs(frame_start=1, frame_end=frames) == {"FINISHED"}
@@ -189,3 +205,7 @@ def test_fields_push_with_the_newtons_of_blenders_cloth(scene, kind, shape, tilt
     scale = np.linalg.norm(moved["cloth"])
     assert scale > 0.03
     np.testing.assert_allclose(moved["sinew"], moved["cloth"], atol=0.01 * scale)
+    if gravity:  # the field really slowed the fall: without it the sheet falls further
+        t = (frames - 1) / 24.0
+        free_fall = 0.5 * 9.81 * 0.001 * 24 * 24 * t * t
+        assert -moved["cloth"][2] < 0.99 * free_fall
