@@ -194,7 +194,7 @@ class LocalGlobal(Integrator):
              iterations: int = 10, colliders: Sequence[Any] = (),
              external: np.ndarray | None = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
-        obj = Objective(model, state, h, external)
+        obj = Objective(model, state, h, external=external)
         x = obj.start(targets)
         free = model.free_index
         its = max(int(iterations), 1)
