@@ -97,6 +97,7 @@ class SpringBakeJob(BakeJob):
         field_objs, self.fields_skipped = (
             fields.scene_fields(context.view_layer, obj)
             if props.use_force_fields and field_weight != 0.0 else ([], []))
+        self.fields_used = [ob.name for ob in field_objs]
         source = (lambda dg: fields.read_fields(field_objs, dg)) if field_objs else None
         with write.unbaked_view(obj):
             self.input = inp = read.read_input(scene, obj, frame_start, frame_end, s.pin_group,
@@ -169,10 +170,11 @@ class SpringBakeJob(BakeJob):
         props.bake_iterations = self.iterations / max(self.total, 1)
         props.bake_max_strain = self.max_strain
         props.bake_time = time.perf_counter() - self.started
-        skipped = (f"; force fields not supported, skipped: {', '.join(self.fields_skipped)}"
-                   if self.fields_skipped else "")
+        field_note = (f", force fields: {', '.join(self.fields_used)}" if self.fields_used else "")
+        if self.fields_skipped:
+            field_note += f"; force fields not supported, skipped: {', '.join(self.fields_skipped)}"
         return (f"{obj.name}: {len(frames)} frames, {props.bake_iterations:.1f} iterations per "
-                f"frame, max strain {100.0 * self.max_strain:.2f}%{skipped}")
+                f"frame, max strain {100.0 * self.max_strain:.2f}%{field_note}")
 
 
 def free_bake(obj: bpy.types.Object) -> bool:

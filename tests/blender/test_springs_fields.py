@@ -119,15 +119,17 @@ def test_keyed_strength_takes_effect_per_frame(scene):
     assert blown[-1, :, 1].mean() > 0.02
 
 
-def test_hidden_and_unsupported_fields_do_nothing(scene):
+def test_hidden_and_unsupported_fields_do_nothing(scene, capsys):
     ob = flag()
     still = bake_world(scene, ob)
     hidden = wind(400.0)
     hidden.hide_viewport = True
     bpy.ops.object.effector_add(type="MAGNET", location=(0.5, -1.0, 0.0))
     bpy.context.active_object.field.strength = 50.0
+    capsys.readouterr()
     got = bake_world(scene, ob)
     assert np.array_equal(got, still)
+    assert "skipped: Magnet (MAGNET)" in capsys.readouterr().out  # the bake report says so
     # the eye icon does not matter (as for Blender's Cloth)
     hidden.hide_viewport = False
     hidden.hide_set(True)
