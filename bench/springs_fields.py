@@ -169,6 +169,19 @@ def run(quick: bool = False) -> list[dict]:
     return rows
 
 
+def goals(rows: list[dict]) -> list[str]:
+    """The flag-in-wind goal (issue 16) with this run's figures, for the report's headline."""
+    by = {("Sinew" if str(r["method"]).startswith("Sinew") else "Blender"): r for r in rows}
+    if "Sinew" not in by or "Blender" not in by:
+        return []
+    s, b = by["Sinew"], by["Blender"]
+    ok = "met" if s["ratio_to_blender"] <= 0.5 else "NOT met"
+    return [f"flag in wind vs Blender Cloth: {s['ratio_to_blender']:.2f}× the time per frame (goal ≤ 0.5×: {ok}); "
+            f"downwind {s['downwind_m']:.2f} m (Blender {b['downwind_m']:.2f} m), furthest "
+            f"{s['max_downwind_m']:.2f} m (Blender {b['max_downwind_m']:.2f} m); max edge strain "
+            f"{100 * s['max_edge_strain']:.1f}% (Blender {100 * b['max_edge_strain']:.1f}%)"]
+
+
 if __name__ == "__main__":
     for row in run(quick="--quick" in sys.argv[1:]):
         print(row)

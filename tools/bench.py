@@ -171,6 +171,12 @@ def headline(all_rows: dict[str, list[dict]]) -> list[str]:
                        f"{100 * r['max_edge_strain']:.1f}% (goal ≤ 10%: {verdict(r['max_edge_strain'] <= 0.1)}), "
                        f"playback {r['playback_ms_per_frame']:.2f} ms/frame (goal ≤ 5: "
                        f"{verdict(r['playback_ms_per_frame'] <= 5)})")
+    try:
+        from bench import springs_fields
+
+        out += springs_fields.goals(all_rows.get("bench.springs_fields", []))
+    except Exception:  # the section failed; its traceback is in the report
+        pass
     return out
 
 
