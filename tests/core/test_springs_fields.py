@@ -336,3 +336,28 @@ def test_constant_external_force_matches_gravity_in_every_solver():
         a, _ = simulate(model, name, 4, fps=FPS, substeps=sub, external_per_frame=[ext] * 4)
         b, _ = simulate(heavier, name, 4, fps=FPS, substeps=sub)
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9, err_msg=name)
+
+
+def test_wind_factor_splits_normal_pressure_from_force_per_area():
+    """wind_factor 0: the field acts per area whatever the face's orientation (an edge-on
+    sheet is pushed too); 1: only along normals; ½: half of each."""
+    model, tri = flag()
+    ff = FieldForces(tri, model.masses, fps=FPS)
+    x, v = model.rest_positions, np.zeros_like(model.rest_positions)
+    along = dict(shape="PLANE", strength=100.0)
+    m = field_matrix((0.0, 0.0, 0.0), (1.0, 0.0, 0.0))  # blowing along +X, edge-on to the sheet
+    per_area = ff.evaluate([ForceField("WIND", m, wind_factor=0.0, **along)], x, v)
+    normal = ff.evaluate([ForceField("WIND", m, wind_factor=1.0, **along)], x, v)
+    half = ff.evaluate([ForceField("WIND", m, wind_factor=0.5, **along)], x, v)
+    np.testing.assert_allclose(per_area.sum(axis=0), [KAPPA * 100.0 * 1.5, 0.0, 0.0], rtol=1e-12)
+    assert np.all(normal == 0.0)
+    np.testing.assert_allclose(half, 0.5 * per_area + 0.5 * normal, rtol=1e-12, atol=1e-12)
+
+
+def test_line_shape_measures_distance_to_the_z_axis():
+    fld = ForceField("FORCE", field_matrix((1.0, 0.0, 0.0)), strength=2.0, shape="LINE",
+                     falloff_power=1.0)
+    x = np.array([[4.0, 0.0, 7.0], [1.0, -1.0, -3.0]])
+    f = FieldForces(None, np.ones(2), fps=FPS).evaluate([fld], x, np.zeros_like(x))
+    np.testing.assert_allclose(f, 0.5 * KAPPA * 2.0 * np.array([[1.0 / 4.0, 0.0, 0.0],
+                                                                [0.0, -1.0 / 2.0, 0.0]]), rtol=1e-12)
