@@ -434,30 +434,48 @@ class FieldForces:
         self.fps = float(fps)
         self.weight = float(weight)
         self.kappa = EFFECTOR_SCALE * self.fps * self.weight
-        # corner → vertex scatter: row tri[t, k] gets corner 3t + k
-        self._scatter = sp.csr_matrix(
-            (np.ones(tri.size), (tri.reshape(-1), np.arange(tri.size))), shape=(n, tri.size))
+        # vertex–triangle incidence C (n, t) and its transpose
+        self._inc = sp.csr_matrix(
+            (np.ones(tri.size), (tri.reshape(-1), np.repeat(np.arange(len(tri)), 3))),
+            shape=(n, len(tri)))
+        self._inc_t = self._inc.T.tocsr()
 
     def _distribute(self, wind: np.ndarray, ext: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Corner forces of the wind part (pressure along normals) and the force
         part (per area), summed per vertex, without the factor κ. ``wind`` and
         ``ext`` are ``(n, k, 3)`` (``k`` vector fields distributed at once);
-        returns ``(n, k, 3)``."""
+        returns ``(n, k, 3)``.
+
+        With ``C`` the vertex–triangle incidence, ``sₜ = Aₜ/12`` and ``Sₜ = Σⱼ qⱼ``
+        over the triangle's corners, corner ``i`` gets ``Σₜ sₜ (qᵢ + Sₜ)`` from the
+        force part and ``Σₜ sₜ n̂ₜn̂ₜᵀ wᵢ + Σₜ sₜ (Sʷₜ·n̂ₜ) n̂ₜ`` from the wind part:
+        sparse products with ``C`` only, no per-corner arrays.
+        """
         tri = self.triangles
         if not len(tri):
             return 0.5 * (wind + ext)
         n, k = wind.shape[:2]
-        p = x[tri]
-        nor, twice = _unit_rows(np.cross(p[:, 0] - p[:, 1], p[:, 1] - p[:, 2]))
+        t = len(tri)
+        p1 = x[tri[:, 1]]
+        e1 = x[tri[:, 0]] - p1
+        e2 = p1 - x[tri[:, 2]]
+        nor, twice = _unit_rows(np.stack([e1[:, 1] * e2[:, 2] - e1[:, 2] * e2[:, 1],
+                                          e1[:, 2] * e2[:, 0] - e1[:, 0] * e2[:, 2],
+                                          e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0]], axis=1))
         share = twice / 24.0  # A/12 with A = |cross|/2, shape (t,)
-        pres = np.einsum("tckj,tj->tck", wind[tri], nor)  # (t, 3, k)
-        pres += pres.sum(axis=1, keepdims=True)
-        pres *= share[:, None, None]
-        e = ext[tri]  # (t, 3, k, 3)
-        per = e + e.sum(axis=1, keepdims=True)
-        per *= share[:, None, None, None]
-        per += pres[..., None] * nor[:, None, None, :]
-        return (self._scatter @ per.reshape(3 * len(tri), 3 * k)).reshape(n, k, 3)
+        out = np.zeros((n, k, 3))
+        if np.any(ext):
+            tot = (self._inc_t @ ext.reshape(n, 3 * k)) * share[:, None]  # sₜ Sₜ, (t, 3k)
+            out += (self._inc @ share)[:, None, None] * ext
+            out += (self._inc @ tot).reshape(n, k, 3)
+        if np.any(wind):
+            nn = (share[:, None, None] * (nor[:, :, None] * nor[:, None, :])).reshape(t, 9)
+            own = (self._inc @ nn).reshape(n, 3, 3)
+            out += np.matmul(wind, own.transpose(0, 2, 1))  # (own wᵢ) per vertex and field
+            tot = (self._inc_t @ wind.reshape(n, 3 * k)).reshape(t, k, 3)
+            pres = np.einsum("tkj,tj->tk", tot, nor) * share[:, None]  # (t, k)
+            out += (self._inc @ (pres[:, :, None] * nor[:, None, :]).reshape(t, 3 * k)).reshape(n, k, 3)
+        return out
 
     def evaluate(self, fields: Sequence[ForceField], x: np.ndarray, v: np.ndarray, *,
                  tick: int = 0, h: float | None = None) -> np.ndarray:
