@@ -38,13 +38,17 @@ class SpringSettings:
     substeps: int
     iterations: int
     output: str
+    self_collision: bool = False
+    self_distance: float = 0.015
 
     @classmethod
     def from_props(cls, props: Any) -> SpringSettings:
         return cls(props.solver, float(props.vertex_mass), float(props.stiffness),
                    float(props.shear_stiffness), float(props.bending_stiffness),
                    float(props.damping), float(props.air_drag), props.pin_group,
-                   int(props.substeps), int(props.iterations), props.output)
+                   int(props.substeps), int(props.iterations), props.output,
+                   self_collision=bool(props.self_collision),
+                   self_distance=float(props.self_distance))
 
 
 def scene_fps(scene: bpy.types.Scene) -> float:
@@ -74,7 +78,8 @@ class SpringBakeJob(BakeJob):
         problem = deps.scipy_problem()
         if problem:
             raise SinewError(problem)
-        from ..core.springs import Simulator, TriangleMesh, build_model, build_springs
+        from ..core.springs import SelfCollision, Simulator, TriangleMesh, build_model, build_springs
+        from ..core.springs.shapes import triangulate
 
         check_object(obj)
         if frame_end < frame_start:
@@ -112,8 +117,13 @@ class SpringBakeJob(BakeJob):
                                  bending_stiffness=s.bending_stiffness, damping=s.damping,
                                  vertex_mass=s.vertex_mass, pinned=inp.pin_weights > 0,
                                  air_drag=s.air_drag, gravity=scene_gravity(scene))
+        self_col = None
+        if s.self_collision and len(topo.loop_totals):
+            # neighbours are decided on the first frame's shape (world space)
+            self_col = SelfCollision.build(inp.world[0], triangulate(topo), s.self_distance)
         self.sim = Simulator(self.model, s.solver, fps=scene_fps(scene), substeps=s.substeps,
-                             iterations=s.iterations, frame_start=frame_start)
+                             iterations=s.iterations, frame_start=frame_start,
+                             self_collision=self_col)
         self._colliders = [[TriangleMesh(v, t, thickness=th, friction=fr) for v, t, th, fr in cols]
                            for cols in inp.colliders]
         self._field_forces: Any = None
@@ -125,6 +135,8 @@ class SpringBakeJob(BakeJob):
         self.positions[0] = self.sim.state.x
         self.iterations = 0
         self.max_strain = 0.0
+        self.self_contacts = 0
+        self.self_crossings = 0
         self.read_time = time.perf_counter() - started
         self.total = len(inp.frames) - 1
         self.done = 0
@@ -143,6 +155,8 @@ class SpringBakeJob(BakeJob):
         self.positions[i] = self.sim.state.x
         self.iterations += diag.iterations
         self.max_strain = max(self.max_strain, float(diag.max_strain))
+        self.self_contacts += diag.self_contacts
+        self.self_crossings = max(self.self_crossings, diag.self_crossings)
         self.done = i
         return self.done >= self.total
 
@@ -170,11 +184,15 @@ class SpringBakeJob(BakeJob):
         props.bake_iterations = self.iterations / max(self.total, 1)
         props.bake_max_strain = self.max_strain
         props.bake_time = time.perf_counter() - self.started
+        self_col = ""
+        if self.sim.self_collision is not None:
+            self_col = (f", {self.self_contacts / max(self.total, 1):.0f} self-contacts per frame, "
+                        f"{self.self_crossings} crossing triangle pairs")
         field_note = (f", force fields: {', '.join(self.fields_used)}" if self.fields_used else "")
         if self.fields_skipped:
             field_note += f"; force fields not supported, skipped: {', '.join(self.fields_skipped)}"
         return (f"{obj.name}: {len(frames)} frames, {props.bake_iterations:.1f} iterations per "
-                f"frame, max strain {100.0 * self.max_strain:.2f}%{field_note}")
+                f"frame, max strain {100.0 * self.max_strain:.2f}%{self_col}{field_note}")
 
 
 def free_bake(obj: bpy.types.Object) -> bool:

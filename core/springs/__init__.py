@@ -17,7 +17,8 @@ Integrators (all share ``step(model, state, h, *, pins, iterations, colliders)``
 Force fields (:mod:`.fields`): Blender's Wind, Force, Vortex, Turbulence and Drag
 evaluated on plain arrays, fed to the integrators as ``external`` forces.
 
-Self-collision is out of scope.
+:class:`SelfCollision` (``selfcollision.py``) keeps the mesh from passing through itself
+after every step.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .fields import FIELD_TYPES, FieldForces, ForceField
 from .implicit import LinearImplicitEuler
 from .model import Model, State, build_model, lumped_masses
 from .newton import NewtonImplicitEuler
+from .selfcollision import SelfCollision, count_crossings
 from .simulate import FrameDiagnostics, Simulator, simulate
 from .symplectic import SymplecticEuler
 from .topology import SpringSet, build_springs
@@ -45,6 +47,6 @@ __all__ = [
     "INTEGRATORS", "Integrator", "StepInfo", "ExplicitEuler", "SymplecticEuler",
     "LinearImplicitEuler", "NewtonImplicitEuler", "LocalGlobal", "Model", "State",
     "build_model", "lumped_masses", "SpringSet", "build_springs", "Plane", "Sphere",
-    "TriangleMesh", "resolve", "FrameDiagnostics", "Simulator", "simulate",
-    "FIELD_TYPES", "FieldForces", "ForceField",
+    "TriangleMesh", "resolve", "FrameDiagnostics", "Simulator", "simulate", "SelfCollision",
+    "count_crossings", "FIELD_TYPES", "FieldForces", "ForceField",
 ]

@@ -27,6 +27,7 @@ from ..errors import BakeCancelled, DivergenceError, SinewError
 from . import forces as F
 from .base import Integrator
 from .model import Model, State
+from .selfcollision import SelfCollision
 
 __all__ = ["FrameDiagnostics", "Simulator", "simulate"]
 
@@ -50,6 +51,11 @@ class FrameDiagnostics:
     max_strain : float
         Largest stretch of the mesh's edges, ``max(ℓ/L − 1, 0)`` (dimensionless; see
         :func:`.forces.edge_strain`).
+    self_contacts : int
+        Self-collision: contact or colliding pairs, summed over substeps (0 when off).
+    self_crossings : int
+        Self-collision: crossing triangle pairs at the end of the frame (0 is the goal;
+        0 when off).
     """
 
     frame: int
@@ -58,6 +64,8 @@ class FrameDiagnostics:
     kinetic_energy: float
     potential_energy: float
     max_strain: float
+    self_contacts: int = 0
+    self_crossings: int = 0
 
 
 def _make_integrator(integrator: Union[str, Integrator]) -> Integrator:
@@ -91,6 +99,8 @@ class Simulator:
         Number of the initial frame.
     state : State, optional
         Initial state (copied); default: rest positions, zero velocity.
+    self_collision : SelfCollision, optional
+        Resolved after every step (after colliders and pins; see :mod:`.selfcollision`).
 
     Attributes
     ----------
@@ -102,7 +112,8 @@ class Simulator:
 
     def __init__(self, model: Model, integrator: Union[str, Integrator], *, fps: float,
                  substeps: int = 1, iterations: int = 10, frame_start: int = 0,
-                 state: State | None = None) -> None:
+                 state: State | None = None, self_collision: SelfCollision | None = None
+                 ) -> None:
         if not (np.isfinite(fps) and fps > 0):
             raise SinewError("fps must be > 0")
         if int(substeps) < 1 or int(iterations) < 1:
@@ -114,6 +125,7 @@ class Simulator:
         self.iterations = int(iterations)
         self.frame = int(frame_start)
         self.h = 1.0 / (self.fps * self.substeps)
+        self.self_collision = self_collision
         if state is None:
             self.state = model.initial_state()
         else:
@@ -213,18 +225,22 @@ class Simulator:
         total_its = 0
         residual = float("nan")
         ext_work = 0.0
+        sc, self_contacts, crossings = self.self_collision, 0, 0
         with np.errstate(over="ignore", invalid="ignore"):
             for k in range(1, self.substeps + 1):
                 target = prev + (nxt - prev) * (k / self.substeps)
                 ext = self._external(external, work, (k - 0.5) / self.substeps, frame)
                 kw = {} if ext is None else {"external": ext}
-                x_before = work.x.copy() if ext is not None else None
+                x_start = work.x.copy() if (sc is not None or ext is not None) else None
                 info = self.integrator.step(model, work, self.h, pins=target,
                                             iterations=self.iterations, colliders=colliders,
                                             **kw)
                 if ext is not None:
                     ext_work += float(np.sum(np.linalg.norm(ext, axis=1)
-                                             * np.linalg.norm(work.x - x_before, axis=1)))
+                                             * np.linalg.norm(work.x - x_start, axis=1)))
+                if sc is not None and np.all(np.isfinite(work.x)):
+                    self_contacts += sc.resolve(x_start, work.x, work.v, model.masses,
+                                                model.pinned).contacts
                 total_its += info.iterations
                 residual = info.residual
                 if not (np.all(np.isfinite(work.x)) and np.all(np.isfinite(work.v))):
@@ -233,6 +249,8 @@ class Simulator:
             ke = F.kinetic_energy(model, work.v)
             e_spring, strain = F.spring_energy_and_strain(model, work.x)
             pe = e_spring + F.gravity_energy(model, work.x)
+            if sc is not None:
+                crossings = sc.count_crossings(work.x)
         if np.isfinite(ext_work):
             self._scale += ext_work
         if len(prev):
@@ -244,7 +262,8 @@ class Simulator:
                 frame, f"the energy ran away (kinetic energy {ke:.3g} J)", self._remedy())
         self.state = work
         self.frame = frame
-        return FrameDiagnostics(frame, total_its, residual, ke, pe, strain)
+        return FrameDiagnostics(frame, total_its, residual, ke, pe, strain, self_contacts,
+                                crossings)
 
 
 def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, fps: float,
@@ -253,6 +272,7 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
              colliders_per_frame: Sequence[Sequence[Any]] | None = None,
              external_per_frame: Sequence[Any] | None = None,
              progress: Callable[[int, int], bool | None] | None = None,
+             self_collision: SelfCollision | None = None,
              ) -> tuple[np.ndarray, list[FrameDiagnostics]]:
     """Simulate ``frames`` frames from the model's rest pose.
 
@@ -279,6 +299,8 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
     progress : callable, optional
         ``progress(done, total)`` after each frame; returning ``False``
         raises :class:`~core.errors.BakeCancelled`.
+    self_collision : SelfCollision, optional
+        As for :class:`Simulator`.
 
     Returns
     -------
@@ -300,14 +322,17 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
         raise SinewError(f"colliders_per_frame must have {frames} entries")
     if external_per_frame is not None and len(external_per_frame) != frames:
         raise SinewError(f"external_per_frame must have {frames} entries")
-    sim = Simulator(model, integrator, fps=fps, substeps=substeps, iterations=iterations)
+    sim = Simulator(model, integrator, fps=fps, substeps=substeps, iterations=iterations,
+                    self_collision=self_collision)
     if traj is not None:
         sim.set_pins(traj[0])
     out = np.empty((frames,) + model.rest_positions.shape)
     out[0] = sim.state.x
     diags = [FrameDiagnostics(sim.frame, 0, float("nan"), F.kinetic_energy(model, sim.state.v),
                               F.potential_energy(model, sim.state.x),
-                              F.max_strain(model, sim.state.x))]
+                              F.max_strain(model, sim.state.x), 0,
+                              0 if self_collision is None
+                              else self_collision.count_crossings(sim.state.x))]
     for f in range(1, frames):
         cols = colliders_per_frame[f] if colliders_per_frame is not None else ()
         ext = external_per_frame[f] if external_per_frame is not None else None
