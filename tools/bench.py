@@ -35,6 +35,7 @@ SECTIONS = [
      "bench.ik_rig"),
     ("Springs in core: hanging grids, two top corners pinned", "bench.springs_core"),
     ("Spring bake: Sinew FAST against Blender's Cloth modifier (64² grid)", "bench.springs_blender"),
+    ("Flag in the wind: Sinew against Blender's Cloth with the same Wind field", "bench.springs_fields"),
     ("Keyframe writing", "bench.keys"),
     ("Self-collision: a strip folding over a box, Sinew against Blender's Cloth", "bench.selfcollision_blender"),
 ]
@@ -182,6 +183,12 @@ def headline(all_rows: dict[str, list[dict]]) -> list[str]:
             out.append(f"self-collision fold vs Blender Cloth: {r['ratio_to_blender']:.2f}× the time per frame "
                        f"(goal ≤ 0.5×: {verdict(r['ratio_to_blender'] <= 0.5)}), {r['max_crossings']:.0f} "
                        f"crossing triangle pairs (goal 0: {verdict(r['max_crossings'] == 0)})")
+    try:
+        from bench import springs_fields
+
+        out += springs_fields.goals(all_rows.get("bench.springs_fields", []))
+    except Exception:  # the section failed; its traceback is in the report
+        pass
     return out
 
 

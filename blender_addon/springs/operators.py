@@ -20,7 +20,7 @@ from bpy.props import IntProperty
 from .. import deps
 from ..bakejob import BakeJob, BakeOperator
 from ..core.errors import SinewError
-from . import budget, read, write
+from . import budget, fields, read, write
 
 
 @dataclass(frozen=True)
@@ -96,9 +96,18 @@ class SpringBakeJob(BakeJob):
             write.check_cache_writable(obj)  # unsaved .blend, path outside its folder, read-only
         scene = context.scene
         self.started = started = time.perf_counter()
+        # force fields (fields.py): which ones act, read per frame with the mesh
+        props = obj.sinew_springs
+        field_weight = float(props.field_weight)
+        field_objs, self.fields_skipped = (
+            fields.scene_fields(context.view_layer, obj)
+            if props.use_force_fields and field_weight != 0.0 else ([], []))
+        self.fields_used = [ob.name for ob in field_objs]
+        source = (lambda dg: fields.read_fields(field_objs, dg)) if field_objs else None
         with write.unbaked_view(obj):
             self.input = inp = read.read_input(scene, obj, frame_start, frame_end, s.pin_group,
-                                               obj.sinew_springs.collision_collection)
+                                               obj.sinew_springs.collision_collection,
+                                               field_source=source)
         topo = inp.topology
         springs = build_springs(topo.vertex_count, topo.edges, topo.loop_starts, topo.loop_totals,
                                 topo.loop_vertices, shear=s.shear_stiffness > 0,
@@ -117,6 +126,11 @@ class SpringBakeJob(BakeJob):
                              self_collision=self_col)
         self._colliders = [[TriangleMesh(v, t, thickness=th, friction=fr) for v, t, th, fr in cols]
                            for cols in inp.colliders]
+        self._field_forces: Any = None
+        if field_objs:
+            from ..core.springs import FieldForces
+            self._field_forces = FieldForces(fields.read_triangles(obj.data), self.model.masses,
+                                             fps=scene_fps(scene), weight=field_weight)
         self.positions: np.ndarray | None = np.empty_like(inp.world)
         self.positions[0] = self.sim.state.x
         self.iterations = 0
@@ -132,7 +146,11 @@ class SpringBakeJob(BakeJob):
             return True
         i = self.done + 1
         pins = self.input.world[i][self.model.pinned_index]
-        diag = self.sim.advance(pins, self._colliders[i])
+        ext = None
+        if self._field_forces is not None:
+            ext = self._field_forces.for_frame(self.input.fields[i - 1], self.input.fields[i],
+                                               int(self.input.frames[i - 1]))
+        diag = self.sim.advance(pins, self._colliders[i], external=ext)
         assert self.positions is not None, "step() after cancel()"
         self.positions[i] = self.sim.state.x
         self.iterations += diag.iterations
@@ -170,8 +188,11 @@ class SpringBakeJob(BakeJob):
         if self.sim.self_collision is not None:
             self_col = (f", {self.self_contacts / max(self.total, 1):.0f} self-contacts per frame, "
                         f"{self.self_crossings} crossing triangle pairs")
+        field_note = (f", force fields: {', '.join(self.fields_used)}" if self.fields_used else "")
+        if self.fields_skipped:
+            field_note += f"; force fields not supported, skipped: {', '.join(self.fields_skipped)}"
         return (f"{obj.name}: {len(frames)} frames, {props.bake_iterations:.1f} iterations per "
-                f"frame, max strain {100.0 * self.max_strain:.2f}%{self_col}")
+                f"frame, max strain {100.0 * self.max_strain:.2f}%{self_col}{field_note}")
 
 
 def free_bake(obj: bpy.types.Object) -> bool:

@@ -85,6 +85,15 @@ class SINEW_PG_springs(bpy.types.PropertyGroup):
                                              "parts of the mesh (m)",
                                  default=0.015, min=0.001, soft_max=0.1, precision=3, unit="LENGTH")
 
+    # -- force fields (fields.py) ----------------------------------------------------------
+    use_force_fields: BoolProperty(
+        name="Force Fields", default=True,
+        description="Blender's force fields in the scene (Wind, Force, Turbulence, Vortex, Drag) "
+                    "act on this mesh, as on Blender's Cloth")
+    field_weight: FloatProperty(
+        name="Field Weight", default=1.0, min=-100.0, max=100.0, soft_min=0.0, soft_max=2.0,
+        description="Scale of all force fields on this mesh (1 = as the fields say, 0 = none)")
+
     # -- bake state (written by the bake, read by the panel and by free) ---------------
     baked: BoolProperty(name="Baked", default=False, options={"HIDDEN"})
     bake_frame_start: IntProperty(name="Baked From", default=0, options={"HIDDEN"})

@@ -99,6 +99,19 @@ class SINEW_PT_springs_collisions(_SubPanel, bpy.types.Panel):
         sub.prop(props, "self_distance", text="Distance")
 
 
+class SINEW_PT_springs_fields(_SubPanel, bpy.types.Panel):
+    bl_label = "Force Fields"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw_header(self, context: bpy.types.Context) -> None:
+        self.layout.prop(context.object.sinew_springs, "use_force_fields", text="")
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout, props = self._props(context)
+        layout.active = props.enabled and props.use_force_fields
+        layout.prop(props, "field_weight")
+
+
 class SINEW_PT_springs_output(_SubPanel, bpy.types.Panel):
     bl_label = "Output"
 
@@ -137,5 +150,6 @@ class SINEW_PT_springs_bake(_SubPanel, bpy.types.Panel):
 
 
 classes = (SINEW_PT_springs, SINEW_PT_springs_solver, SINEW_PT_springs_springs,
-           SINEW_PT_springs_pins, SINEW_PT_springs_collisions, SINEW_PT_springs_output,
+           SINEW_PT_springs_pins, SINEW_PT_springs_collisions, SINEW_PT_springs_fields,
+           SINEW_PT_springs_output,
            SINEW_PT_springs_bake)

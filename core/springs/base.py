@@ -9,9 +9,9 @@ minimise
 ``g(x) = ½ Σᵢ Wᵢ ‖xᵢ − ŷᵢ‖² + E(x) + (1/2h) Σ_s k_d (û⁰_s·(Δxᵢ − Δxⱼ))²``
 
 where ``Wᵢ = mᵢ (1/h² + c/h)`` and
-``ŷ = (x₀/h² + v₀/h + g + c (x₀/h + wind)) / (1/h² + c/h)``
-gather inertia, gravity and air drag ``−c m (v − wind)`` (both treated
-implicitly), and the last term is spring damping ``−k_d ((vᵢ − vⱼ)·û) û``
+``ŷ = (x₀/h² + v₀/h + g + c (x₀/h + wind) + f_ext/m) / (1/h² + c/h)``
+gather inertia, gravity, external forces ``f_ext`` held over the step (force
+fields) and air drag ``−c m (v − wind)`` (treated implicitly), and the last term is spring damping ``−k_d ((vᵢ − vⱼ)·û) û``
 with directions ``û⁰`` frozen at the start of the step, so that
 
 ``∇g = W (x − ŷ) + ∇E(x) + (1/h) D (x − x₀)``
@@ -112,6 +112,7 @@ class Integrator:
         pins: np.ndarray | None = None,
         iterations: int = 10,
         colliders: Sequence[Any] = (),
+        external: np.ndarray | None = None,
     ) -> StepInfo:
         """Advance ``state`` in place by ``h`` seconds.
 
@@ -129,6 +130,10 @@ class Integrator:
             Maximum solver iterations (NEWTON, FAST).
         colliders : sequence
             Colliders (see :mod:`.colliders`), resolved after the solve.
+        external : numpy.ndarray, optional
+            Shape ``(n, 3)``, N: external forces (force fields, :mod:`.fields`)
+            held constant over the step: added to ``f`` by the explicit methods and
+            to the right-hand side (``ŷ``) by the implicit ones.
 
         Returns
         -------
@@ -161,9 +166,13 @@ class Objective:
         Start of the step (not modified).
     h : float
         Time step, s.
+    external : numpy.ndarray, optional
+        Shape ``(n, 3)``, N: constant external forces over the step; they enter
+        ``ŷ`` as ``f_ext/m`` beside gravity.
     """
 
-    def __init__(self, model: Model, state: State, h: float) -> None:
+    def __init__(self, model: Model, state: State, h: float,
+                 external: np.ndarray | None = None) -> None:
         self.model = model
         self.h = h
         c = model.air_drag
@@ -172,6 +181,8 @@ class Objective:
         self.x0 = state.x.copy()
         self.y = (state.x / h**2 + state.v / h + model.gravity
                   + c * (state.x / h + model.wind)) / a
+        if external is not None:
+            self.y += external / (model.masses * a)[:, None]
         self.has_damping = model.spring_count > 0 and bool(np.any(model.damping))
         self._geometry0: tuple[np.ndarray, np.ndarray] | None = None
         self.length0: np.ndarray | None = None  # (s,), set by geometry0()

@@ -37,10 +37,14 @@ class ExplicitEuler(Integrator):
                    "needs many substeps")
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
-             iterations: int = 1, colliders: Sequence[Any] = ()) -> StepInfo:
+             iterations: int = 1, colliders: Sequence[Any] = (),
+             external: np.ndarray | None = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
         x0, v0 = state.x.copy(), state.v
-        a = total_force(model, x0, v0) / model.masses[:, None]
+        f = total_force(model, x0, v0)
+        if external is not None:
+            f += external
+        a = f / model.masses[:, None]
         x1 = x0 + h * v0
         v1 = v0 + h * a
         self._finish(model, state, x1, v1, x0, h, targets, colliders)

@@ -6,7 +6,7 @@ f(x₀) − βh H v₁`` with ``H`` the spring Hessian (each 3×3 block made pos
 semi-definite: see :mod:`.forces`), and damping and air drag act on
 ``(1 − β) v₀ + β v₁``:
 
-``[M + βh (D + cM) + βh² H] v₁ = M v₀ + h [f_s(x₀) − (1 − β)(D + cM) v₀ + cM·wind + M g]``
+``[M + βh (D + cM) + βh² H] v₁ = M v₀ + h [f_s(x₀) − (1 − β)(D + cM) v₀ + cM·wind + M g + f_ext]``
 
 then ``x₁ = x₀ + h v₁``. ``β = 0`` is semi-implicit (symplectic) Euler,
 ``β = ½`` the implicit midpoint-like rule, ``β = 1`` (default) backward Euler
@@ -124,7 +124,8 @@ class LinearImplicitEuler(Integrator):
         return pre
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
-             iterations: int = 1, colliders: Sequence[Any] = ()) -> StepInfo:
+             iterations: int = 1, colliders: Sequence[Any] = (),
+             external: np.ndarray | None = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
         b = self.beta
         x0, v0 = state.x.copy(), state.v.copy()
@@ -150,6 +151,8 @@ class LinearImplicitEuler(Integrator):
         rhs = m[:, None] * v0 + h * (
             spring_force - (1.0 - b) * c * m[:, None] * v0
             + c * m[:, None] * model.wind + m[:, None] * model.gravity)
+        if external is not None:
+            rhs += h * external
         v1 = v0.copy()
         v1[pinned] = v_pin
         if len(free):

@@ -84,9 +84,10 @@ class NewtonImplicitEuler(Integrator):
         return asm
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
-             iterations: int = 10, colliders: Sequence[Any] = ()) -> StepInfo:
+             iterations: int = 10, colliders: Sequence[Any] = (),
+             external: np.ndarray | None = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
-        obj = Objective(model, state, h)
+        obj = Objective(model, state, h, external=external)
         x = obj.start(targets)
         free = model.free_index
         its = 0

@@ -5,11 +5,12 @@ Divergence. After every substep positions and velocities must be finite.
 After every frame the mechanical energy ``E = KE + E_spring + E_gravity``
 is compared with its initial value: every integrator here except EXPLICIT is
 dissipative or (SYMPLECTIC, undamped) keeps a bounded modified energy, and
-only pins, wind and collider projection can add energy. So
-``E − E₀ > 100 · S`` flags runaway energy, where the energy scale ``S`` is the
-initial kinetic plus spring energy, plus ``M|g|`` times the rest-mesh extent
-plus 1 m, plus ``½ M ‖wind‖²``, plus ``M (u² + |g| δ)`` summed over frames for
-the pins' speed ``u`` and travel ``δ`` (``M`` total mass). A divergence raises
+only pins, wind, external forces (force fields) and collider projection can add
+energy. So ``E − E₀ > 100 · S`` flags runaway energy, where the energy scale ``S``
+is the initial kinetic plus spring energy, plus ``M|g|`` times the rest-mesh
+extent plus 1 m, plus ``½ M ‖wind‖²``, plus ``M (u² + |g| δ)`` summed over frames
+for the pins' speed ``u`` and travel ``δ`` (``M`` total mass), plus the bound
+``Σ ‖fᵢ‖ ‖Δxᵢ‖`` on the work of the external forces, summed over substeps. A divergence raises
 :class:`~core.errors.DivergenceError` naming the frame and a remedy, and the
 simulator is left at the last good frame.
 """
@@ -169,8 +170,25 @@ class Simulator:
             return "Lower the stiffness, add substeps or slow the pinned vertices down"
         return "Use more substeps or the NEWTON or FAST solver"
 
+    def _external(self, external: Any, state: State, t: float, frame: int) -> np.ndarray | None:
+        """The external force ``(n, 3)`` for the substep at frame fraction ``t``, or None."""
+        if external is None:
+            return None
+        f = external(state.x, state.v, t, self.h) if callable(external) else external
+        if f is None:
+            return None
+        f = np.asarray(f, dtype=np.float64)
+        if f.shape != state.x.shape:
+            raise SinewError(f"external forces must have shape {state.x.shape}, got {f.shape}")
+        if not np.all(np.isfinite(f)):
+            raise DivergenceError(frame, "the external forces (force fields) became NaN or infinite",
+                                  self._remedy())
+        return f
+
     def advance(self, pins_next: np.ndarray | None = None,
-                colliders: Sequence[Any] = ()) -> FrameDiagnostics:
+                colliders: Sequence[Any] = (), *,
+                external: np.ndarray | Callable[..., np.ndarray | None] | None = None,
+                ) -> FrameDiagnostics:
         """Advance one frame.
 
         Parameters
@@ -181,6 +199,13 @@ class Simulator:
             current ones. ``None`` keeps the pins still.
         colliders : sequence
             Colliders for this frame (world space).
+        external : numpy.ndarray or callable, optional
+            External forces (N) on the vertices: an ``(n, 3)`` array held for the
+            whole frame, or ``external(x, v, t, h) -> (n, 3) or None`` called at
+            the start of every substep with the current positions and velocities
+            ``(n, 3)``, the substep's midpoint ``t`` as a fraction of the frame
+            and the step ``h`` (s) (e.g. :meth:`.fields.FieldForces.for_frame`).
+            The integrators hold them constant over the substep.
 
         Returns
         -------
@@ -199,13 +224,20 @@ class Simulator:
         work = self.state.copy()
         total_its = 0
         residual = float("nan")
+        ext_work = 0.0
         sc, self_contacts, crossings = self.self_collision, 0, 0
         with np.errstate(over="ignore", invalid="ignore"):
             for k in range(1, self.substeps + 1):
                 target = prev + (nxt - prev) * (k / self.substeps)
-                x_start = work.x.copy() if sc is not None else None
+                ext = self._external(external, work, (k - 0.5) / self.substeps, frame)
+                kw = {} if ext is None else {"external": ext}
+                x_start = work.x.copy() if (sc is not None or ext is not None) else None
                 info = self.integrator.step(model, work, self.h, pins=target,
-                                            iterations=self.iterations, colliders=colliders)
+                                            iterations=self.iterations, colliders=colliders,
+                                            **kw)
+                if ext is not None:
+                    ext_work += float(np.sum(np.linalg.norm(ext, axis=1)
+                                             * np.linalg.norm(work.x - x_start, axis=1)))
                 if sc is not None and np.all(np.isfinite(work.x)):
                     self_contacts += sc.resolve(x_start, work.x, work.v, model.masses,
                                                 model.pinned).contacts
@@ -219,6 +251,8 @@ class Simulator:
             pe = e_spring + F.gravity_energy(model, work.x)
             if sc is not None:
                 crossings = sc.count_crossings(work.x)
+        if np.isfinite(ext_work):
+            self._scale += ext_work
         if len(prev):
             travel = float(np.max(np.linalg.norm(nxt - prev, axis=1)))
             self._scale += model.total_mass * ((travel * self.fps) ** 2
@@ -236,6 +270,7 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
              substeps: int = 1, iterations: int = 10,
              pin_trajectory: np.ndarray | None = None,
              colliders_per_frame: Sequence[Sequence[Any]] | None = None,
+             external_per_frame: Sequence[Any] | None = None,
              progress: Callable[[int, int], bool | None] | None = None,
              self_collision: SelfCollision | None = None,
              ) -> tuple[np.ndarray, list[FrameDiagnostics]]:
@@ -257,6 +292,10 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
         the initial pin positions).
     colliders_per_frame : sequence, optional
         Length ``F``; entry ``f`` is the colliders for the step into frame ``f``.
+    external_per_frame : sequence, optional
+        Length ``F``; entry ``f`` is the ``external`` argument of
+        :meth:`Simulator.advance` for the step into frame ``f`` (an ``(n, 3)``
+        array, a callable or ``None``).
     progress : callable, optional
         ``progress(done, total)`` after each frame; returning ``False``
         raises :class:`~core.errors.BakeCancelled`.
@@ -281,6 +320,8 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
             raise SinewError(f"pin_trajectory must have shape ({frames}, {p}, 3), got {traj.shape}")
     if colliders_per_frame is not None and len(colliders_per_frame) != frames:
         raise SinewError(f"colliders_per_frame must have {frames} entries")
+    if external_per_frame is not None and len(external_per_frame) != frames:
+        raise SinewError(f"external_per_frame must have {frames} entries")
     sim = Simulator(model, integrator, fps=fps, substeps=substeps, iterations=iterations,
                     self_collision=self_collision)
     if traj is not None:
@@ -294,7 +335,8 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
                               else self_collision.count_crossings(sim.state.x))]
     for f in range(1, frames):
         cols = colliders_per_frame[f] if colliders_per_frame is not None else ()
-        diags.append(sim.advance(None if traj is None else traj[f], cols))
+        ext = external_per_frame[f] if external_per_frame is not None else None
+        diags.append(sim.advance(None if traj is None else traj[f], cols, external=ext))
         out[f] = sim.state.x
         if progress is not None and progress(f, frames - 1) is False:
             raise BakeCancelled("bake cancelled")

@@ -47,12 +47,12 @@ def test_panels_are_in_the_physics_tab(scene):
     children = [c for c in bpy.types.Panel.__subclasses__()
                 if getattr(c, "bl_parent_id", "") == "SINEW_PT_springs" and c.is_registered]
     assert sorted(c.bl_label for c in children) == sorted(
-        ["Solver", "Springs", "Pins", "Collisions", "Output", "Bake"])
+        ["Solver", "Springs", "Pins", "Collisions", "Force Fields", "Output", "Bake"])
 
 
 def test_springs_register_and_unregister_twice_leave_nothing(scene):
     springs = sys.modules[ADDON_MODULE + ".springs"]
-    assert len(springs.classes) == 11  # 1 property group, 3 operators, 7 panels
+    assert len(springs.classes) == 12  # 1 property group, 3 operators, 8 panels
     for _ in range(2):
         springs.unregister()
         assert not hasattr(bpy.types.Object, "sinew_springs")
