@@ -31,8 +31,8 @@ class SymplecticEuler(Integrator):
              iterations: int = 1, colliders: Sequence[Any] = ()) -> StepInfo:
         targets = pin_targets(model, state, pins)
         x0 = state.x.copy()
-        a = total_force(model, x0, state.v) / model.masses[:, None]
+        a = total_force(model, x0, state.v, targets) / model.masses[:, None]
         v1 = state.v + h * a
         x1 = x0 + h * v1
-        self._finish(model, state, x1, v1, x0, h, targets, colliders)
-        return StepInfo(1, float("nan"))
+        limited = self._finish(model, state, x1, v1, x0, h, targets, colliders)
+        return StepInfo(1, float("nan"), limited)
