@@ -275,8 +275,8 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
     substeps, iterations : int
         As for :class:`Simulator`.
     pin_trajectory : numpy.ndarray, optional
-        Shape ``(F, p, 3)``, pinned-vertex positions per frame (frame 0 sets
-        the initial pin positions).
+        Shape ``(F, t, 3)``, targets of the pinned vertices (``model.target_index``:
+        hard and soft pins) per frame (frame 0 sets the initial pin positions).
     colliders_per_frame : sequence, optional
         Length ``F``; entry ``f`` is the colliders for the step into frame ``f``.
     progress : callable, optional
@@ -297,7 +297,7 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
     frames = int(frames)
     if frames < 1:
         raise SinewError("frames must be >= 1")
-    p = len(model.pinned_index)
+    p = len(model.target_index)
     traj = None
     if pin_trajectory is not None:
         traj = np.asarray(pin_trajectory, dtype=np.float64)
