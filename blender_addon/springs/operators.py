@@ -38,13 +38,27 @@ class SpringSettings:
     substeps: int
     iterations: int
     output: str
+    mass_mode: str = "VERTEX"
+    density: float = 0.15
+    stiffness_mode: str = "SPRING"
+    max_stretch: float = 0.0
+    pin_stiffness: float = 0.0
+    pre_roll: int = 0
 
     @classmethod
     def from_props(cls, props: Any) -> SpringSettings:
         return cls(props.solver, float(props.vertex_mass), float(props.stiffness),
                    float(props.shear_stiffness), float(props.bending_stiffness),
                    float(props.damping), float(props.air_drag), props.pin_group,
-                   int(props.substeps), int(props.iterations), props.output)
+                   int(props.substeps), int(props.iterations), props.output,
+                   props.mass_mode, float(props.density), props.stiffness_mode,
+                   float(props.max_stretch), float(props.pin_stiffness), int(props.pre_roll))
+
+    def mass_arguments(self) -> dict[str, float]:
+        """``build_model``'s mass keyword for the mass mode."""
+        if self.mass_mode == "DENSITY":
+            return {"density": self.density}
+        return {"vertex_mass": self.vertex_mass}
 
 
 def scene_fps(scene: bpy.types.Scene) -> float:
@@ -75,6 +89,7 @@ class SpringBakeJob(BakeJob):
         if problem:
             raise SinewError(problem)
         from ..core.springs import Simulator, TriangleMesh, build_model, build_springs
+        from ..core.springs.shapes import triangulate
 
         check_object(obj)
         if frame_end < frame_start:
@@ -101,8 +116,10 @@ class SpringBakeJob(BakeJob):
         self.model = build_model(inp.world[0], springs, stiffness=s.stiffness,
                                  shear_stiffness=s.shear_stiffness,
                                  bending_stiffness=s.bending_stiffness, damping=s.damping,
-                                 vertex_mass=s.vertex_mass, pinned=inp.pin_weights > 0,
-                                 air_drag=s.air_drag, gravity=scene_gravity(scene))
+                                 pinned=inp.pin_weights, air_drag=s.air_drag,
+                                 gravity=scene_gravity(scene), triangles=triangulate(topo),
+                                 stiffness_mode=s.stiffness_mode, pin_stiffness=s.pin_stiffness,
+                                 max_stretch=s.max_stretch, **s.mass_arguments())
         self.sim = Simulator(self.model, s.solver, fps=scene_fps(scene), substeps=s.substeps,
                              iterations=s.iterations, frame_start=frame_start)
         self._colliders = [[TriangleMesh(v, t, thickness=th, friction=fr) for v, t, th, fr in cols]
@@ -111,21 +128,33 @@ class SpringBakeJob(BakeJob):
         self.positions[0] = self.sim.state.x
         self.iterations = 0
         self.max_strain = 0.0
+        self.unconverged = 0
+        self.max_residual = 0.0
         self.read_time = time.perf_counter() - started
-        self.total = len(inp.frames) - 1
+        self.pre_roll = s.pre_roll
+        self.total = s.pre_roll + len(inp.frames) - 1
         self.done = 0
 
     def step(self) -> bool:
         if self.done >= self.total:
             return True
-        i = self.done + 1
-        pins = self.input.world[i][self.model.pinned_index]
-        diag = self.sim.advance(pins, self._colliders[i])
         assert self.positions is not None, "step() after cancel()"
+        if self.done < self.pre_roll:
+            # pre-roll: pins and colliders held as at frame_start; not written
+            self.sim.pre_roll(1, self._colliders[0])
+            self.done += 1
+            self.positions[0] = self.sim.state.x
+            return self.done >= self.total
+        i = self.done - self.pre_roll + 1
+        pins = self.input.world[i][self.model.target_index]
+        diag = self.sim.advance(pins, self._colliders[i])
         self.positions[i] = self.sim.state.x
         self.iterations += diag.iterations
         self.max_strain = max(self.max_strain, float(diag.max_strain))
-        self.done = i
+        self.unconverged += 0 if diag.converged else 1
+        if np.isfinite(diag.max_residual):
+            self.max_residual = max(self.max_residual, float(diag.max_residual))
+        self.done += 1
         return self.done >= self.total
 
     def cancel(self) -> None:
@@ -149,11 +178,21 @@ class SpringBakeJob(BakeJob):
         props.bake_output = self.settings.output
         props.bake_frame_start = int(frames[0])
         props.bake_frame_end = int(frames[-1])
-        props.bake_iterations = self.iterations / max(self.total, 1)
+        written = max(len(frames) - 1, 1)
+        props.bake_iterations = self.iterations / written
         props.bake_max_strain = self.max_strain
+        props.bake_unconverged = self.unconverged
+        props.bake_max_residual = self.max_residual
         props.bake_time = time.perf_counter() - self.started
-        return (f"{obj.name}: {len(frames)} frames, {props.bake_iterations:.1f} iterations per "
-                f"frame, max strain {100.0 * self.max_strain:.2f}%")
+        if self.unconverged:
+            conv = (f"{self.unconverged} of {written} frames not converged (residual up to "
+                    f"{self.max_residual:.3g} N: more iterations or substeps)")
+        else:
+            conv = "converged" + (f" (residual up to {self.max_residual:.3g} N)"
+                                  if self.max_residual else "")
+        pre = f", {self.pre_roll} pre-roll frames" if self.pre_roll else ""
+        return (f"{obj.name}: {len(frames)} frames{pre}, {props.bake_iterations:.1f} iterations "
+                f"per frame, max strain {100.0 * self.max_strain:.2f}%, {conv}")
 
 
 def free_bake(obj: bpy.types.Object) -> bool:
@@ -168,6 +207,8 @@ def free_bake(obj: bpy.types.Object) -> bool:
     props.bake_output = ""
     props.bake_frame_start = props.bake_frame_end = 0
     props.bake_time = props.bake_iterations = props.bake_max_strain = 0.0
+    props.bake_unconverged = 0
+    props.bake_max_residual = 0.0
     return True
 
 
