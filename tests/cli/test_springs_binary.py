@@ -44,6 +44,7 @@ s = ob.sinew_springs
 s.enabled, s.pin_group, s.solver = True, "pins", "IMPLICIT"
 s.vertex_mass, s.stiffness, s.shear_stiffness, s.bending_stiffness = m, k, 0.0, 0.0
 s.damping, s.air_drag = 3.0, 2.0
+s.mass_mode, s.stiffness_mode, s.max_stretch = "VERTEX", "SPRING", 0.0
 scene.frame_start, scene.frame_end = 1, 300
 top = []
 for f in (1, 20, 40):
