@@ -10,8 +10,8 @@ solver, substeps, iterations and strain limit), built exactly as the bake builds
 * resolution sweep: the same preset at 20², 40², 80² quads: lowest point (m) and its
   spread relative to the sheet size (goal ≤ 3 %), total mass.
 
-``.venv/bpy-5.2/bin/python bench/springs_presets.py [--quick]`` (bpy only to import the
-preset table); ``run(quick) -> list[dict]``.
+``python3 bench/springs_presets.py [--quick]`` (numpy and scipy only);
+``run(quick) -> list[dict]``.
 """
 
 from __future__ import annotations
@@ -32,15 +32,16 @@ FRAMES = 48
 
 
 def presets() -> dict[str, dict[str, object]]:
-    """The add-on's preset table (imports bpy through the add-on package)."""
-    from blender_addon.springs.presets import PRESETS
+    """The add-on's preset table (plain data, no bpy)."""
+    from blender_addon.springs.preset_table import PRESETS
 
     return PRESETS
 
 
-def model_for(p: dict[str, object], n: int, *, polyline: bool = False):
-    """The model the bake would build for preset ``p`` on an ``n``-quad sheet (or polyline)."""
-    g = rope(n, 1.0) if polyline else grid(n, 1.0, plane="XZ")
+def model_for(p: dict[str, object], n: int, *, polyline: bool = False, size: float = 1.0):
+    """The model the bake would build for preset ``p`` on an ``n × n``-quad sheet ``size`` m
+    wide hanging in XZ from its two top corners (or on a polyline hanging from its top)."""
+    g = rope(n, size) if polyline else grid(n, size, plane="XZ")
     ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices,
                        shear=p["shear_stiffness"] > 0, bending=p["bending_stiffness"] > 0)
     pin = np.zeros(len(g.positions))
@@ -89,9 +90,24 @@ def run(quick: bool = False) -> list[dict[str, object]]:
     return rows
 
 
+def goals(rows: list[dict[str, object]]) -> list[str]:
+    """The issue-16 resolution goal, measured (lines of text)."""
+    out = []
+    for r in rows:
+        if r.get("section") == "sweep":
+            ok = r["spread_pct"] <= 3.0
+            out.append(f"{r['preset']} at {'², '.join(map(str, r['sizes']))}²: lowest points "
+                       f"{r['lowest']} m, spread {r['spread_pct']}% of the sheet (goal ≤ 3 %: "
+                       f"{'met' if ok else 'NOT met'}), mass {r['mass']} kg")
+    return out
+
+
 def main() -> None:
-    for r in run("--quick" in sys.argv):
+    rows = run("--quick" in sys.argv)
+    for r in rows:
         print(" | ".join(f"{k}={v}" for k, v in r.items()), flush=True)
+    for line in goals(rows):
+        print(line)
 
 
 if __name__ == "__main__":
