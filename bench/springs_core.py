@@ -30,8 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
-from core.errors import DivergenceError  # noqa: E402
 from bench.springs_presets import model_for, presets  # noqa: E402
+from core.errors import DivergenceError  # noqa: E402
 from core.springs import INTEGRATORS, LocalGlobal, Simulator  # noqa: E402
 
 #: The preset and sheet, printed by :func:`run`.
