@@ -135,11 +135,11 @@ def sinew(frames: int, preset: str) -> dict[str, float]:
         x = _evaluated(ob)
         play += time.perf_counter() - t
         strain = max(strain, _strain(x, edges, rest))
+    unconverged = int(s.bake_unconverged)  # read before the object is removed
     _remove(ob)
     scene.frame_set(1)
     return {"ms_per_frame": 1000 * elapsed / frames, "max_edge_strain": strain,
-            "playback_ms_per_frame": 1000 * play / frames,
-            "unconverged_frames": int(s.bake_unconverged) if hasattr(s, "bake_unconverged") else 0}
+            "playback_ms_per_frame": 1000 * play / frames, "unconverged_frames": unconverged}
 
 
 def run(quick: bool = False) -> list[dict]:
