@@ -36,6 +36,7 @@ SECTIONS = [
     ("Spring presets in core: strain while hanging, resolution sweep (20², 40², 80²)",
      "bench.springs_presets"),
     ("Keyframe writing", "bench.keys"),
+    ("Self-collision: a strip folding over a box, Sinew against Blender's Cloth", "bench.selfcollision_blender"),
 ]
 
 
@@ -181,6 +182,11 @@ def headline(all_rows: dict[str, list[dict]]) -> list[str]:
         out += springs_presets.goals(all_rows.get("bench.springs_presets", []))
     except Exception:  # the section failed; its traceback is in the report
         pass
+    for r in all_rows.get("bench.selfcollision_blender", []):
+        if str(r.get("method", "")).startswith("Sinew"):
+            out.append(f"self-collision fold vs Blender Cloth: {r['ratio_to_blender']:.2f}× the time per frame "
+                       f"(goal ≤ 0.5×: {verdict(r['ratio_to_blender'] <= 0.5)}), {r['max_crossings']:.0f} "
+                       f"crossing triangle pairs (goal 0: {verdict(r['max_crossings'] == 0)})")
     return out
 
 

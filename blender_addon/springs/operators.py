@@ -44,6 +44,8 @@ class SpringSettings:
     max_stretch: float = 0.0
     pin_stiffness: float = 0.0
     pre_roll: int = 0
+    self_collision: bool = False
+    self_distance: float = 0.015
 
     @classmethod
     def from_props(cls, props: Any) -> SpringSettings:
@@ -51,8 +53,11 @@ class SpringSettings:
                    float(props.shear_stiffness), float(props.bending_stiffness),
                    float(props.damping), float(props.air_drag), props.pin_group,
                    int(props.substeps), int(props.iterations), props.output,
-                   props.mass_mode, float(props.density), props.stiffness_mode,
-                   float(props.max_stretch), float(props.pin_stiffness), int(props.pre_roll))
+                   mass_mode=props.mass_mode, density=float(props.density),
+                   stiffness_mode=props.stiffness_mode, max_stretch=float(props.max_stretch),
+                   pin_stiffness=float(props.pin_stiffness), pre_roll=int(props.pre_roll),
+                   self_collision=bool(props.self_collision),
+                   self_distance=float(props.self_distance))
 
     def mass_arguments(self) -> dict[str, float]:
         """``build_model``'s mass keyword for the mass mode."""
@@ -88,7 +93,7 @@ class SpringBakeJob(BakeJob):
         problem = deps.scipy_problem()
         if problem:
             raise SinewError(problem)
-        from ..core.springs import Simulator, TriangleMesh, build_model, build_springs
+        from ..core.springs import SelfCollision, Simulator, TriangleMesh, build_model, build_springs
         from ..core.springs.shapes import triangulate
 
         check_object(obj)
@@ -120,8 +125,13 @@ class SpringBakeJob(BakeJob):
                                  gravity=scene_gravity(scene), triangles=triangulate(topo),
                                  stiffness_mode=s.stiffness_mode, pin_stiffness=s.pin_stiffness,
                                  max_stretch=s.max_stretch, **s.mass_arguments())
+        self_col = None
+        if s.self_collision and len(topo.loop_totals):
+            # neighbours are decided on the first frame's shape (world space)
+            self_col = SelfCollision.build(inp.world[0], triangulate(topo), s.self_distance)
         self.sim = Simulator(self.model, s.solver, fps=scene_fps(scene), substeps=s.substeps,
-                             iterations=s.iterations, frame_start=frame_start)
+                             iterations=s.iterations, frame_start=frame_start,
+                             self_collision=self_col)
         self._colliders = [[TriangleMesh(v, t, thickness=th, friction=fr) for v, t, th, fr in cols]
                            for cols in inp.colliders]
         self.positions: np.ndarray | None = np.empty_like(inp.world)
@@ -130,6 +140,8 @@ class SpringBakeJob(BakeJob):
         self.max_strain = 0.0
         self.unconverged = 0
         self.max_residual = 0.0
+        self.self_contacts = 0
+        self.self_crossings = 0
         self.read_time = time.perf_counter() - started
         self.pre_roll = s.pre_roll
         self.total = s.pre_roll + len(inp.frames) - 1
@@ -154,6 +166,8 @@ class SpringBakeJob(BakeJob):
         self.unconverged += 0 if diag.converged else 1
         if np.isfinite(diag.max_residual):
             self.max_residual = max(self.max_residual, float(diag.max_residual))
+        self.self_contacts += diag.self_contacts
+        self.self_crossings = max(self.self_crossings, diag.self_crossings)
         self.done += 1
         return self.done >= self.total
 
@@ -191,8 +205,12 @@ class SpringBakeJob(BakeJob):
             conv = "converged" + (f" (residual up to {self.max_residual:.3g} N)"
                                   if self.max_residual else "")
         pre = f", {self.pre_roll} pre-roll frames" if self.pre_roll else ""
+        self_col = ""
+        if self.sim.self_collision is not None:
+            self_col = (f", {self.self_contacts / written:.0f} self-contacts per frame, "
+                        f"{self.self_crossings} crossing triangle pairs")
         return (f"{obj.name}: {len(frames)} frames{pre}, {props.bake_iterations:.1f} iterations "
-                f"per frame, max strain {100.0 * self.max_strain:.2f}%, {conv}")
+                f"per frame, max strain {100.0 * self.max_strain:.2f}%{self_col}, {conv}")
 
 
 def free_bake(obj: bpy.types.Object) -> bool:

@@ -100,6 +100,11 @@ class SINEW_PT_springs_collisions(_SubPanel, bpy.types.Panel):
     def draw(self, context: bpy.types.Context) -> None:
         layout, props = self._props(context)
         layout.prop(props, "collision_collection", text="Collection")
+        col = layout.column(align=True)
+        col.prop(props, "self_collision")
+        sub = col.column(align=True)
+        sub.active = props.self_collision
+        sub.prop(props, "self_distance", text="Distance")
 
 
 class SINEW_PT_springs_output(_SubPanel, bpy.types.Panel):

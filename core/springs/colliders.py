@@ -17,7 +17,8 @@ right for closed, consistently oriented meshes and for one-sided open
 surfaces; vertices deeper than ``max_depth`` below an open surface are left
 alone.
 
-Self-collision (cloth against itself) is out of scope: it is not handled.
+Self-collision (cloth against itself) is a separate stage after this one:
+:mod:`.selfcollision`, which reuses :func:`closest_points_on_triangles`.
 """
 
 from __future__ import annotations

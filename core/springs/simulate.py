@@ -26,6 +26,7 @@ from ..errors import BakeCancelled, DivergenceError, SinewError
 from . import forces as F
 from .base import Integrator
 from .model import Model, State
+from .selfcollision import SelfCollision
 
 __all__ = ["FrameDiagnostics", "Simulator", "simulate"]
 
@@ -49,6 +50,11 @@ class FrameDiagnostics:
     max_strain : float
         Largest stretch of the mesh's edges, ``max(ℓ/L − 1, 0)`` (dimensionless; see
         :func:`.forces.edge_strain`).
+    self_contacts : int
+        Self-collision: contact or colliding pairs, summed over substeps (0 when off).
+    self_crossings : int
+        Self-collision: crossing triangle pairs at the end of the frame (0 is the goal;
+        0 when off).
     converged : bool
         Every substep's solve met its tolerance and its strain limit
         (:attr:`.base.StepInfo.converged`).
@@ -62,6 +68,8 @@ class FrameDiagnostics:
     kinetic_energy: float
     potential_energy: float
     max_strain: float
+    self_contacts: int = 0
+    self_crossings: int = 0
     converged: bool = True
     max_residual: float = float("nan")
 
@@ -97,6 +105,8 @@ class Simulator:
         Number of the initial frame.
     state : State, optional
         Initial state (copied); default: rest positions, zero velocity.
+    self_collision : SelfCollision, optional
+        Resolved after every step (after colliders and pins; see :mod:`.selfcollision`).
 
     Attributes
     ----------
@@ -108,7 +118,8 @@ class Simulator:
 
     def __init__(self, model: Model, integrator: Union[str, Integrator], *, fps: float,
                  substeps: int = 1, iterations: int = 10, frame_start: int = 0,
-                 state: State | None = None) -> None:
+                 state: State | None = None, self_collision: SelfCollision | None = None
+                 ) -> None:
         if not (np.isfinite(fps) and fps > 0):
             raise SinewError("fps must be > 0")
         if int(substeps) < 1 or int(iterations) < 1:
@@ -120,6 +131,7 @@ class Simulator:
         self.iterations = int(iterations)
         self.frame = int(frame_start)
         self.h = 1.0 / (self.fps * self.substeps)
+        self.self_collision = self_collision
         self._targets = model.rest_positions[model.target_index].copy()
         if state is None:
             self.state = model.initial_state()
@@ -224,11 +236,16 @@ class Simulator:
         total_its = 0
         residual = max_residual = float("nan")
         ok = True
+        sc, self_contacts, crossings = self.self_collision, 0, 0
         with np.errstate(over="ignore", invalid="ignore"):
             for k in range(1, self.substeps + 1):
                 target = prev + (nxt - prev) * (k / self.substeps)
+                x_start = work.x.copy() if sc is not None else None
                 info = self.integrator.step(model, work, self.h, pins=target,
                                             iterations=self.iterations, colliders=colliders)
+                if sc is not None and np.all(np.isfinite(work.x)):
+                    self_contacts += sc.resolve(x_start, work.x, work.v, model.masses,
+                                                model.pinned).contacts
                 total_its += info.iterations
                 residual = info.residual
                 ok = ok and info.converged
@@ -241,6 +258,8 @@ class Simulator:
             ke = F.kinetic_energy(model, work.v)
             e_spring, strain = F.spring_energy_and_strain(model, work.x)
             pe = e_spring + F.gravity_energy(model, work.x)
+            if sc is not None:
+                crossings = sc.count_crossings(work.x)
         if len(prev):
             travel = float(np.max(np.linalg.norm(nxt - prev, axis=1)))
             self._scale += model.total_mass * ((travel * self.fps) ** 2
@@ -251,7 +270,8 @@ class Simulator:
         self.state = work
         self.frame = frame
         self._targets = nxt
-        return FrameDiagnostics(frame, total_its, residual, ke, pe, strain, ok, max_residual)
+        return FrameDiagnostics(frame, total_its, residual, ke, pe, strain, self_contacts,
+                                crossings, converged=ok, max_residual=max_residual)
 
 
 def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, fps: float,
@@ -259,6 +279,7 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
              pin_trajectory: np.ndarray | None = None,
              colliders_per_frame: Sequence[Sequence[Any]] | None = None,
              progress: Callable[[int, int], bool | None] | None = None,
+             self_collision: SelfCollision | None = None,
              pre_roll: int = 0,
              ) -> tuple[np.ndarray, list[FrameDiagnostics]]:
     """Simulate ``frames`` frames from the model's rest pose.
@@ -282,6 +303,8 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
     progress : callable, optional
         ``progress(done, total)`` after each frame; returning ``False``
         raises :class:`~core.errors.BakeCancelled`.
+    self_collision : SelfCollision, optional
+        As for :class:`Simulator`.
     pre_roll : int
         Frames simulated before frame 0 with the pins at ``pin_trajectory[0]``
         and the colliders of frame 0 held still (:meth:`Simulator.pre_roll`);
@@ -305,7 +328,8 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
             raise SinewError(f"pin_trajectory must have shape ({frames}, {p}, 3), got {traj.shape}")
     if colliders_per_frame is not None and len(colliders_per_frame) != frames:
         raise SinewError(f"colliders_per_frame must have {frames} entries")
-    sim = Simulator(model, integrator, fps=fps, substeps=substeps, iterations=iterations)
+    sim = Simulator(model, integrator, fps=fps, substeps=substeps, iterations=iterations,
+                    self_collision=self_collision)
     if traj is not None:
         sim.set_pins(traj[0])
     sim.pre_roll(pre_roll, colliders_per_frame[0] if colliders_per_frame is not None else ())
@@ -313,7 +337,9 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
     out[0] = sim.state.x
     diags = [FrameDiagnostics(sim.frame, 0, float("nan"), F.kinetic_energy(model, sim.state.v),
                               F.potential_energy(model, sim.state.x),
-                              F.max_strain(model, sim.state.x))]
+                              F.max_strain(model, sim.state.x), 0,
+                              0 if self_collision is None
+                              else self_collision.count_crossings(sim.state.x))]
     for f in range(1, frames):
         cols = colliders_per_frame[f] if colliders_per_frame is not None else ()
         diags.append(sim.advance(None if traj is None else traj[f], cols))
