@@ -56,6 +56,11 @@ class FrameDiagnostics:
     self_crossings : int
         Self-collision: crossing triangle pairs at the end of the frame (0 is the goal;
         0 when off).
+    converged : bool
+        Every substep's solve met its tolerance and its strain limit
+        (:attr:`.base.StepInfo.converged`).
+    max_residual : float
+        Largest ``‖∇g‖`` (N) over the substeps, ``nan`` where not defined.
     """
 
     frame: int
@@ -66,6 +71,8 @@ class FrameDiagnostics:
     max_strain: float
     self_contacts: int = 0
     self_crossings: int = 0
+    converged: bool = True
+    max_residual: float = float("nan")
 
 
 def _make_integrator(integrator: Union[str, Integrator]) -> Integrator:
@@ -126,6 +133,7 @@ class Simulator:
         self.frame = int(frame_start)
         self.h = 1.0 / (self.fps * self.substeps)
         self.self_collision = self_collision
+        self._targets = model.rest_positions[model.target_index].copy()
         if state is None:
             self.state = model.initial_state()
         else:
@@ -136,6 +144,7 @@ class Simulator:
             if not (np.all(np.isfinite(x)) and np.all(np.isfinite(v))):
                 raise SinewError("initial state contains NaN or infinite values")
             self.state = State(x, v)
+        self._targets = self.state.x[model.target_index].copy()
         m_tot = model.total_mass
         g = float(np.linalg.norm(model.gravity))
         x0 = self.state.x
@@ -151,19 +160,46 @@ class Simulator:
                 + F.potential_energy(self.model, self.state.x))
 
     def set_pins(self, pins: np.ndarray) -> None:
-        """Move the pinned vertices to ``pins`` ``(p, 3)`` now (no velocity change)."""
-        self.state.x[self.model.pinned_index] = self._check_pins(pins)
+        """Move the pinned vertices (``model.target_index``: hard and soft pins) to
+        ``pins`` ``(t, 3)`` now (no velocity change); soft pins' targets start there."""
+        t = self._check_pins(pins)
+        self.state.x[self.model.target_index] = t
+        self._targets = t.copy()
 
     def _check_pins(self, pins: np.ndarray | None) -> np.ndarray:
-        p = len(self.model.pinned_index)
+        p = len(self.model.target_index)
         if pins is None:
-            return self.state.x[self.model.pinned_index].copy()
+            return self._targets.copy()
         t = np.array(pins, dtype=np.float64)
         if t.shape != (p, 3):
             raise SinewError(f"pins must have shape ({p}, 3), got {t.shape}")
         if not np.all(np.isfinite(t)):
             raise SinewError("pin targets contain NaN or infinite values")
         return t
+
+    def pre_roll(self, frames: int, colliders: Sequence[Any] = (), external: Any = None) -> None:
+        """Simulate ``frames`` frames with the pins and ``colliders`` held still, so a
+        bake starts settled; :attr:`frame` does not change (the frames are not part of
+        the range). ``external`` (as for :meth:`advance`, e.g. the force fields of the
+        first frame) acts throughout.
+
+        Raises
+        ------
+        SinewError
+            ``frames`` < 0.
+        DivergenceError
+            As :meth:`advance` (the frame named is counted back from the start).
+        """
+        frames = int(frames)
+        if frames < 0:
+            raise SinewError("pre_roll must be >= 0")
+        start = self.frame
+        self.frame = start - frames
+        try:
+            for _ in range(frames):
+                self.advance(None, colliders, external=external)
+        finally:
+            self.frame = start
 
     def _remedy(self) -> str:
         if self.integrator.implicit:
@@ -194,9 +230,10 @@ class Simulator:
         Parameters
         ----------
         pins_next : numpy.ndarray, optional
-            Shape ``(p, 3)``: pinned-vertex positions at the end of the frame
-            (ascending vertex order); substeps interpolate linearly from the
-            current ones. ``None`` keeps the pins still.
+            Shape ``(t, 3)``: targets of the pinned vertices (``model.target_index``,
+            hard and soft pins, ascending vertex order) at the end of the frame;
+            substeps interpolate linearly from the current ones. ``None`` keeps
+            the pins still.
         colliders : sequence
             Colliders for this frame (world space).
         external : numpy.ndarray or callable, optional
@@ -219,11 +256,12 @@ class Simulator:
         """
         model = self.model
         frame = self.frame + 1
-        prev = self.state.x[model.pinned_index].copy()
+        prev = self._targets
         nxt = self._check_pins(pins_next)
         work = self.state.copy()
         total_its = 0
-        residual = float("nan")
+        residual = max_residual = float("nan")
+        ok = True
         ext_work = 0.0
         sc, self_contacts, crossings = self.self_collision, 0, 0
         with np.errstate(over="ignore", invalid="ignore"):
@@ -243,6 +281,10 @@ class Simulator:
                                                 model.pinned).contacts
                 total_its += info.iterations
                 residual = info.residual
+                ok = ok and info.converged
+                if not np.isnan(residual):
+                    max_residual = residual if np.isnan(max_residual) else max(max_residual,
+                                                                               residual)
                 if not (np.all(np.isfinite(work.x)) and np.all(np.isfinite(work.v))):
                     raise DivergenceError(frame, "positions or velocities became NaN or infinite",
                                           self._remedy())
@@ -262,8 +304,9 @@ class Simulator:
                 frame, f"the energy ran away (kinetic energy {ke:.3g} J)", self._remedy())
         self.state = work
         self.frame = frame
+        self._targets = nxt
         return FrameDiagnostics(frame, total_its, residual, ke, pe, strain, self_contacts,
-                                crossings)
+                                crossings, converged=ok, max_residual=max_residual)
 
 
 def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, fps: float,
@@ -273,6 +316,7 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
              external_per_frame: Sequence[Any] | None = None,
              progress: Callable[[int, int], bool | None] | None = None,
              self_collision: SelfCollision | None = None,
+             pre_roll: int = 0,
              ) -> tuple[np.ndarray, list[FrameDiagnostics]]:
     """Simulate ``frames`` frames from the model's rest pose.
 
@@ -288,8 +332,8 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
     substeps, iterations : int
         As for :class:`Simulator`.
     pin_trajectory : numpy.ndarray, optional
-        Shape ``(F, p, 3)``, pinned-vertex positions per frame (frame 0 sets
-        the initial pin positions).
+        Shape ``(F, t, 3)``, targets of the pinned vertices (``model.target_index``:
+        hard and soft pins) per frame (frame 0 sets the initial pin positions).
     colliders_per_frame : sequence, optional
         Length ``F``; entry ``f`` is the colliders for the step into frame ``f``.
     external_per_frame : sequence, optional
@@ -301,6 +345,11 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
         raises :class:`~core.errors.BakeCancelled`.
     self_collision : SelfCollision, optional
         As for :class:`Simulator`.
+    pre_roll : int
+        Frames simulated before frame 0 with the pins at ``pin_trajectory[0]``
+        and the colliders and ``external_per_frame[0]`` of frame 0 held still
+        (:meth:`Simulator.pre_roll`); they are not returned, ``positions[0]`` is
+        the state after them.
 
     Returns
     -------
@@ -312,7 +361,7 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
     frames = int(frames)
     if frames < 1:
         raise SinewError("frames must be >= 1")
-    p = len(model.pinned_index)
+    p = len(model.target_index)
     traj = None
     if pin_trajectory is not None:
         traj = np.asarray(pin_trajectory, dtype=np.float64)
@@ -326,6 +375,8 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
                     self_collision=self_collision)
     if traj is not None:
         sim.set_pins(traj[0])
+    sim.pre_roll(pre_roll, colliders_per_frame[0] if colliders_per_frame is not None else (),
+                 external_per_frame[0] if external_per_frame is not None else None)
     out = np.empty((frames,) + model.rest_positions.shape)
     out[0] = sim.state.x
     diags = [FrameDiagnostics(sim.frame, 0, float("nan"), F.kinetic_energy(model, sim.state.v),

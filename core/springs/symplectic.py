@@ -32,11 +32,11 @@ class SymplecticEuler(Integrator):
              external: np.ndarray | None = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
         x0 = state.x.copy()
-        f = total_force(model, x0, state.v)
+        f = total_force(model, x0, state.v, targets)
         if external is not None:
             f += external
         a = f / model.masses[:, None]
         v1 = state.v + h * a
         x1 = x0 + h * v1
-        self._finish(model, state, x1, v1, x0, h, targets, colliders)
-        return StepInfo(1, float("nan"))
+        limited = self._finish(model, state, x1, v1, x0, h, targets, colliders)
+        return StepInfo(1, float("nan"), limited)

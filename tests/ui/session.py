@@ -440,6 +440,7 @@ def session():
     sp = bpy.data.objects["Cloth"].sinew_springs
     sp.enabled, sp.solver, sp.pin_group = True, "FAST", "pin"
     sp.vertex_mass, sp.stiffness, sp.shear_stiffness, sp.bending_stiffness = 0.01, 300.0, 30.0, 3.0
+    sp.mass_mode, sp.stiffness_mode, sp.max_stretch = "VERTEX", "SPRING", 0.0  # the first round's per-vertex / per-spring model
     undo_push("configure Sinew")
     yield from show_both("configured")
 
