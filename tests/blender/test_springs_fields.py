@@ -32,6 +32,7 @@ def flag(name: str = "Flag") -> bpy.types.Object:
     s.enabled, s.pin_group, s.solver = True, "pole", "FAST"
     s.vertex_mass, s.stiffness, s.shear_stiffness, s.bending_stiffness = 0.02, 600.0, 60.0, 2.0
     s.damping, s.air_drag, s.substeps, s.iterations = 0.3, 0.1, 2, 10
+    s.mass_mode, s.stiffness_mode, s.max_stretch = "VERTEX", "SPRING", 0.0  # the first round's per-vertex / per-spring model
     return ob
 
 
@@ -201,6 +202,7 @@ def test_fields_push_with_the_newtons_of_blenders_cloth(scene, case):
             sc.gravity = tuple(0.001 * fps * fps * np.array(sc.gravity))
             s = ob.sinew_springs
             s.enabled, s.solver, s.substeps, s.vertex_mass, s.air_drag = True, "IMPLICIT", 5, 0.3, 0.0
+            s.mass_mode, s.stiffness_mode, s.max_stretch = "VERTEX", "SPRING", 0.0  # Blender's 0.3 kg per vertex
             assert bpy.ops.sinew.bake_springs(frame_start=1, frame_end=frames) == {"FINISHED"}
             sc.frame_set(frames)
         moved[mode] = (_world_now(ob) - x0).mean(axis=0)

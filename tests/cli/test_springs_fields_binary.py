@@ -38,6 +38,7 @@ s = ob.sinew_springs
 s.enabled, s.pin_group, s.solver = True, "pole", "FAST"
 s.vertex_mass, s.stiffness, s.shear_stiffness, s.bending_stiffness = 0.02, 600.0, 60.0, 2.0
 s.damping, s.air_drag, s.substeps = 0.3, 0.1, 2
+s.mass_mode, s.stiffness_mode, s.max_stretch = "VERTEX", "SPRING", 0.0  # per vertex / spring
 bpy.ops.object.effector_add(type="WIND", location=(0.0, -2.0, 0.0),
                             rotation=(-math.pi / 2, 0.0, 0.0))
 wind = bpy.context.active_object
