@@ -146,11 +146,23 @@ def read_pin_weights(obj: bpy.types.Object, scene: bpy.types.Scene, group: str,
     return np.where(w > noise, w, 0.0)
 
 
+def collision_settings(settings: Any) -> tuple[float, float, float]:
+    """``(thickness m, friction coefficient μ, damping)`` of Blender ``CollisionSettings``.
+
+    Read as Blender's Cloth reads them (the same names in 3.4, 4.5 and 5.2): the outer
+    thickness, ``cloth_friction`` (Blender scales it by 0.01 into the Coulomb coefficient,
+    so the default 5 is μ = 0.05) and ``damping`` (0..1). The particle friction
+    (``friction`` in 3.x, ``friction_factor`` later) is not the cloth's and is not read.
+    """
+    return (float(settings.thickness_outer), 0.01 * float(settings.cloth_friction),
+            float(settings.damping))
+
+
 def read_colliders(objects: Sequence[bpy.types.Object], depsgraph: Any) -> list[tuple]:
     """World-space triangle soups ``(vertices (m, 3), triangles (t, 3), thickness, friction)``.
 
     Thickness and friction come from the object's Collision settings when it has a
-    Collision modifier (``thickness_outer``, ``friction``), else 0.02 m and 0.
+    Collision modifier (see :func:`collision_settings`), else 0.02 m and 0.
     """
     out = []
     for ob in objects:
@@ -167,7 +179,7 @@ def read_colliders(objects: Sequence[bpy.types.Object], depsgraph: Any) -> list[
             continue
         thickness, friction = 0.02, 0.0
         if any(m.type == "COLLISION" for m in ob.modifiers) and ob.collision is not None:
-            thickness, friction = float(ob.collision.thickness_outer), float(ob.collision.friction)
+            thickness, friction, _ = collision_settings(ob.collision)
         out.append((to_world(matrix_array(ev.matrix_world), v), t.reshape(-1, 3).astype(np.int64),
                     thickness, friction))
     return out
