@@ -142,7 +142,7 @@ class Integrator:
                 colliders: Sequence[Any]) -> None:
         """Resolve colliders, set pins exactly, write ``state``."""
         if colliders:
-            resolve(colliders, x_new, v_new, x_old)
+            resolve(colliders, x_new, v_new, x_old, h, model)
         pi = model.pinned_index
         if len(pi):
             x_new[pi] = targets

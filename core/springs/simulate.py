@@ -25,6 +25,8 @@ import numpy as np
 from ..errors import BakeCancelled, DivergenceError, SinewError
 from . import forces as F
 from .base import Integrator
+from .colliders import ColliderSet, TriangleMesh
+from .contact import ContactStats, Support
 from .model import Model, State
 
 __all__ = ["FrameDiagnostics", "Simulator", "simulate"]
@@ -49,6 +51,12 @@ class FrameDiagnostics:
     max_strain : float
         Largest stretch of the mesh's edges, ``max(ℓ/L − 1, 0)`` (dimensionless; see
         :func:`.forces.edge_strain`).
+    contacts : int
+        Collider contacts over the frame's substeps (cloth vertices in contact, summed).
+    max_penetration : float
+        m, the deepest a vertex was found behind a collider surface after a solve and
+        before the contact response, over the frame (0 is the goal: the response then
+        had nothing to undo beyond the step's own motion).
     """
 
     frame: int
@@ -57,6 +65,8 @@ class FrameDiagnostics:
     kinetic_energy: float
     potential_energy: float
     max_strain: float
+    contacts: int = 0
+    max_penetration: float = 0.0
 
 
 def _make_integrator(integrator: Union[str, Integrator]) -> Integrator:
@@ -127,6 +137,7 @@ class Simulator:
         g = float(np.linalg.norm(model.gravity))
         x0 = self.state.x
         extent = float(np.linalg.norm(np.ptp(x0, axis=0))) if len(x0) else 0.0
+        self._support: Support | None = None  # contact force carried between steps
         self._energy0 = self.mechanical_energy()
         self._scale = (F.kinetic_energy(model, self.state.v) + F.spring_energy(model, x0)
                        + m_tot * g * (extent + 1.0)
@@ -168,7 +179,9 @@ class Simulator:
             (ascending vertex order); substeps interpolate linearly from the
             current ones. ``None`` keeps the pins still.
         colliders : sequence
-            Colliders for this frame (world space).
+            Colliders for this frame (world space). A :class:`~.colliders.TriangleMesh`
+            with ``previous`` vertices moves linearly from them over the frame: each
+            substep sees its own part of that motion.
 
         Returns
         -------
@@ -187,11 +200,20 @@ class Simulator:
         work = self.state.copy()
         total_its = 0
         residual = float("nan")
+        stats = ContactStats()
+        if colliders and self._support is None:
+            self._support = Support.zeros(model.masses)
+        movable = ~np.asarray(model.pinned, dtype=bool)
         with np.errstate(over="ignore", invalid="ignore"):
             for k in range(1, self.substeps + 1):
                 target = prev + (nxt - prev) * (k / self.substeps)
+                cols = ColliderSet((c.window((k - 1) / self.substeps, k / self.substeps)
+                                    if isinstance(c, TriangleMesh) else c for c in colliders), stats,
+                                   self._support if colliders else None)
+                if colliders:  # the colliders' push from the last step acts in this solve
+                    self._support.kick(work.v, self.h, movable)
                 info = self.integrator.step(model, work, self.h, pins=target,
-                                            iterations=self.iterations, colliders=colliders)
+                                            iterations=self.iterations, colliders=cols)
                 total_its += info.iterations
                 residual = info.residual
                 if not (np.all(np.isfinite(work.x)) and np.all(np.isfinite(work.v))):
@@ -209,7 +231,8 @@ class Simulator:
                 frame, f"the energy ran away (kinetic energy {ke:.3g} J)", self._remedy())
         self.state = work
         self.frame = frame
-        return FrameDiagnostics(frame, total_its, residual, ke, pe, strain)
+        return FrameDiagnostics(frame, total_its, residual, ke, pe, strain, stats.contacts,
+                                stats.max_penetration)
 
 
 def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, fps: float,
