@@ -246,4 +246,4 @@ def test_cloth_dropped_fast_on_a_mesh_sphere_ends_outside_at_every_frame(substep
         # outside, by the thickness up to the edge–edge averaging's last 10 %
         assert ball.signed_distance(sim.state.x).min() >= 0.009
         pen.append(d.max_penetration)
-    assert max(pen) > 0.05  # the solver did push it in: the contact stage is what held it
+    assert max(pen) > 0.02  # the solver did push it in: the contact stage is what held it
