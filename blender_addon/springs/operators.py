@@ -105,12 +105,13 @@ class SpringBakeJob(BakeJob):
                                  air_drag=s.air_drag, gravity=scene_gravity(scene))
         self.sim = Simulator(self.model, s.solver, fps=scene_fps(scene), substeps=s.substeps,
                              iterations=s.iterations, frame_start=frame_start)
-        self._colliders = [[TriangleMesh(v, t, thickness=th, friction=fr) for v, t, th, fr in cols]
-                           for cols in inp.colliders]
+        self._colliders = collider_frames(TriangleMesh, inp.colliders)
         self.positions: np.ndarray | None = np.empty_like(inp.world)
         self.positions[0] = self.sim.state.x
         self.iterations = 0
         self.max_strain = 0.0
+        self.contacts = 0
+        self.max_penetration = 0.0
         self.read_time = time.perf_counter() - started
         self.total = len(inp.frames) - 1
         self.done = 0
@@ -125,6 +126,8 @@ class SpringBakeJob(BakeJob):
         self.positions[i] = self.sim.state.x
         self.iterations += diag.iterations
         self.max_strain = max(self.max_strain, float(diag.max_strain))
+        self.contacts += int(diag.contacts)
+        self.max_penetration = max(self.max_penetration, float(diag.max_penetration))
         self.done = i
         return self.done >= self.total
 
@@ -151,9 +154,33 @@ class SpringBakeJob(BakeJob):
         props.bake_frame_end = int(frames[-1])
         props.bake_iterations = self.iterations / max(self.total, 1)
         props.bake_max_strain = self.max_strain
+        props.bake_contacts = self.contacts
+        props.bake_max_penetration = self.max_penetration
         props.bake_time = time.perf_counter() - self.started
+        contact = ""
+        if self._colliders and any(self._colliders):
+            contact = (f", {self.contacts} collider contacts, deepest solver penetration "
+                       f"{1000.0 * self.max_penetration:.1f} mm (resolved)")
         return (f"{obj.name}: {len(frames)} frames, {props.bake_iterations:.1f} iterations per "
-                f"frame, max strain {100.0 * self.max_strain:.2f}%")
+                f"frame, max strain {100.0 * self.max_strain:.2f}%{contact}")
+
+
+def collider_frames(mesh_cls: type, frames: list) -> list[list]:
+    """Per frame, ``mesh_cls`` colliders (``core.springs.TriangleMesh``) from the
+    :func:`.read.read_colliders` tuples; a collider with the same triangles as on the
+    frame before moves (and deforms) linearly from there within the frame."""
+    out = []
+    before: list = []
+    for cols in frames:
+        row = []
+        for k, (v, t, th, fr) in enumerate(cols):
+            prev = None
+            if k < len(before) and before[k][0].shape == v.shape and np.array_equal(before[k][1], t):
+                prev = before[k][0]
+            row.append(mesh_cls(v, t, thickness=th, friction=fr, previous=prev))
+        out.append(row)
+        before = cols
+    return out
 
 
 def free_bake(obj: bpy.types.Object) -> bool:
@@ -168,6 +195,7 @@ def free_bake(obj: bpy.types.Object) -> bool:
     props.bake_output = ""
     props.bake_frame_start = props.bake_frame_end = 0
     props.bake_time = props.bake_iterations = props.bake_max_strain = 0.0
+    props.bake_contacts, props.bake_max_penetration = 0, 0.0
     return True
 
 

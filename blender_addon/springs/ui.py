@@ -92,6 +92,7 @@ class SINEW_PT_springs_collisions(_SubPanel, bpy.types.Panel):
     def draw(self, context: bpy.types.Context) -> None:
         layout, props = self._props(context)
         layout.prop(props, "collision_collection", text="Collection")
+        layout.label(text="Objects with a Collision modifier collide too", icon="INFO")
 
 
 class SINEW_PT_springs_output(_SubPanel, bpy.types.Panel):
@@ -121,6 +122,9 @@ class SINEW_PT_springs_bake(_SubPanel, bpy.types.Panel):
                            f"({props.bake_output.title()})")
             col.label(text=f"Time {props.bake_time:.2f} s, {props.bake_iterations:.1f} iterations/frame")
             col.label(text=f"Max strain {100.0 * props.bake_max_strain:.2f}%")
+            if props.bake_contacts:
+                col.label(text=f"Contacts {props.bake_contacts}, deepest solver penetration "
+                               f"{1000.0 * props.bake_max_penetration:.1f} mm (resolved)")
         else:
             row.operator("sinew.bake_springs", text="Bake", icon="PHYSICS")
             layout.label(text=f"Frames {context.scene.frame_start}–{context.scene.frame_end} (scene range)")

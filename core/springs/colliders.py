@@ -92,7 +92,7 @@ class Plane:
         s = self.signed_distance(x)
         idx = np.flatnonzero(s < self.thickness)
         if stats is not None:
-            stats.add(len(idx), max(0.0, -float(s.min())) if len(s) else 0.0)
+            stats.add(len(idx), 0.0, max(0.0, -float(s.min())) if len(s) else 0.0)
         if len(idx):
             target = x[idx] + (self.thickness - s[idx])[:, None] * self.normal
             _apply_contact(x, v, idx, target, np.broadcast_to(self.normal, (len(idx), 3)),
@@ -144,7 +144,7 @@ class Sphere:
         d = x - self.center
         r = np.sqrt(np.einsum("ij,ij->i", d, d))
         if stats is not None and len(r):
-            stats.add(int(np.count_nonzero(r - self.radius < self.thickness)),
+            stats.add(int(np.count_nonzero(r - self.radius < self.thickness)), 0.0,
                       max(0.0, self.radius - float(r.min())))
         idx = np.flatnonzero((r - self.radius < self.thickness) | through)
         if len(idx):

@@ -66,16 +66,21 @@ class ContactStats:
         Cloth vertices in contact with a collider, summed over steps (a vertex touching
         one collider in several passes of a step counts once).
     max_penetration : float
-        m, the deepest a cloth vertex was found behind a collider surface at the end of a
-        solve, before the response (0 when none was).
+        m, the deepest a cloth vertex ends behind a collider surface after the contact
+        stage (0 is the goal), checked on the vertices near each collider.
+    deepest_caught : float
+        m, the deepest the solver put a vertex behind a surface before the response
+        undid it (how much the contact stage had to do).
     """
 
     contacts: int = 0
     max_penetration: float = 0.0
+    deepest_caught: float = 0.0
 
-    def add(self, contacts: int, penetration: float) -> None:
+    def add(self, contacts: int, penetration: float, caught: float = 0.0) -> None:
         self.contacts += int(contacts)
         self.max_penetration = max(self.max_penetration, float(penetration))
+        self.deepest_caught = max(self.deepest_caught, float(caught))
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -541,7 +546,17 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         scale = np.maximum(0.0, 1.0 - mu * dvn / np.where(ln > 0, ln, 1.0))
         v[idx] = vc + vt * scale[:, None] + vn_new[:, None] * nrm
     if stats is not None:
-        stats.add(int(np.count_nonzero(in_contact | resting)), penetration)
+        final = 0.0
+        check = np.flatnonzero((in_contact | resting) & movable)
+        iv, it_ = tri_tree.pairs(x - band, x + band, check)
+        if len(iv):
+            _, _, sd, _, interior = _nearest(win, x, iv, it_, cpt)
+            best = _group_min(iv, np.abs(sd), n)
+            sd, interior = sd[best], interior[best]
+            inside = (sd < 0) & (win.closed | interior)
+            if np.any(inside):
+                final = float(-sd[inside].min())
+        stats.add(int(np.count_nonzero(in_contact | resting)), final, penetration)
 
 
 def _carried(support: Support | None, idx: np.ndarray, nrm: np.ndarray, h: float) -> np.ndarray:

@@ -54,9 +54,8 @@ class FrameDiagnostics:
     contacts : int
         Collider contacts over the frame's substeps (cloth vertices in contact, summed).
     max_penetration : float
-        m, the deepest a vertex was found behind a collider surface after a solve and
-        before the contact response, over the frame (0 is the goal: the response then
-        had nothing to undo beyond the step's own motion).
+        m, the deepest a vertex ends inside a collider after a substep's contact stage,
+        over the frame (0 is the goal).
     """
 
     frame: int
