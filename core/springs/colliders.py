@@ -32,7 +32,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..errors import SinewError
-from .contact import ContactStats, MeshWindow, Support, resolve_mesh
+from .contact import ContactStats, MeshWindow, Support, resolve_mesh, revert_crossings
 
 __all__ = ["Plane", "Sphere", "TriangleMesh", "ColliderSet", "resolve", "closest_points_on_triangles"]
 
@@ -394,12 +394,24 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
         movable = ~np.asarray(model.pinned, dtype=bool)
     else:
         edges, movable = np.zeros((0, 2), np.int64), np.ones(n, bool)
-    for col in colliders:
-        if isinstance(col, TriangleMesh):
-            col = col.window(0.0, 1.0)
+    cols = [c.window(0.0, 1.0) if isinstance(c, TriangleMesh) else c for c in colliders]
+    for col in cols:
         if isinstance(col, MeshWindow):
             resolve_mesh(col, x, v, x_prev, h, edges, movable, stats, support)
         else:
             col.resolve(x, v, x_prev, stats)
+    if sum(isinstance(c, MeshWindow) for c in cols) > 1:
+        # one collider's push can move a vertex into one resolved before it (a cloth in
+        # the crease between a ball and the ground): a second round, which only adds
+        # the deepest penetration left to the statistics
+        again = ContactStats()
+        for col in cols:
+            if isinstance(col, MeshWindow):
+                resolve_mesh(col, x, v, x_prev, h, edges, movable, again, None)
+        for col in cols:  # where two colliders disagree, the start of the step wins
+            if isinstance(col, MeshWindow):
+                revert_crossings(col, x, v, x_prev, h, movable)
+        if stats is not None:
+            stats.add(0, again.max_penetration)
     if support is not None:
         support.settle()
