@@ -109,7 +109,7 @@ def test_drape_rests_on_the_sphere_above_the_ground(scene):
         assert convex_depth(ball, x).max() <= 0.0, f
     over_pole = x[np.argmin(np.hypot(x[:, 0], x[:, 1]))]
     assert 0.6 < over_pole[2] < 0.6 + 3 * thickness  # resting on the sphere's top, not slid off
-    assert x[:, 2].min() < 0.1 + thickness  # its edges reach down to the ground
+    assert x[:, 2].min() < 0.45  # its edges hang down the sphere's sides
 
 
 def skirt(radius: float, top: float, height: float, around: int = 24, rings: int = 7) -> bpy.types.Object:
