@@ -159,8 +159,8 @@ class SpringBakeJob(BakeJob):
         props.bake_time = time.perf_counter() - self.started
         contact = ""
         if self._colliders and any(self._colliders):
-            contact = (f", {self.contacts} collider contacts, deepest solver penetration "
-                       f"{1000.0 * self.max_penetration:.1f} mm (resolved)")
+            contact = (f", {self.contacts} collider contacts, max penetration "
+                       f"{1000.0 * self.max_penetration:.1f} mm")
         return (f"{obj.name}: {len(frames)} frames, {props.bake_iterations:.1f} iterations per "
                 f"frame, max strain {100.0 * self.max_strain:.2f}%{contact}")
 

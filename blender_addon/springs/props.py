@@ -84,10 +84,9 @@ class SINEW_PG_springs(bpy.types.PropertyGroup):
     bake_max_strain: FloatProperty(name="Max Strain", default=0.0, options={"HIDDEN"})
     bake_contacts: IntProperty(name="Collider Contacts", description="Vertex contacts with colliders, "
                                "summed over the bake's substeps", default=0, options={"HIDDEN"})
-    bake_max_penetration: FloatProperty(name="Deepest Penetration", description="Deepest a vertex "
-                                        "was found inside a collider after a solve, before the contact "
-                                        "response put it back (m)", default=0.0, options={"HIDDEN"},
-                                        unit="LENGTH")
+    bake_max_penetration: FloatProperty(name="Max Penetration", description="Deepest a vertex "
+                                        "ended inside a collider in any substep (m; 0 is the goal)",
+                                        default=0.0, options={"HIDDEN"}, unit="LENGTH")
     bake_output: StringProperty(name="Baked Output", default="", options={"HIDDEN"})
     # What free_bake needs to restore the object exactly: a JSON document (see write.py).
     bake_record: StringProperty(name="Bake Record", default="", options={"HIDDEN"})

@@ -123,8 +123,8 @@ class SINEW_PT_springs_bake(_SubPanel, bpy.types.Panel):
             col.label(text=f"Time {props.bake_time:.2f} s, {props.bake_iterations:.1f} iterations/frame")
             col.label(text=f"Max strain {100.0 * props.bake_max_strain:.2f}%")
             if props.bake_contacts:
-                col.label(text=f"Contacts {props.bake_contacts}, deepest solver penetration "
-                               f"{1000.0 * props.bake_max_penetration:.1f} mm (resolved)")
+                col.label(text=f"Contacts {props.bake_contacts}, max penetration "
+                               f"{1000.0 * props.bake_max_penetration:.1f} mm")
         else:
             row.operator("sinew.bake_springs", text="Bake", icon="PHYSICS")
             layout.label(text=f"Frames {context.scene.frame_start}–{context.scene.frame_end} (scene range)")
