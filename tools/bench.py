@@ -34,6 +34,8 @@ SECTIONS = [
     ("Springs in core: hanging grids, two top corners pinned", "bench.springs_core"),
     ("Spring bake: Sinew FAST against Blender's Cloth modifier (64² grid)", "bench.springs_blender"),
     ("Keyframe writing", "bench.keys"),
+    ("Cloth contact: Sinew against Blender's Cloth (drape over a sphere on the ground, skirt on a moving body)",
+     "bench.springs_contact"),
 ]
 
 
@@ -170,6 +172,12 @@ def headline(all_rows: dict[str, list[dict]]) -> list[str]:
                        f"{100 * r['max_edge_strain']:.1f}% (goal ≤ 10%: {verdict(r['max_edge_strain'] <= 0.1)}), "
                        f"playback {r['playback_ms_per_frame']:.2f} ms/frame (goal ≤ 5: "
                        f"{verdict(r['playback_ms_per_frame'] <= 5)})")
+    try:
+        from bench import springs_contact
+
+        out += springs_contact.goals(all_rows.get("bench.springs_contact", []))
+    except Exception:  # the section failed; its traceback is in the report
+        pass
     return out
 
 
