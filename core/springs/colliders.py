@@ -395,22 +395,28 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
     else:
         edges, movable = np.zeros((0, 2), np.int64), np.ones(n, bool)
     cols = [c.window(0.0, 1.0) if isinstance(c, TriangleMesh) else c for c in colliders]
+    after = []  # positions right after each collider
     for col in cols:
         if isinstance(col, MeshWindow):
             resolve_mesh(col, x, v, x_prev, h, edges, movable, stats, support)
         else:
             col.resolve(x, v, x_prev, stats)
-    if sum(isinstance(c, MeshWindow) for c in cols) > 1:
+        after.append(x.copy())
+    meshes = [i for i, c in enumerate(cols) if isinstance(c, MeshWindow)]
+    if len(meshes) > 1:
         # one collider's push can move a vertex into one resolved before it (a cloth in
-        # the crease between a ball and the ground): a second round, which only adds
-        # the deepest penetration left to the statistics
+        # the crease between a ball and the ground): a second round over the vertices
+        # moved since, which only adds the deepest penetration left to the statistics
         again = ContactStats()
-        for col in cols:
-            if isinstance(col, MeshWindow):
-                resolve_mesh(col, x, v, x_prev, h, edges, movable, again, None)
-        for col in cols:  # where two colliders disagree, the start of the step wins
-            if isinstance(col, MeshWindow):
-                revert_crossings(col, x, v, x_prev, h, movable)
+        moved_any = np.zeros(n, bool)
+        for i in meshes:
+            moved = np.any(x != after[i], axis=1)
+            if np.any(moved):
+                moved_any |= moved
+                resolve_mesh(cols[i], x, v, x_prev, h, edges, movable, again, None, only=moved)
+        if np.any(moved_any):  # where two colliders still disagree, the start of the step wins
+            for i in meshes:
+                revert_crossings(cols[i], x, v, x_prev, h, movable & moved_any)
         if stats is not None:
             stats.add(0, again.max_penetration)
     if support is not None:

@@ -407,7 +407,7 @@ _BAND = 0.5
 
 def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarray, h: float,
                  edges: np.ndarray, movable: np.ndarray, stats: ContactStats | None = None,
-                 support: Support | None = None) -> None:
+                 support: Support | None = None, only: np.ndarray | None = None) -> None:
     """Make the end of one step collision-free against one collider (module docstring).
 
     Parameters
@@ -429,6 +429,8 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         Accumulates contacts and the deepest penetration.
     support : Support, optional
         The carried contact force: read (it acted in this solve) and updated.
+    only : numpy.ndarray, optional
+        Shape ``(n,)``, bool: examine only these vertices (and edges touching them).
     """
     from .colliders import closest_points_on_triangles as cpt
 
@@ -452,7 +454,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
     ce = win.edges
     tri_tree = BoxTree(tlo, thi)
     cache: dict = {}
-    active = movable.copy()  # vertices examined in this pass: all, then those just moved
+    active = movable.copy() if only is None else movable & only  # then those just moved
     for it in range(PASSES):
         x_pass = x.copy()
         sub = np.flatnonzero(active)
