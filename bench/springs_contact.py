@@ -175,12 +175,18 @@ def measure(cloth, inside, edges_inside, frames: int) -> dict:
             "max_strain": stretch}
 
 
-def blender_cloth(name: str, frames: int) -> dict:
+def _build(name: str, frames: int):
+    """A fresh scene ``name`` for ``frames`` frames: ``(cloth, inside, edges_inside)``."""
     _clear()
     build, _ = SCENES[name]
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, frames
-    cloth, inside, edges_inside = build()
+    return build()
+
+
+def blender_cloth(name: str, frames: int) -> dict:
+    cloth, inside, edges_inside = _build(name, frames)
+    scene = bpy.context.scene
     mod = cloth.modifiers.new("Cloth", "CLOTH")
     if cloth.vertex_groups.get("pins") is not None:
         mod.settings.vertex_group_mass = "pins"
@@ -199,11 +205,7 @@ def blender_cloth(name: str, frames: int) -> dict:
 
 
 def sinew(name: str, frames: int) -> dict:
-    _clear()
-    build, _ = SCENES[name]
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, frames
-    cloth, inside, edges_inside = build()
+    cloth, inside, edges_inside = _build(name, frames)
     bpy.context.view_layer.objects.active = cloth
     s = cloth.sinew_springs
     s.enabled = True
