@@ -32,7 +32,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..errors import SinewError
-from .contact import ContactStats, MeshWindow, Support, resolve_mesh, revert_crossings
+from .contact import ContactStats, MeshWindow, Support, coulomb_velocity, resolve_mesh, revert_crossings
 
 __all__ = ["Plane", "Sphere", "TriangleMesh", "ColliderSet", "resolve", "closest_points_on_triangles"]
 
@@ -43,14 +43,7 @@ def _apply_contact(x: np.ndarray, v: np.ndarray, idx: np.ndarray, target: np.nda
     if len(idx) == 0:
         return
     x[idx] = target
-    vi = v[idx]
-    vn = np.einsum("ij,ij->i", vi, normal)
-    inward = np.minimum(vn, 0.0)
-    vt = vi - vn[:, None] * normal
-    vt_len = np.sqrt(np.einsum("ij,ij->i", vt, vt))
-    dvn = -inward
-    scale = np.where(vt_len > 0, np.maximum(0.0, 1.0 - friction * dvn / np.where(vt_len > 0, vt_len, 1.0)), 1.0)
-    v[idx] = vt * scale[:, None] + np.maximum(vn, 0.0)[:, None] * normal
+    v[idx] = coulomb_velocity(v[idx], 0.0, normal, friction)
 
 
 @dataclass

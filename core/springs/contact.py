@@ -49,7 +49,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
-__all__ = ["ContactStats", "Support", "MeshWindow", "BoxTree", "box_pairs", "revert_crossings", "first_coplanar_time", "resolve_mesh"]
+__all__ = ["ContactStats", "Support", "MeshWindow", "BoxTree", "box_pairs", "revert_crossings",
+           "coulomb_velocity", "first_coplanar_time", "resolve_mesh"]
 
 #: Detection/response passes per step; then the fail-safe.
 PASSES = 4
@@ -556,15 +557,8 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
     idx = np.flatnonzero((in_contact | resting) & movable)
     nrm = n_contact[idx]
     if len(idx):
-        vc = (q1_contact[idx] - q0_contact[idx]) / h
-        vr = v[idx] - vc
-        vn = _dot(vr, nrm)
-        dvn = np.maximum(-vn, 0.0) + _carried(support, idx, nrm, h) / h
-        vn_new = np.where(in_contact[idx], np.maximum(vn, 0.0), vn)
-        vt = vr - vn[:, None] * nrm
-        ln = np.sqrt(_dot(vt, vt))
-        scale = np.maximum(0.0, 1.0 - mu * dvn / np.where(ln > 0, ln, 1.0))
-        v[idx] = vc + vt * scale[:, None] + vn_new[:, None] * nrm
+        v[idx] = coulomb_velocity(v[idx], (q1_contact[idx] - q0_contact[idx]) / h, nrm, mu,
+                                  in_contact[idx], _carried(support, idx, nrm, h) / h)
     if stats is not None:
         final = 0.0
         check = np.flatnonzero((in_contact | resting) & movable)
@@ -577,6 +571,25 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
             if np.any(inside):
                 final = float(-sd[inside].min())
         stats.add(int(np.count_nonzero(in_contact | resting)), final, penetration)
+
+
+def coulomb_velocity(v: np.ndarray, vc: np.ndarray | float, nrm: np.ndarray, mu: float,
+                     stop: np.ndarray | bool = True, pressed: np.ndarray | float = 0.0) -> np.ndarray:
+    """Velocities ``(k, 3)`` after an inelastic contact with Coulomb friction.
+
+    Relative to the collider's velocity ``vc``: where ``stop``, the inward normal part is
+    removed (the outward part kept); the tangential part shrinks by ``μ`` times the normal
+    speed removed plus ``pressed`` (m/s, the normal speed a carried push took away),
+    never reversing (Bridson et al. 2002, §7.2).
+    """
+    vr = v - vc
+    vn = _dot(vr, nrm)
+    dvn = np.where(stop, np.maximum(-vn, 0.0), 0.0) + pressed
+    vn_new = np.where(stop, np.maximum(vn, 0.0), vn)
+    vt = vr - vn[:, None] * nrm
+    ln = np.sqrt(_dot(vt, vt))
+    scale = np.maximum(0.0, 1.0 - mu * dvn / np.where(ln > 0, ln, 1.0))
+    return vc + vt * scale[:, None] + vn_new[:, None] * nrm
 
 
 def _carried(support: Support | None, idx: np.ndarray, nrm: np.ndarray, h: float) -> np.ndarray:
