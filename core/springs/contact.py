@@ -347,10 +347,7 @@ class Support:
     estimate of the contact force (the constraint's Lagrange multiplier, updated from
     the constraint error as in augmented-Lagrangian methods), per vertex
     ``λ ← max(0, λ + m (thickness − s)/h²)`` with ``s`` the solver's distance from the
-    surface, less the part of the overshoot the vertex's own approach speed ``h v⁻ₙ``
-    explains (an impact is stopped by the inelastic velocity response, not by a lasting
-    force; counting it would throw the cloth back up). Applied as the velocity change
-    ``h λ/m`` before the solve (the same as an
+    surface. Applied as the velocity change ``h λ/m`` before the solve (the same as an
     external force ``λ`` over the step in every integrator here). Once ``λ`` balances
     the load, the solve lands on the surface and the projection has nothing left to do.
     The gain is a fraction of ``m/h²``, the vertex's inertia alone; a larger one (the
@@ -374,8 +371,6 @@ class Support:
     masses: np.ndarray
     touched: np.ndarray
 
-    v_start: np.ndarray | None = None
-
     @classmethod
     def zeros(cls, masses: np.ndarray) -> Support:
         n = len(masses)
@@ -386,9 +381,7 @@ class Support:
         return self.masses[idx] / (h * h)
 
     def kick(self, v: np.ndarray, h: float, movable: np.ndarray) -> None:
-        """Apply the carried push to the velocities ``(n, 3)`` before a solve (keeping the
-        velocities from before it in ``v_start``); reset ``touched``."""
-        self.v_start = v.copy()
+        """Apply the carried push to the velocities ``(n, 3)`` before a solve; reset ``touched``."""
         v[movable] += (h / self.masses[movable])[:, None] * self.force[movable]
         self.touched[:] = False
 
@@ -544,12 +537,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         # dual ascent on the contact force along the current normal
         nrm = n_contact[near]
         lam = np.einsum("ij,ij->i", support.force[near], nrm)
-        load = deficit[near]
-        if support.v_start is not None:  # the approach speed's share is an impact, not a load
-            vc = (q1_contact[near] - q0_contact[near]) / h
-            approach = np.maximum(-np.einsum("ij,ij->i", support.v_start[near] - vc, nrm), 0.0)
-            load = np.where(load > 0, np.maximum(load - h * approach, 0.0), load)
-        lam = np.maximum(0.0, lam + _SUPPORT_GAIN * support.gain(near, h) * load)
+        lam = np.maximum(0.0, lam + _SUPPORT_GAIN * support.gain(near, h) * deficit[near])
         support.force[near] = lam[:, None] * nrm
         support.touched[near] = True
     resting = np.zeros(n, bool)
