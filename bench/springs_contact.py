@@ -229,7 +229,7 @@ def run(quick: bool = False) -> list[dict]:
     rows = []
     for name, (_, frames) in SCENES.items():
         if quick:
-            frames = min(frames, 30)
+            frames = min(frames, 12)
         b = blender_cloth(name, frames)
         s = sinew(name, frames)
         b["time_ratio"] = 1.0
