@@ -107,8 +107,10 @@ def test_drape_rests_on_the_sphere_above_the_ground(scene):
         assert x[:, 2].min() >= -1e-6, f  # above the ground
         # outside the sphere's polygon mesh (a convex body): behind no face plane
         assert convex_depth(ball, x).max() <= 0.0, f
-    over_pole = x[np.argmin(np.hypot(x[:, 0], x[:, 1]))]
-    assert 0.6 < over_pole[2] < 0.6 + 3 * thickness  # resting on the sphere's top, not slid off
+    # resting on the sphere's top, not slid off: the cloth still covers the pole
+    r = np.hypot(x[:, 0], x[:, 1])
+    over_pole = x[np.argmin(r)]
+    assert r.min() < 0.15 and 0.55 < over_pole[2] < 0.6 + 3 * thickness
     assert x[:, 2].min() < 0.45  # its edges hang down the sphere's sides
 
 
