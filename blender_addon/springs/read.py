@@ -151,7 +151,9 @@ def collision_settings(settings: Any) -> tuple[float, float, float]:
 
     Read as Blender's Cloth reads them (the same names in 3.4, 4.5 and 5.2): the outer
     thickness, ``cloth_friction`` (Blender scales it by 0.01 into the Coulomb coefficient,
-    so the default 5 is μ = 0.05) and ``damping`` (0..1). The particle friction
+    so the default 5 is μ = 0.05) and ``damping`` (0..1; returned for completeness: the
+    contact response is fully inelastic whatever its value, see ``core.springs.colliders``).
+    The particle friction
     (``friction`` in 3.x, ``friction_factor`` later) is not the cloth's and is not read.
     """
     return (float(settings.thickness_outer), 0.01 * float(settings.cloth_friction),
