@@ -36,6 +36,7 @@ SECTIONS = [
     ("Keyframe writing", "bench.keys"),
     ("Cloth contact: Sinew against Blender's Cloth (drape over a sphere on the ground, skirt on a moving body)",
      "bench.springs_contact"),
+    ("Self-collision: a strip folding over a box, Sinew against Blender's Cloth", "bench.selfcollision_blender"),
 ]
 
 
@@ -172,6 +173,11 @@ def headline(all_rows: dict[str, list[dict]]) -> list[str]:
                        f"{100 * r['max_edge_strain']:.1f}% (goal ≤ 10%: {verdict(r['max_edge_strain'] <= 0.1)}), "
                        f"playback {r['playback_ms_per_frame']:.2f} ms/frame (goal ≤ 5: "
                        f"{verdict(r['playback_ms_per_frame'] <= 5)})")
+    for r in all_rows.get("bench.selfcollision_blender", []):
+        if str(r.get("method", "")).startswith("Sinew"):
+            out.append(f"self-collision fold vs Blender Cloth: {r['ratio_to_blender']:.2f}× the time per frame "
+                       f"(goal ≤ 0.5×: {verdict(r['ratio_to_blender'] <= 0.5)}), {r['max_crossings']:.0f} "
+                       f"crossing triangle pairs (goal 0: {verdict(r['max_crossings'] == 0)})")
     try:
         from bench import springs_contact
 

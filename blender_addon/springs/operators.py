@@ -38,13 +38,17 @@ class SpringSettings:
     substeps: int
     iterations: int
     output: str
+    self_collision: bool = False
+    self_distance: float = 0.015
 
     @classmethod
     def from_props(cls, props: Any) -> SpringSettings:
         return cls(props.solver, float(props.vertex_mass), float(props.stiffness),
                    float(props.shear_stiffness), float(props.bending_stiffness),
                    float(props.damping), float(props.air_drag), props.pin_group,
-                   int(props.substeps), int(props.iterations), props.output)
+                   int(props.substeps), int(props.iterations), props.output,
+                   self_collision=bool(props.self_collision),
+                   self_distance=float(props.self_distance))
 
 
 def scene_fps(scene: bpy.types.Scene) -> float:
@@ -74,7 +78,8 @@ class SpringBakeJob(BakeJob):
         problem = deps.scipy_problem()
         if problem:
             raise SinewError(problem)
-        from ..core.springs import Simulator, TriangleMesh, build_model, build_springs
+        from ..core.springs import SelfCollision, Simulator, TriangleMesh, build_model, build_springs
+        from ..core.springs.shapes import triangulate
 
         check_object(obj)
         if frame_end < frame_start:
@@ -103,8 +108,13 @@ class SpringBakeJob(BakeJob):
                                  bending_stiffness=s.bending_stiffness, damping=s.damping,
                                  vertex_mass=s.vertex_mass, pinned=inp.pin_weights > 0,
                                  air_drag=s.air_drag, gravity=scene_gravity(scene))
+        self_col = None
+        if s.self_collision and len(topo.loop_totals):
+            # neighbours are decided on the first frame's shape (world space)
+            self_col = SelfCollision.build(inp.world[0], triangulate(topo), s.self_distance)
         self.sim = Simulator(self.model, s.solver, fps=scene_fps(scene), substeps=s.substeps,
-                             iterations=s.iterations, frame_start=frame_start)
+                             iterations=s.iterations, frame_start=frame_start,
+                             self_collision=self_col)
         self._colliders = collider_frames(TriangleMesh, inp.colliders)
         self.positions: np.ndarray | None = np.empty_like(inp.world)
         self.positions[0] = self.sim.state.x
@@ -112,6 +122,8 @@ class SpringBakeJob(BakeJob):
         self.max_strain = 0.0
         self.contacts = 0
         self.max_penetration = 0.0
+        self.self_contacts = 0
+        self.self_crossings = 0
         self.read_time = time.perf_counter() - started
         self.total = len(inp.frames) - 1
         self.done = 0
@@ -128,6 +140,8 @@ class SpringBakeJob(BakeJob):
         self.max_strain = max(self.max_strain, float(diag.max_strain))
         self.contacts += int(diag.contacts)
         self.max_penetration = max(self.max_penetration, float(diag.max_penetration))
+        self.self_contacts += diag.self_contacts
+        self.self_crossings = max(self.self_crossings, diag.self_crossings)
         self.done = i
         return self.done >= self.total
 
@@ -161,8 +175,12 @@ class SpringBakeJob(BakeJob):
         if self._colliders and any(self._colliders):
             contact = (f", {self.contacts} collider contacts, max penetration "
                        f"{1000.0 * self.max_penetration:.1f} mm")
+        self_col = ""
+        if self.sim.self_collision is not None:
+            self_col = (f", {self.self_contacts / max(self.total, 1):.0f} self-contacts per frame, "
+                        f"{self.self_crossings} crossing triangle pairs")
         return (f"{obj.name}: {len(frames)} frames, {props.bake_iterations:.1f} iterations per "
-                f"frame, max strain {100.0 * self.max_strain:.2f}%{contact}")
+                f"frame, max strain {100.0 * self.max_strain:.2f}%{contact}{self_col}")
 
 
 def collider_frames(mesh_cls: type, frames: list) -> list[list]:

@@ -75,6 +75,16 @@ class SINEW_PG_springs(bpy.types.PropertyGroup):
     output: EnumProperty(name="Output", items=OUTPUT_ITEMS, default="KEYFRAMES",
                          description="Where the baked motion is stored")
 
+    # -- self-collision (core/springs/selfcollision.py) ----------------------------------
+    self_collision: BoolProperty(name="Self Collision",
+                                 description="The mesh collides with itself: its non-neighbouring "
+                                             "parts never pass through each other",
+                                 default=False)
+    self_distance: FloatProperty(name="Self Distance",
+                                 description="Smallest distance kept between non-neighbouring "
+                                             "parts of the mesh (m)",
+                                 default=0.015, min=0.001, soft_max=0.1, precision=3, unit="LENGTH")
+
     # -- bake state (written by the bake, read by the panel and by free) ---------------
     baked: BoolProperty(name="Baked", default=False, options={"HIDDEN"})
     bake_frame_start: IntProperty(name="Baked From", default=0, options={"HIDDEN"})

@@ -93,6 +93,11 @@ class SINEW_PT_springs_collisions(_SubPanel, bpy.types.Panel):
         layout, props = self._props(context)
         layout.prop(props, "collision_collection", text="Collection")
         layout.label(text="Objects with a Collision modifier collide too", icon="INFO")
+        col = layout.column(align=True)
+        col.prop(props, "self_collision")
+        sub = col.column(align=True)
+        sub.active = props.self_collision
+        sub.prop(props, "self_distance", text="Distance")
 
 
 class SINEW_PT_springs_output(_SubPanel, bpy.types.Panel):

@@ -14,7 +14,8 @@ Integrators (all share ``step(model, state, h, *, pins, iterations, colliders)``
 ``NEWTON``     implicit Euler as minimisation, Newton + Armijo line search;
 ``FAST``       Liu et al. 2013 local/global (+ Wang 2015 Chebyshev option).
 
-Self-collision is out of scope.
+:class:`SelfCollision` (``selfcollision.py``) keeps the mesh from passing through itself
+after every step.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .fast import LocalGlobal
 from .implicit import LinearImplicitEuler
 from .model import Model, State, build_model, lumped_masses
 from .newton import NewtonImplicitEuler
+from .selfcollision import SelfCollision, count_crossings
 from .simulate import FrameDiagnostics, Simulator, simulate
 from .symplectic import SymplecticEuler
 from .topology import SpringSet, build_springs
@@ -41,5 +43,6 @@ __all__ = [
     "INTEGRATORS", "Integrator", "StepInfo", "ExplicitEuler", "SymplecticEuler",
     "LinearImplicitEuler", "NewtonImplicitEuler", "LocalGlobal", "Model", "State",
     "build_model", "lumped_masses", "SpringSet", "build_springs", "Plane", "Sphere",
-    "TriangleMesh", "resolve", "FrameDiagnostics", "Simulator", "simulate",
+    "TriangleMesh", "resolve", "FrameDiagnostics", "Simulator", "simulate", "SelfCollision",
+    "count_crossings",
 ]

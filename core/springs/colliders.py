@@ -23,6 +23,9 @@ a bouncing contact only makes resting cloth jitter) and the tangential
 velocity relative to the collider is reduced by Coulomb friction,
 ``|Δv_t| ≤ friction · |Δv_n|`` (0 is frictionless; a large value sticks). Colliders are
 resolved one after another in the order given.
+
+Self-collision (cloth against itself) is a separate stage after this one:
+:mod:`.selfcollision`, which reuses :func:`closest_points_on_triangles`.
 """
 
 from __future__ import annotations

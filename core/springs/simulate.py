@@ -28,6 +28,7 @@ from .base import Integrator
 from .colliders import ColliderSet, TriangleMesh
 from .contact import ContactStats, Support
 from .model import Model, State
+from .selfcollision import SelfCollision
 
 __all__ = ["FrameDiagnostics", "Simulator", "simulate"]
 
@@ -56,6 +57,11 @@ class FrameDiagnostics:
     max_penetration : float
         m, the deepest a vertex ends inside a collider after a substep's contact stage,
         over the frame (0 is the goal).
+    self_contacts : int
+        Self-collision: contact or colliding pairs, summed over substeps (0 when off).
+    self_crossings : int
+        Self-collision: crossing triangle pairs at the end of the frame (0 is the goal;
+        0 when off).
     """
 
     frame: int
@@ -66,6 +72,8 @@ class FrameDiagnostics:
     max_strain: float
     contacts: int = 0
     max_penetration: float = 0.0
+    self_contacts: int = 0
+    self_crossings: int = 0
 
 
 def _make_integrator(integrator: Union[str, Integrator]) -> Integrator:
@@ -99,6 +107,8 @@ class Simulator:
         Number of the initial frame.
     state : State, optional
         Initial state (copied); default: rest positions, zero velocity.
+    self_collision : SelfCollision, optional
+        Resolved after every step (after colliders and pins; see :mod:`.selfcollision`).
 
     Attributes
     ----------
@@ -110,7 +120,8 @@ class Simulator:
 
     def __init__(self, model: Model, integrator: Union[str, Integrator], *, fps: float,
                  substeps: int = 1, iterations: int = 10, frame_start: int = 0,
-                 state: State | None = None) -> None:
+                 state: State | None = None, self_collision: SelfCollision | None = None
+                 ) -> None:
         if not (np.isfinite(fps) and fps > 0):
             raise SinewError("fps must be > 0")
         if int(substeps) < 1 or int(iterations) < 1:
@@ -122,6 +133,7 @@ class Simulator:
         self.iterations = int(iterations)
         self.frame = int(frame_start)
         self.h = 1.0 / (self.fps * self.substeps)
+        self.self_collision = self_collision
         if state is None:
             self.state = model.initial_state()
         else:
@@ -203,6 +215,7 @@ class Simulator:
         if colliders and self._support is None:
             self._support = Support.zeros(model.masses)
         movable = ~np.asarray(model.pinned, dtype=bool)
+        sc, self_contacts, crossings = self.self_collision, 0, 0
         with np.errstate(over="ignore", invalid="ignore"):
             for k in range(1, self.substeps + 1):
                 target = prev + (nxt - prev) * (k / self.substeps)
@@ -211,8 +224,12 @@ class Simulator:
                                    self._support if colliders else None)
                 if colliders:  # the colliders' push from the last step acts in this solve
                     self._support.kick(work.v, self.h, movable)
+                x_start = work.x.copy() if sc is not None else None
                 info = self.integrator.step(model, work, self.h, pins=target,
                                             iterations=self.iterations, colliders=cols)
+                if sc is not None and np.all(np.isfinite(work.x)):
+                    self_contacts += sc.resolve(x_start, work.x, work.v, model.masses,
+                                                model.pinned).contacts
                 total_its += info.iterations
                 residual = info.residual
                 if not (np.all(np.isfinite(work.x)) and np.all(np.isfinite(work.v))):
@@ -221,6 +238,8 @@ class Simulator:
             ke = F.kinetic_energy(model, work.v)
             e_spring, strain = F.spring_energy_and_strain(model, work.x)
             pe = e_spring + F.gravity_energy(model, work.x)
+            if sc is not None:
+                crossings = sc.count_crossings(work.x)
         if len(prev):
             travel = float(np.max(np.linalg.norm(nxt - prev, axis=1)))
             self._scale += model.total_mass * ((travel * self.fps) ** 2
@@ -230,8 +249,9 @@ class Simulator:
                 frame, f"the energy ran away (kinetic energy {ke:.3g} J)", self._remedy())
         self.state = work
         self.frame = frame
-        return FrameDiagnostics(frame, total_its, residual, ke, pe, strain, stats.contacts,
-                                stats.max_penetration)
+        return FrameDiagnostics(frame, total_its, residual, ke, pe, strain,
+                                contacts=stats.contacts, max_penetration=stats.max_penetration,
+                                self_contacts=self_contacts, self_crossings=crossings)
 
 
 def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, fps: float,
@@ -239,6 +259,7 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
              pin_trajectory: np.ndarray | None = None,
              colliders_per_frame: Sequence[Sequence[Any]] | None = None,
              progress: Callable[[int, int], bool | None] | None = None,
+             self_collision: SelfCollision | None = None,
              ) -> tuple[np.ndarray, list[FrameDiagnostics]]:
     """Simulate ``frames`` frames from the model's rest pose.
 
@@ -261,6 +282,8 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
     progress : callable, optional
         ``progress(done, total)`` after each frame; returning ``False``
         raises :class:`~core.errors.BakeCancelled`.
+    self_collision : SelfCollision, optional
+        As for :class:`Simulator`.
 
     Returns
     -------
@@ -280,14 +303,17 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
             raise SinewError(f"pin_trajectory must have shape ({frames}, {p}, 3), got {traj.shape}")
     if colliders_per_frame is not None and len(colliders_per_frame) != frames:
         raise SinewError(f"colliders_per_frame must have {frames} entries")
-    sim = Simulator(model, integrator, fps=fps, substeps=substeps, iterations=iterations)
+    sim = Simulator(model, integrator, fps=fps, substeps=substeps, iterations=iterations,
+                    self_collision=self_collision)
     if traj is not None:
         sim.set_pins(traj[0])
     out = np.empty((frames,) + model.rest_positions.shape)
     out[0] = sim.state.x
     diags = [FrameDiagnostics(sim.frame, 0, float("nan"), F.kinetic_energy(model, sim.state.v),
                               F.potential_energy(model, sim.state.x),
-                              F.max_strain(model, sim.state.x))]
+                              F.max_strain(model, sim.state.x), 0,
+                              0 if self_collision is None
+                              else self_collision.count_crossings(sim.state.x))]
     for f in range(1, frames):
         cols = colliders_per_frame[f] if colliders_per_frame is not None else ()
         diags.append(sim.advance(None if traj is None else traj[f], cols))
