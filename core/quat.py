@@ -59,13 +59,25 @@ def normalize(q: np.ndarray) -> np.ndarray:
     return out
 
 
-def multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _components(a: np.ndarray, axis: int) -> list[np.ndarray]:
+    """Views of the components of ``a`` along ``axis``."""
+    if axis == 0:
+        return list(a)
+    if axis == -1 or axis == a.ndim - 1:
+        return [a[..., i] for i in range(a.shape[-1])]
+    return list(np.moveaxis(a, axis, 0))
+
+
+def multiply(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
     """Hamilton product ``a * b`` (rotation ``b`` first, then ``a``).
 
     Parameters
     ----------
     a, b : array_like, shape (..., 4)
         Broadcast against each other.
+    axis : int
+        The axis holding the components (``-1``; ``0`` for components-first arrays such as
+        ``(4, B)``, whose rows are contiguous: much faster for long batches).
 
     Returns
     -------
@@ -73,8 +85,8 @@ def multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
-    aw, ax, ay, az = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
-    bw, bx, by, bz = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
+    aw, ax, ay, az = _components(a, axis)
+    bw, bx, by, bz = _components(b, axis)
     return np.stack(
         (
             aw * bw - ax * bx - ay * by - az * bz,
@@ -82,7 +94,7 @@ def multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             aw * by - ax * bz + ay * bw + az * bx,
             aw * bz + ax * by - ay * bx + az * bw,
         ),
-        axis=-1,
+        axis=axis,
     )
 
 
@@ -118,23 +130,25 @@ def inverse(q: np.ndarray) -> np.ndarray:
     return conjugate(q) / np.where(n2 > _EPS, n2, 1.0)
 
 
-def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cross product over the last axis (a faster ``np.cross`` for 3-vectors).
+def cross(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Cross product over ``axis`` (a faster ``np.cross`` for 3-vectors).
 
     Parameters
     ----------
     a, b : ndarray, shape (..., 3)
+    axis : int
+        The axis holding the components.
 
     Returns
     -------
     ndarray, shape (..., 3)
     """
-    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
-    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
-    return np.stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), axis=-1)
+    a0, a1, a2 = _components(np.asarray(a), axis)
+    b0, b1, b2 = _components(np.asarray(b), axis)
+    return np.stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), axis=axis)
 
 
-def rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+def rotate(q: np.ndarray, v: np.ndarray, axis: int = -1) -> np.ndarray:
     """Rotate vectors by unit quaternions.
 
     Parameters
@@ -142,17 +156,19 @@ def rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     q : array_like, shape (..., 4)
     v : array_like, shape (..., 3)
         Broadcast against ``q``'s leading axes.
+    axis : int
+        The axis holding the components of both (see :func:`multiply`).
 
     Returns
     -------
     ndarray, shape (..., 3)
     """
-    q = np.asarray(q, dtype=np.float64)
-    v = np.asarray(v, dtype=np.float64)
-    w = q[..., :1]
-    u = q[..., 1:]
-    t = 2.0 * cross(u, v)
-    return v + w * t + cross(u, t)
+    w, x, y, z = _components(np.asarray(q, dtype=np.float64), axis)
+    v0, v1, v2 = _components(np.asarray(v, dtype=np.float64), axis)
+    # v + w t + u x t with t = 2 u x v, u = (x, y, z).
+    tx, ty, tz = 2.0 * (y * v2 - z * v1), 2.0 * (z * v0 - x * v2), 2.0 * (x * v1 - y * v0)
+    return np.stack((v0 + w * tx + y * tz - z * ty, v1 + w * ty + z * tx - x * tz, v2 + w * tz + x * ty - y * tx),
+                    axis=axis)
 
 
 def from_axis_angle(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:

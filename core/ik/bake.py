@@ -1,17 +1,16 @@
-"""Baking IK over a frame range: warm-started per frame, or batched over all frames; jitter-guarded.
+"""Baking IK over a frame range: every frame solved from the canonical start, all at once.
 
-Sequential strategy: each frame starts from the previous frame's solution (the first from
-``initial``), so the pose moves smoothly with the target. Batched strategy (the default for
-FABRIK on chains without limits or poles, available for DLS, see :mod:`.batch`): every frame's
-joints are solved at once from ``initial``, the rotations follow from the joints frame after
-frame (each bone's twist carried from the previous frame, as in the sequential bake), and the
-few frames where that solution jumps are re-solved sequentially.
-``max_step_angle`` caps how far any joint may turn between consecutive frames: the new
-rotation is slerped back toward the previous one. Output
-quaternions are made sign-continuous over frames (``q`` and ``-q`` are the same rotation, but
-keyframe interpolation between them is not).
+Each frame's pose is a function of that frame's goals (target, pole, orientation, root frame;
+see :mod:`.base`), never of the previous frame's pose, so a closed target path returns to the
+same pose and frames are independent: they are solved in blocks, vectorised over frames.
+``max_step_angle`` then caps how far any joint may turn between consecutive frames (the new
+rotation is slerped back toward the previous one; that, and only that, makes a frame depend on
+the one before). Output quaternions are made sign-continuous over frames (``q`` and ``-q`` are
+the same rotation, but keyframe interpolation between them is not). Errors are the tip
+distances of the rotations returned, and ``converged`` says which frames are within the
+tolerance: a frame the solver could not bring there is reported, never hidden.
 
-:func:`iter_bake` is a generator that yields after every chunk of frames so a Blender modal
+:func:`iter_bake` is a generator that yields after every block of frames so a Blender modal
 operator can bake incrementally and cancel; :func:`bake_chain` runs it to the end.
 """
 
@@ -24,14 +23,15 @@ import numpy as np
 
 from .. import quat
 from ..errors import BakeCancelled, ChainError
-from .base import SolveSettings, bone_bounds, clamp_bounds_all, solve_batch
-from .batch import repair_walk, solve_all_frames, transport_all
+from .base import SolveSettings, bone_bounds, check_frames, clamp_bounds_all, solve_frames
 from .chain import Chain, RootLike, _fk, _root_arrays
 
-__all__ = ["BakeResult", "BakeProgress", "bake_chain", "iter_bake", "uses_batched", "STRATEGIES",
-           "BATCHED_SOLVERS", "AUTO_BATCHED_SOLVERS"]
+__all__ = ["BakeResult", "BakeProgress", "bake_chain", "iter_bake", "STRATEGIES", "solver_class", "run_to_end"]
 
 ProgressFn = Callable[[int, int], bool | None]
+
+#: Accepted for compatibility; every strategy bakes the same way (frames are independent).
+STRATEGIES = ("auto", "sequential", "batched")
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,9 @@ class BakeResult:
         Pose rotations per frame, sign-continuous along frames.
     iterations : ndarray of int, shape (F,)
     errors : ndarray, shape (F,)
-        Tip distance from the target, metres.
+        Tip distance of the returned pose from the target, metres.
     converged : ndarray of bool, shape (F,)
+        ``errors <= tolerance``.
     """
 
     rotations: np.ndarray
@@ -63,44 +64,18 @@ class BakeProgress:
     result: BakeResult | None = None
 
 
-def _solver_kernel(solver: str):
+def solver_class(solver: str):
+    """The solver class named ``solver`` (a key of ``SOLVERS``)."""
     from . import SOLVERS  # late import: the table lives in the package __init__
     try:
-        return SOLVERS[solver].kernel
+        return SOLVERS[solver]
     except KeyError:
         raise ChainError(f"unknown solver {solver!r}; expected one of {sorted(SOLVERS)}") from None
 
 
-STRATEGIES = ("auto", "sequential", "batched")
-# Solvers 'batched' bakes all frames at once. CCD stays sequential: solved from one start pose
-# its solutions jump between frames (measured: p99 joint step ~100 degrees on the bench path)
-# and it is only ~2x faster batched.
-BATCHED_SOLVERS = ("FABRIK", "DLS")
-# ... and those 'auto' bakes so: the batched result must be about as smooth as the sequential
-# one (largest joint step within ~1.5x). FABRIK is (bench path: 12.6 vs 11.4 degrees, once the
-# twist is carried from frame to frame). DLS is not: warm-started DLS takes minimal steps
-# (0.7 degrees), while the batched DLS poses, each solved from the start pose, sit elsewhere in
-# the null space and swing by up to 11 degrees in a frame.
-AUTO_BATCHED_SOLVERS = ("FABRIK",)
-
-
-def uses_batched(chain: Chain, solver: str, poles: np.ndarray | None, strategy: str = "auto") -> bool:
-    """Whether :func:`iter_bake` bakes all frames at once (see :mod:`.batch`).
-
-    ``'batched'`` does so for FABRIK and DLS, ``'auto'`` for FABRIK only (batched DLS is much
-    less smooth than warm-started DLS), both only on chains without active limits and without
-    a pole target; everything else (CCD, limits, poles, ``'sequential'``) is baked one frame at
-    a time, warm-started from the previous frame.
-    """
-    if strategy not in STRATEGIES:
-        raise ChainError(f"unknown strategy {strategy!r}; expected one of {list(STRATEGIES)}")
-    solvers = AUTO_BATCHED_SOLVERS if strategy == "auto" else BATCHED_SOLVERS
-    return (strategy != "sequential" and solver in solvers and poles is None
-            and bone_bounds(chain) is None)
-
-
 def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSettings, *,
-              max_step_angle: float = 0.0, poles: np.ndarray | None = None,
+              max_step_angle: float = 0.0, poles: np.ndarray | None = None, pole_angle: float = 0.0,
+              orientations: np.ndarray | None = None, rotation_weight: float = 0.0,
               initial: np.ndarray | None = None, roots: RootLike = None,
               chunk: int = 64, strategy: str = "auto") -> Iterator[BakeProgress]:
     """Bake a frame range incrementally.
@@ -117,124 +92,71 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
         Radians; largest rotation change of any joint between consecutive frames (0 = off).
     poles : array_like, shape (F, 3) or (3,), optional
         Pole target per frame.
+    pole_angle : float
+        Radians, Blender's IK constraint ``pole_angle`` (see :func:`.base.pole_turn`).
+    orientations : array_like, shape (F, 4) or (4,), optional
+        Target armature-space rotation of the tip bone's frame per frame (``w, x, y, z``).
+    rotation_weight : float
+        0..1, Blender's ``orient_weight``; 0 = position only.
     initial : array_like, shape (n, 4), optional
-        Pose the first frame starts from (and is step-limited against); rest pose by default.
-        The batched strategy solves every frame's joints from it; rotations then follow from
-        the joints frame after frame, each bone's twist carried from the previous frame as
-        in the sequential bake.
+        The pose before the first frame: the reference of the ``max_step_angle`` cap and of
+        the quaternion signs (rest pose by default). Solves do not start from it.
     roots : RootTransform or ndarray, optional
         Root frame per frame (shapes (F, 4)/(F, 3), or (F, 4, 4)) or one for all frames.
     chunk : int
-        Frames per yield.
+        Frames per progress report; frames are solved in vectorised blocks of at least the
+        solver's ``block`` frames (DLS 2,048, FABRIK 512, CCD 256: about the same time each).
     strategy : {'auto', 'sequential', 'batched'}
-        ``'batched'`` solves every frame at once from ``initial`` and repairs jumps
-        sequentially (:mod:`.batch`) where the solver is FABRIK or DLS and the chain has no
-        active limits and no pole; ``'auto'`` does so for FABRIK only. Otherwise, or with
-        ``'sequential'``, each frame is solved warm-started from the previous one. Both give
-        every frame's tip within the tolerance of a reachable target (poses may differ in the
-        null space), continuity, the ``max_step_angle`` cap and sign continuity.
+        Accepted for compatibility; all give the same result.
 
     Yields
     ------
     BakeProgress
-        After each chunk; the last one carries the :class:`BakeResult`. Closing the generator
-        stops the bake.
+        Once with ``done = 0`` when the inputs are checked, after each block, and last with
+        the :class:`BakeResult`. Closing the generator stops the bake.
     """
-    kernel = _solver_kernel(solver)
+    cls = solver_class(solver)
+    kernel = cls.kernel
     if not isinstance(settings, SolveSettings):
         raise ChainError("settings must be a SolveSettings")
+    if strategy not in STRATEGIES:
+        raise ChainError(f"unknown strategy {strategy!r}; expected one of {list(STRATEGIES)}")
     t = np.asarray(targets, dtype=np.float64)
     if t.ndim != 2 or t.shape[1] != 3 or t.shape[0] < 1:
         raise ChainError(f"targets must have shape (F, 3) with F >= 1, got {t.shape}")
-    if not np.all(np.isfinite(t)):
-        bad = int(np.argmax(~np.all(np.isfinite(t), axis=1)))
-        raise ChainError(f"target of frame index {bad} is not finite")
+    t, pl, ori, w, pa = check_frames(chain, t, poles, orientations, rotation_weight, pole_angle)
     frames = t.shape[0]
     step = float(max_step_angle)
     if not np.isfinite(step) or step < 0:
         raise ChainError(f"max_step_angle must be finite and >= 0, got {max_step_angle}")
-    pl = None
-    if poles is not None:
-        pl = np.asarray(poles, dtype=np.float64)
-        if pl.shape == (3,):
-            pl = np.broadcast_to(pl, (frames, 3))
-        if pl.shape != (frames, 3) or not np.all(np.isfinite(pl)):
-            raise ChainError(f"poles must be finite with shape ({frames}, 3) or (3,), got {pl.shape}")
     rr, rp = _root_arrays(roots, (frames,))
     rr, rp = np.ascontiguousarray(rr), np.ascontiguousarray(rp)
     if initial is None:
-        prev = quat.identity((1, chain.n))
+        start = quat.identity((chain.n,))
     else:
-        prev = chain.check_rotations(initial).reshape(1, chain.n, 4)
-    bounds = bone_bounds(chain)
-    prev = clamp_bounds_all(prev, bounds)
-    chunk = max(1, int(chunk))
-    if uses_batched(chain, solver, pl, strategy):
-        yield from _iter_bake_batched(solver, kernel, chain, t, settings, step, prev[0], rr, rp, chunk)
-        return
+        start = chain.check_rotations(initial)
+        if start.shape != (chain.n, 4):
+            raise ChainError(f"initial rotations must have shape ({chain.n}, 4), got {start.shape}")
+    start = clamp_bounds_all(start, bone_bounds(chain))
+    block = max(int(chunk), cls.block)
+    yield BakeProgress(0, frames)  # inputs are valid; a modal operator may cancel before any solve
     rot = np.empty((frames, chain.n, 4))
     its = np.zeros(frames, dtype=np.int64)
     errs = np.empty(frames)
-    for f in range(frames):
-        sl = slice(f, f + 1)
-        q, it, err = solve_batch(kernel, chain, t[sl], prev, settings,
-                                 None if pl is None else pl[sl], rr[sl], rp[sl])
-        if step > 0.0:
-            ang = quat.angle_between(prev, q)
-            over = ang > step
-            if np.any(over):
-                frac = np.where(over, step / np.maximum(ang, 1e-300), 1.0)
-                q = quat.slerp(prev, q, frac)
-                if bounds is not None:
-                    q = clamp_bounds_all(q, bounds)
-                pos, _ = _fk(chain, q, rr[sl], rp[sl])
-                err = np.linalg.norm(pos[:, -1] - t[sl], axis=1)
-        # Sign continuity with the previous frame.
-        d = np.einsum("bij,bij->bi", q, prev)
-        q = np.where(d[..., None] < 0, -q, q)
-        rot[f] = q[0]
-        its[f] = it[0]
-        errs[f] = err[0]
-        prev = q
-        if (f + 1) % chunk == 0 and f + 1 < frames:
-            yield BakeProgress(f + 1, frames)
-    res = BakeResult(rot, its, errs, errs <= settings.tolerance)
-    yield BakeProgress(frames, frames, res)
-
-
-#: Frames solved per vectorised call in a batched bake before progress is reported.
-_SOLVE_BLOCK = 2048
-
-
-def _iter_bake_batched(solver: str, kernel, chain: Chain, t: np.ndarray, settings: SolveSettings, step: float,
-                       start: np.ndarray, rr: np.ndarray, rp: np.ndarray, chunk: int
-                       ) -> Iterator[BakeProgress]:
-    """The batched bake (validated inputs): solve all, repair jumps, cap, sign-fix.
-
-    Long ranges are solved in blocks of :data:`_SOLVE_BLOCK` frames with a progress report
-    after each (so a modal bake stays responsive and can be cancelled); every frame starts
-    from the same pose, so the blocks give exactly the frames one call would. The rotations
-    are then carried through all frames in one pass (:func:`.batch.transport_all`).
-    """
-    frames = t.shape[0]
-    if frames <= _SOLVE_BLOCK:
-        rot, its, errs = solve_all_frames(solver, kernel, chain, t, start, settings, rr, rp, transport=True)
-    else:
-        parts = []
-        for s in range(0, frames, _SOLVE_BLOCK):
-            e = min(frames, s + _SOLVE_BLOCK)
-            parts.append(solve_all_frames(solver, kernel, chain, t[s:e], start, settings, rr[s:e], rp[s:e]))
-            yield BakeProgress(e // 2, frames)
-        its = np.concatenate([p[1] for p in parts])
-        pos, _ = _fk(chain, np.concatenate([p[0] for p in parts]), rr, rp)
-        rot, pos = transport_all(chain, start, pos, rr, rp)
-        errs = np.linalg.norm(pos[:, -1] - t, axis=1)
-    half = frames // 2 if frames > _SOLVE_BLOCK else 0
-    for done in repair_walk(solver, kernel, chain, t, start, settings, rr, rp, rot, its, errs, chunk):
-        yield BakeProgress(half + (done * (frames - half)) // frames, frames)
+    for s in range(0, frames, block):
+        e = min(frames, s + block)
+        sl = slice(s, e)
+        rot[sl], its[sl], errs[sl] = solve_frames(
+            kernel, chain, t[sl], settings, rr[sl], rp[sl], None if pl is None else pl[sl], pa,
+            None if ori is None else ori[sl], w)
+        if e < frames:
+            yield BakeProgress(e, frames)
     if step > 0.0:
         limited = _cap_steps(rot, start, step)
         if limited.size:
+            bounds = bone_bounds(chain)
+            if bounds is not None:  # a slerp between poses within the limits may leave them
+                rot[limited] = clamp_bounds_all(rot[limited], bounds)
             pos, _ = _fk(chain, rot[limited], rr[limited], rp[limited])
             errs[limited] = np.linalg.norm(pos[:, -1] - t[limited], axis=1)
     # Sign continuity along frames (and with the start pose): flip where the running product
@@ -295,7 +217,8 @@ def _cap_steps(rot: np.ndarray, start: np.ndarray, step: float) -> np.ndarray:
 
 
 def bake_chain(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSettings, *,
-               max_step_angle: float = 0.0, poles: np.ndarray | None = None,
+               max_step_angle: float = 0.0, poles: np.ndarray | None = None, pole_angle: float = 0.0,
+               orientations: np.ndarray | None = None, rotation_weight: float = 0.0,
                initial: np.ndarray | None = None, roots: RootLike = None,
                progress: ProgressFn | None = None, chunk: int = 64, strategy: str = "auto") -> BakeResult:
     """Bake a frame range in one call (see :func:`iter_bake` for the parameters).
@@ -319,8 +242,18 @@ def bake_chain(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSe
     ChainError
         On invalid input.
     """
-    gen = iter_bake(chain, targets, solver, settings, max_step_angle=max_step_angle, poles=poles,
-                    initial=initial, roots=roots, chunk=chunk, strategy=strategy)
+    return run_to_end(iter_bake(chain, targets, solver, settings, max_step_angle=max_step_angle, poles=poles,
+                                pole_angle=pole_angle, orientations=orientations,
+                                rotation_weight=rotation_weight, initial=initial, roots=roots, chunk=chunk,
+                                strategy=strategy), progress)
+
+
+def run_to_end(gen: Iterator, progress: ProgressFn | None):
+    """Drive a bake generator (items with ``done``, ``total``, ``result``) to its result.
+
+    ``progress(done, total)`` is called after each item; returning ``False`` cancels
+    (:class:`BakeCancelled`). The generator is closed in every case.
+    """
     try:
         for p in gen:
             if progress is not None and progress(p.done, p.total) is False:
@@ -329,4 +262,4 @@ def bake_chain(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSe
                 return p.result
     finally:
         gen.close()
-    raise AssertionError("iter_bake ended without a result")  # pragma: no cover
+    raise AssertionError("the bake generator ended without a result")  # pragma: no cover

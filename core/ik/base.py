@@ -1,10 +1,31 @@
-"""What the three IK solvers share: settings, results, validation and the common driver.
+"""What the three IK solvers share: settings, results, the canonical start, poles, the driver.
 
-The driver (:func:`solve_batch`) handles, for a batch of independent problems at once:
-input validation, targets out of reach (the chain is stretched straight toward the target),
-a chain lying straight along the line to a nearer target (it is bent slightly toward the pole,
-or the middle bone's +Z, so that the solvers have a direction to move in), the pole target,
-and the final statistics. Each solver supplies a *kernel* that iterates on the rest.
+Every solver computes the pose as a *function of the goals* (target, pole, orientation, root
+frame): each problem starts from the same canonical start derived from the rest pose, never
+from the previous frame, so a closed target path returns to the same pose and all frames of a
+bake are independent (solved at once, vectorised over frames). The driver
+(:func:`solve_frames`) does, for a batch of problems:
+
+1. the pole (Blender's IK constraint semantics, intern/iksolver ``ConstrainPoleVector``): the
+   chain's root frame is turned about the first bone's head so that the rest chain's
+   head -> tip direction points at the target and the first bone's
+   ``x cos(pole_angle) + z sin(pole_angle)`` axis, made perpendicular to that direction, points
+   at the pole likewise made perpendicular (Blender's "look-at" frames);
+2. the canonical start: the rest pose (joint coordinates 0), curled by 0.01 rad per joint about
+   each bone's X axis when the rest chain is straight (otherwise a target on its line would
+   give no direction to bend in);
+3. targets out of reach on chains without limits or orientation goals: the chain points
+   straight at them;
+4. the solver's kernel;
+5. with a pole and no orientation goal, a final turn of the whole chain about the
+   head -> tip axis so the pole condition of step 1 holds exactly for the solved pose (the
+   tip does not move); the pole turns are folded into the first bone's rotation (as Blender's
+   ``PrependBasis``), not limited by its IK limits, as in Blender;
+6. the statistics of the pose really returned.
+
+A solver kernel works on the swing-twist joint coordinates of :mod:`.limits`:
+``kernel(chain, angles (B, n, 3), targets (B, 3), orientations (B, 4) | None, rotation_weight,
+root_rot (B, 4), root_pos (B, 3), settings) -> (angles, iterations (B,))``.
 """
 
 from __future__ import annotations
@@ -16,14 +37,16 @@ import numpy as np
 
 from .. import quat
 from ..errors import ChainError
-from .chain import Chain, RootLike, _fk, _root_arrays
-from .limits import clamp_bounds
+from .chain import Chain, RootLike, _fk, _root_arrays, pose_from_joints
+from .limits import clamp_bounds, from_angles, limit_angles
 
-__all__ = ["SolveSettings", "SolveResult", "solve_batch", "recover_rotations", "Kernel"]
+__all__ = ["SolveSettings", "SolveResult", "Solver", "solve_frames", "pole_turn", "canonical_start",
+           "check_frames", "Kernel"]
 
-# kernel(chain, q (b,n,4), targets (b,3), root_rot (b,4), root_pos (b,3), settings, max_iter)
-#   -> (q (b,n,4), iterations (b,))
 Kernel = Callable[..., "tuple[np.ndarray, np.ndarray]"]
+
+#: Curl per joint of the canonical start of a chain that is straight at rest, radians.
+_CURL = 0.01
 
 
 @dataclass(frozen=True)
@@ -81,304 +104,226 @@ def bone_bounds(chain: Chain) -> tuple[np.ndarray, np.ndarray] | None:
     return chain.limits.bounds()
 
 
-def clamp_bone(q: np.ndarray, bounds: tuple[np.ndarray, np.ndarray] | None, i: int) -> np.ndarray:
-    """Clamp the pose rotations ``q (b, 4)`` of bone ``i`` (no-op without limits)."""
+def clamp_bounds_all(q: np.ndarray, bounds: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """Clamp ``q (..., n, 4)`` into limit bounds (a copy; no-op without limits)."""
     if bounds is None:
-        return q
-    lo, hi = bounds[0][i], bounds[1][i]
-    if np.all(np.isinf(lo)) and np.all(np.isinf(hi)):
-        return q
-    return clamp_bounds(q, lo, hi)
+        return np.array(q, dtype=np.float64)
+    return clamp_bounds(q, bounds[0], bounds[1])
 
 
-def recover_rotations(chain: Chain, q_old: np.ndarray, desired: np.ndarray, root_rot: np.ndarray,
-                      root_pos: np.ndarray, bounds: tuple[np.ndarray, np.ndarray] | None = None
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Pose rotations that put the joints at ``desired``, keeping each bone's previous twist.
+def _straight(chain: Chain) -> bool:
+    """Whether the rest chain's joints lie on one line."""
+    if chain.n < 2:
+        return False
+    pos, _ = _fk(chain, quat.identity((1, chain.n)), quat.identity((1,)), np.zeros((1, 3)))
+    p = pos[0] - pos[0, 0]
+    u = p[-1] / max(np.linalg.norm(p[-1]), 1e-300)
+    perp = p - np.outer(p @ u, u)
+    return bool(np.max(np.linalg.norm(perp, axis=1)) < 1e-7 * chain.reach)
 
-    From the root outwards, bone ``i`` keeps its previous pose rotation on top of its (new)
-    parent frame, then turns by the minimal rotation taking its segment (head to next head)
-    onto the direction of the desired next joint, and is clamped into its limits. This is the
-    rotation step of FABRIK (Aristidou & Lasenby 2011) with twist preserved. Non-connected
-    bones are handled because a segment is the rigid head-to-next-head offset in the bone's
-    frame; a zero segment keeps its previous rotation.
+
+def canonical_start(chain: Chain, b: int) -> np.ndarray:
+    """The start coordinates of every solve, shape (b, n, 3): rest, curled if straight at rest."""
+    a = np.zeros((b, chain.n, 3))
+    if _straight(chain):
+        a[:, 1:, 0] = _CURL
+        if chain.limits is not None:
+            lo, hi = chain.limits.bounds()
+            a = np.clip(a, lo, hi)
+    return a
+
+
+def _look_at(direction: np.ndarray, up: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Blender's look-at rows ``(normalize(dir x up), that x dir, -dir)`` (B, 3, 3) and validity (B,)."""
+    x = np.cross(direction, up)
+    nx = np.linalg.norm(x, axis=1)
+    ok = nx > 1e-9
+    x = x / np.where(ok, nx, 1.0)[:, None]
+    y = np.cross(x, direction)
+    return np.stack((x, y, -direction), axis=1), ok
+
+
+def _unit(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = np.linalg.norm(v, axis=-1)
+    ok = n > 1e-12
+    return v / np.where(ok, n, 1.0)[..., None], ok
+
+
+def pole_turn(head: np.ndarray, tip: np.ndarray, root_bone_rot: np.ndarray, goal: np.ndarray,
+              pole: np.ndarray, pole_angle: float) -> np.ndarray:
+    """The rotation Blender's IK applies to a chain for a pole target (``ConstrainPoleVector``).
 
     Parameters
     ----------
-    chain : Chain
-    q_old : ndarray, shape (b, n, 4)
-        Previous pose rotations.
-    desired : ndarray, shape (b, n+1, 3)
-        Desired joint positions, metres (index 0 is ignored: the first head is fixed).
-    root_rot, root_pos : ndarray, shapes (b, 4), (b, 3)
-    bounds : tuple of ndarray (n, 3), optional
-        Limit bounds from :func:`bone_bounds`.
+    head, tip : ndarray, shape (B, 3)
+        The chain's first head and its tip, metres.
+    root_bone_rot : ndarray, shape (B, 4)
+        Global rotation of the first bone.
+    goal : ndarray, shape (B, 3)
+        Where the head -> tip direction should point (the target; the tip itself for the
+        final correction, which then only turns about that direction).
+    pole : ndarray, shape (B, 3)
+    pole_angle : float
+        Radians.
 
     Returns
     -------
-    q : ndarray, shape (b, n, 4)
-    positions : ndarray, shape (b, n+1, 3)
-        The joints the returned pose really reaches (differs from ``desired`` under limits).
+    ndarray, shape (B, 4)
+        A rotation about ``head``: takes the head -> tip direction onto head -> goal, and the
+        first bone's ``x cos(a) + z sin(a)`` axis's part perpendicular to it onto the part of
+        head -> pole perpendicular to head -> goal. Identity where that is undefined.
     """
-    b, n = q_old.shape[0], chain.n
-    if b == 1 and bounds is None:
-        from ._scalar import recover_one
-        q1, p1 = recover_one(chain, q_old[0], desired[0], root_rot[0], root_pos[0])
-        return q1[None], p1[None]
-    q_new = np.empty_like(q_old)
-    pos = np.empty((b, n + 1, 3))
-    g = root_rot
-    h = root_pos
-    for i in range(n):
-        h = h + quat.rotate(g, chain.rest_offsets[i])
-        pos[:, i] = h
-        par = quat.multiply(g, chain.rest_rotations[i])
-        cur = quat.multiply(par, q_old[:, i])
-        seg = chain.segments[i]
-        if chain.segment_lengths[i] > 0.0:
-            d_cur = quat.rotate(cur, seg)
-            d_new = desired[:, i + 1] - h
-            r = quat.between(d_cur, d_new)
-            qi = quat.normalize(quat.multiply(quat.conjugate(par), quat.multiply(r, cur)))
-        else:
-            qi = q_old[:, i]
-        qi = clamp_bone(qi, bounds, i)
-        q_new[:, i] = qi
-        g = quat.multiply(par, qi)
-    pos[:, n] = h + quat.rotate(g, chain.segments[n - 1])
-    return q_new, pos
+    d, ok1 = _unit(tip - head)
+    axes = quat.to_matrix(root_bone_rot)
+    up = axes[..., :, 0] * np.cos(pole_angle) + axes[..., :, 2] * np.sin(pole_angle)
+    gd, ok2 = _unit(goal - head)
+    pu, ok3 = _unit(pole - head)
+    mat, ok4 = _look_at(d, up)
+    pmat, ok5 = _look_at(gd, pu)
+    rot = np.swapaxes(pmat, 1, 2) @ mat
+    q = quat.from_matrix(rot)
+    ok = ok1 & ok2 & ok3 & ok4 & ok5
+    return np.where(ok[:, None], q, quat.identity(()))
 
 
-def _straight_one(pts: list, reach: float) -> bool:
-    """Whether the joints ``pts`` (plain lists) lie on the first-head -> tip line."""
-    bx, by, bz = pts[0]
-    ux, uy, uz = pts[-1][0] - bx, pts[-1][1] - by, pts[-1][2] - bz
-    ll = (ux * ux + uy * uy + uz * uz) ** 0.5
-    if ll <= 1e-12:
-        return True
-    ux, uy, uz = ux / ll, uy / ll, uz / ll
-    lim = (1e-7 * reach) ** 2
-    for x, y, z in pts[1:-1]:
-        rx, ry, rz = x - bx, y - by, z - bz
-        d = rx * ux + ry * uy + rz * uz
-        px, py, pz = rx - d * ux, ry - d * uy, rz - d * uz
-        if px * px + py * py + pz * pz > lim:
-            return False
-    return True
+def _turn_root(rr: np.ndarray, rp: np.ndarray, head: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Root frames turned by ``r`` about ``head``."""
+    return quat.multiply(r, rr), head + quat.rotate(r, rp - head)
 
 
-def _prebend(chain: Chain, q: np.ndarray, pos: np.ndarray, glob: np.ndarray, targets: np.ndarray,
-             bend: np.ndarray) -> np.ndarray:
-    """Bend chains that lie straight along the line to a nearer target; return new q."""
-    if pos.shape[0] == 1 and not _straight_one(pos[0].tolist(), chain.reach):
-        return q
-    base = pos[:, 0]
-    line = pos[:, -1] - base
-    ll = np.linalg.norm(line, axis=1)
-    reach = chain.reach
-    u = line / np.where(ll > 1e-12, ll, 1.0)[:, None]
-    rel = pos - base[:, None]
-    perp = rel - np.einsum("bji,bi->bj", rel, u)[..., None] * u[:, None]
-    straight = np.max(np.linalg.norm(perp, axis=2), axis=1) < 1e-7 * reach
-    tr = targets - base
-    tperp = tr - np.einsum("bi,bi->b", tr, u)[:, None] * u
-    on_line = np.linalg.norm(tperp, axis=1) < 1e-7 * reach
-    nearer = np.linalg.norm(tr, axis=1) < reach * (1.0 - 1e-9)
-    sel = straight & on_line & nearer & (ll > 1e-12) & (chain.n > 1)
-    if not np.any(sel):
-        return q
-    bp = bend[sel] - np.einsum("bi,bi->b", bend[sel], u[sel])[:, None] * u[sel]
-    nb = np.linalg.norm(bp, axis=1)
-    fallback = quat._any_perpendicular(u[sel])
-    bp = np.where((nb > 1e-9)[:, None], bp / np.where(nb > 1e-9, nb, 1.0)[:, None], fallback)
-    # Curl every bone after the first by a small angle about axis a = bp x u (global), which
-    # puts the middle joints on the +bp side of the chord.
-    axis = np.cross(bp, u[sel])
-    eps = 0.2
-    r = quat.from_axis_angle(axis, np.full(axis.shape[0], eps))
-    qs = q[sel].copy()
-    gs = glob[sel]
-    for i in range(1, chain.n):
-        par = quat.multiply(gs[:, i], quat.conjugate(qs[:, i]))
-        qs[:, i] = quat.normalize(quat.multiply(quat.conjugate(par), quat.multiply(r, quat.multiply(par, qs[:, i]))))
-    # First bone turns back by half the curl so the chord stays near the line.
-    par0 = quat.multiply(gs[:, 0], quat.conjugate(qs[:, 0]))
-    r0 = quat.from_axis_angle(axis, np.full(axis.shape[0], -0.5 * eps * (chain.n - 1)))
-    qs[:, 0] = quat.normalize(quat.multiply(quat.conjugate(par0), quat.multiply(r0, quat.multiply(par0, qs[:, 0]))))
-    q = q.copy()
-    q[sel] = qs
-    return q
-
-
-def _apply_pole(chain: Chain, q: np.ndarray, pos: np.ndarray, glob: np.ndarray, poles: np.ndarray,
-                root_rot: np.ndarray) -> np.ndarray:
-    """Turn each solved chain about its first-head -> tip axis so its joints face the pole."""
-    base = pos[:, 0]
-    line = pos[:, -1] - base
-    ll = np.linalg.norm(line, axis=1)
-    u = line / np.where(ll > 1e-12, ll, 1.0)[:, None]
-    mid = pos[:, 1:-1] - base[:, None]
-    mperp = mid - np.einsum("bji,bi->bj", mid, u)[..., None] * u[:, None]
-    m = mperp.sum(axis=1)
-    pr = poles - base
-    pp = pr - np.einsum("bi,bi->b", pr, u)[:, None] * u
-    ok = (ll > 1e-9) & (np.linalg.norm(m, axis=1) > 1e-9 * chain.reach) & (np.linalg.norm(pp, axis=1) > 1e-12)
-    if not np.any(ok):
-        return q
-    ang = np.arctan2(np.einsum("bi,bi->b", u, np.cross(m, pp)), np.einsum("bi,bi->b", m, pp))
-    ang = np.where(ok, ang, 0.0)
-    r = quat.from_axis_angle(u, ang)
-    par0 = quat.multiply(glob[:, 0], quat.conjugate(q[:, 0]))
-    q = q.copy()
-    q[:, 0] = quat.normalize(quat.multiply(quat.conjugate(par0), quat.multiply(r, glob[:, 0])))
-    return q
-
-
-def _errors(pos: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    d = pos[:, -1] - targets
-    return np.sqrt(np.einsum("bi,bi->b", d, d))
-
-
-def check_inputs(chain: Chain, targets: np.ndarray, initial: np.ndarray | None, b: int
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """Validate targets (b, 3) and initial rotations (b, n, 4); identity if None."""
+def check_frames(chain: Chain, targets: np.ndarray, poles: np.ndarray | None, orientations: np.ndarray | None,
+                 rotation_weight: float, pole_angle: float) -> tuple:
+    """Validate per-problem goals: targets (B, 3), poles/orientations (B, 3)/(B, 4) or broadcastable."""
     t = np.asarray(targets, dtype=np.float64)
-    if t.shape != (b, 3):
-        raise ChainError(f"target must have shape (3,), got {t.shape[1:] if t.ndim > 1 else t.shape}")
+    if t.ndim != 2 or t.shape[1] != 3:
+        raise ChainError(f"targets must have shape (F, 3), got {t.shape}")
     if not np.all(np.isfinite(t)):
-        raise ChainError("target is not finite")
-    if initial is None:
-        q = quat.identity((b, chain.n))
-    else:
-        q = chain.check_rotations(initial)
-        if q.shape != (b, chain.n, 4):
-            raise ChainError(f"initial rotations must have shape ({chain.n}, 4), got {q.shape[1:]}")
-    return t, q
+        bad = int(np.argmax(~np.all(np.isfinite(t), axis=1)))
+        raise ChainError(f"target of frame index {bad} is not finite")
+    b = t.shape[0]
+    pl = None
+    if poles is not None:
+        pl = np.asarray(poles, dtype=np.float64)
+        if pl.shape == (3,):
+            pl = np.broadcast_to(pl, (b, 3))
+        if pl.shape != (b, 3) or not np.all(np.isfinite(pl)):
+            raise ChainError(f"poles must be finite with shape ({b}, 3) or (3,), got {pl.shape}")
+    ori = None
+    w = float(rotation_weight)
+    if not np.isfinite(w) or w < 0.0 or w > 1.0:
+        raise ChainError(f"rotation_weight must be within [0, 1], got {rotation_weight}")
+    pa = float(pole_angle)
+    if not np.isfinite(pa):
+        raise ChainError(f"pole_angle must be finite, got {pole_angle}")
+    if orientations is not None:
+        ori = np.asarray(orientations, dtype=np.float64)
+        if ori.shape == (4,):
+            ori = np.broadcast_to(ori, (b, 4))
+        if ori.shape != (b, 4) or not np.all(np.isfinite(ori)) or np.any(np.linalg.norm(ori, axis=1) < 1e-9):
+            raise ChainError(f"orientations must be finite non-zero quaternions with shape ({b}, 4), got {ori.shape}")
+        ori = quat.normalize(ori)
+    if w == 0.0:
+        ori = None
+    return t, pl, ori, w, pa
 
 
-def solve_batch(kernel: Kernel, chain: Chain, targets: np.ndarray, initial: np.ndarray,
-                settings: SolveSettings, poles: np.ndarray | None, root_rot: np.ndarray,
-                root_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Solve ``b`` independent IK problems with one solver kernel.
+def solve_frames(kernel: Kernel, chain: Chain, targets: np.ndarray, settings: SolveSettings,
+                 root_rot: np.ndarray, root_pos: np.ndarray, poles: np.ndarray | None = None,
+                 pole_angle: float = 0.0, orientations: np.ndarray | None = None,
+                 rotation_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Solve ``B`` independent problems (frames) with one solver kernel (validated inputs).
 
     Parameters
     ----------
     kernel : callable
-        The solver's iteration loop (see module docstring).
+        The solver's kernel (see the module docstring).
     chain : Chain
-    targets : ndarray, shape (b, 3)
-        Metres, in the root frame's space.
-    initial : ndarray, shape (b, n, 4)
-        Starting pose rotations (unit).
+    targets : ndarray, shape (B, 3)
+        Metres, in the root frame's parent space (armature space).
     settings : SolveSettings
-    poles : ndarray, shape (b, 3), or None
-    root_rot, root_pos : ndarray, shapes (b, 4), (b, 3)
+    root_rot, root_pos : ndarray, shapes (B, 4), (B, 3)
+    poles : ndarray, shape (B, 3), optional
+    pole_angle : float
+        Radians (Blender's ``pole_angle``).
+    orientations : ndarray, shape (B, 4), optional
+        Target global rotation of the tip bone.
+    rotation_weight : float
+        0..1; 0 = position only.
 
     Returns
     -------
-    rotations : ndarray, shape (b, n, 4)
-    iterations : ndarray of int, shape (b,)
-    errors : ndarray, shape (b,)
-        Tip distance, metres.
+    rotations : ndarray, shape (B, n, 4)
+        Pose rotations within the limits (the pole turn excepted, as in Blender).
+    iterations : ndarray of int, shape (B,)
+    errors : ndarray, shape (B,)
+        Tip distance of the returned pose, metres.
     """
-    b = targets.shape[0]
-    tol = settings.tolerance
-    bounds = bone_bounds(chain)
-    q = clamp_bounds_all(initial, bounds)
-    pos, glob = _fk(chain, q, root_rot, root_pos)
-    err = _errors(pos, targets)
+    b, n = targets.shape[0], chain.n
+    rr0, rp0 = root_rot, root_pos
+    rr, rp = rr0, rp0
+    start = canonical_start(chain, b)
+    head = rp0 + quat.rotate(rr0, chain.rest_offsets[0])
+    if poles is not None:
+        pos, glob = _fk(chain, from_angles(start), rr, rp)
+        r = pole_turn(head, pos[:, -1], glob[:, 0], targets, poles, pole_angle)
+        rr, rp = _turn_root(rr, rp, head, r)
+    angles = start.copy()
     iters = np.zeros(b, dtype=np.int64)
-    todo = err > tol
-    if settings.max_iterations == 0:
-        todo[:] = False
-    # Out of reach and unconstrained: stretch straight toward the target.
-    if bounds is None and np.any(todo):
-        dist = np.linalg.norm(targets - pos[:, 0], axis=1)
-        far = todo & (dist >= chain.reach)
-        if np.any(far):
-            idx = np.nonzero(far)[0]
-            u = (targets[idx] - pos[idx, 0]) / dist[idx, None]
-            cum = np.concatenate(([0.0], np.cumsum(chain.segment_lengths)))
-            desired = pos[idx, 0][:, None] + cum[None, :, None] * u[:, None]
-            qn, _ = recover_rotations(chain, q[idx], desired, root_rot[idx], root_pos[idx], None)
-            q[idx] = qn
-            iters[idx] = 1
-            todo[idx] = False
+    todo = np.ones(b, dtype=bool) if settings.max_iterations > 0 else np.zeros(b, dtype=bool)
+    if chain.limits is None or not chain.limits.active:
+        if orientations is None:
+            dist = np.linalg.norm(targets - head, axis=1)
+            far = todo & (dist >= chain.reach)
+            if np.any(far):
+                idx = np.nonzero(far)[0]
+                u = (targets[idx] - head[idx]) / dist[idx, None]
+                cum = np.concatenate(([0.0], np.cumsum(chain.segment_lengths)))
+                joints = head[idx][:, None] + cum[None, :, None] * u[:, None]
+                angles[idx] = limit_angles(pose_from_joints(chain, joints, rr[idx], rp[idx]))
+                iters[idx] = 1
+                todo[idx] = False
     if np.any(todo):
         idx = np.nonzero(todo)[0]
-        if poles is not None:
-            bend = poles[idx] - pos[idx, 0]
-        else:
-            mid = chain.n // 2
-            bend = quat.rotate(glob[idx, mid], np.array([0.0, 0.0, 1.0]))
-        qs = _prebend(chain, q[idx], pos[idx], glob[idx], targets[idx], bend)
-        qs = clamp_bounds_all(qs, bounds)
-        qs, it = kernel(chain, qs, targets[idx], root_rot[idx], root_pos[idx], settings, settings.max_iterations)
-        q[idx] = qs
+        a, it = kernel(chain, angles[idx], targets[idx], None if orientations is None else orientations[idx],
+                       rotation_weight, rr[idx], rp[idx], settings)
+        angles[idx] = a
         iters[idx] += it
-    if poles is not None and chain.n > 1:
-        pos, glob = _fk(chain, q, root_rot, root_pos)
-        q = _apply_pole(chain, q, pos, glob, poles, root_rot)
-        if bounds is not None:
-            q = clamp_bounds_all(q, bounds)
-            pos, _ = _fk(chain, q, root_rot, root_pos)
-            err = _errors(pos, targets)
-            redo = err > tol
-            if np.any(redo) and settings.max_iterations > 0:
-                idx = np.nonzero(redo)[0]
-                qs, it = kernel(chain, q[idx], targets[idx], root_rot[idx], root_pos[idx], settings,
-                                settings.max_iterations)
-                q[idx] = qs
-                iters[idx] += it
-    q = quat.normalize(q)
-    pos, _ = _fk(chain, q, root_rot, root_pos)
-    return q, iters, _errors(pos, targets)
-
-
-def clamp_bounds_all(q: np.ndarray, bounds: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-    """Clamp ``q (b, n, 4)`` into limit bounds (no-op without limits)."""
-    if bounds is None:
-        return q.copy()
-    return clamp_bounds(q, bounds[0], bounds[1])
-
-
-def solve_one(kernel: Kernel, chain: Chain, target: np.ndarray, initial: np.ndarray | None,
-              settings: SolveSettings, pole: np.ndarray | None, root: RootLike) -> SolveResult:
-    """Single-problem wrapper around :func:`solve_batch` (validates everything)."""
-    if not isinstance(settings, SolveSettings):
-        raise ChainError("settings must be a SolveSettings")
-    tg = np.asarray(target, dtype=np.float64)
-    t, q = check_inputs(chain, tg[None] if tg.ndim == 1 else tg,
-                        None if initial is None else np.asarray(initial, dtype=np.float64)[None], 1)
-    poles = None
-    if pole is not None:
-        poles = np.asarray(pole, dtype=np.float64).reshape(-1)
-        if poles.shape != (3,) or not np.all(np.isfinite(poles)):
-            raise ChainError("pole must be a finite (3,) vector")
-        poles = poles[None]
-    rr, rp = _root_arrays(root, (1,))
-    q, it, err = solve_batch(kernel, chain, t, q, settings, poles, np.array(rr), np.array(rp))
-    e = float(err[0])
-    return SolveResult(q[0], int(it[0]), e, bool(e <= settings.tolerance))
+    q = from_angles(angles)
+    if poles is not None and orientations is None and n > 1:
+        pos, glob = _fk(chain, q, rr, rp)
+        r = pole_turn(head, pos[:, -1], glob[:, 0], pos[:, -1], poles, pole_angle)
+        rr, rp = _turn_root(rr, rp, head, r)
+    if poles is not None:
+        # Fold the pole turns into the first bone: G_0 = rr . rest_0 . q_0 = rr0 . rest_0 . q_0'.
+        rest0 = chain.rest_rotations[0]
+        turn = quat.multiply(quat.conjugate(rr0), rr)
+        q[:, 0] = quat.normalize(quat.multiply(quat.multiply(quat.conjugate(rest0), quat.multiply(turn, rest0)),
+                                               q[:, 0]))
+    pos, _ = _fk(chain, q, rr0, rp0)
+    d = pos[:, -1] - targets
+    return q, iters, np.sqrt(np.einsum("bi,bi->b", d, d))
 
 
 class Solver:
     """Base of the solver classes in the :data:`~core.ik.SOLVERS` table.
 
     A subclass sets ``name`` (the table key and enum identifier), ``label`` and
-    ``description`` (for the UI) and ``kernel``, its batched iteration
-    ``kernel(chain, q, targets, root_rot, root_pos, settings, max_iter) -> (q, iterations)``.
+    ``description`` (for the UI), ``kernel`` (see the module docstring) and ``block``, the
+    frames a bake solves per vectorised call (so that a block takes a fraction of a second
+    and a modal bake stays responsive).
     """
 
     name = ""
     label = ""
     description = ""
     kernel: Kernel
+    block = 512
 
     @classmethod
     def solve(cls, chain: Chain, target: np.ndarray, initial: np.ndarray | None = None,
               settings: SolveSettings = SolveSettings(), pole: np.ndarray | None = None,  # noqa: B008 (frozen)
-              root: RootLike = None) -> SolveResult:
+              root: RootLike = None, *, pole_angle: float = 0.0, orientation: np.ndarray | None = None,
+              rotation_weight: float = 0.0) -> SolveResult:
         """Solve one pose.
 
         Parameters
@@ -387,15 +332,43 @@ class Solver:
         target : array_like, shape (3,)
             Metres, in the space of the root frame's parent (armature space).
         initial : array_like, shape (n, 4), optional
-            Starting pose rotations (warm start); identity (the rest pose) by default.
+            Validated but not used: every solve starts from the canonical start (the module
+            docstring), so the pose is a function of the goals. Kept for callers of the
+            earlier warm-started API.
         settings : SolveSettings
         pole : array_like, shape (3,), optional
-            The chain bends toward this point.
+            Pole target (Blender's semantics, with ``pole_angle``).
         root : RootTransform or ndarray (4, 4), optional
             The chain's root frame.
+        pole_angle : float
+            Radians.
+        orientation : array_like, shape (4,), optional
+            Target global rotation of the tip bone (with ``rotation_weight`` > 0).
+        rotation_weight : float
+            0..1.
 
         Returns
         -------
         SolveResult
         """
-        return solve_one(cls.kernel, chain, target, initial, settings, pole, root)
+        if not isinstance(settings, SolveSettings):
+            raise ChainError("settings must be a SolveSettings")
+        tg = np.asarray(target, dtype=np.float64).reshape(-1)
+        if tg.shape != (3,):
+            raise ChainError(f"target must have shape (3,), got {np.shape(target)}")
+        if not np.all(np.isfinite(tg)):
+            raise ChainError("target is not finite")
+        if initial is not None:
+            q0 = chain.check_rotations(initial)
+            if q0.shape != (chain.n, 4):
+                raise ChainError(f"initial rotations must have shape ({chain.n}, 4), got {q0.shape}")
+        if pole is not None:
+            pv = np.asarray(pole, dtype=np.float64).reshape(-1)
+            if pv.shape != (3,) or not np.all(np.isfinite(pv)):
+                raise ChainError("pole must be a finite (3,) vector")
+            pole = pv
+        t, pl, ori, w, pa = check_frames(chain, tg[None], pole, orientation, rotation_weight, pole_angle)
+        rr, rp = _root_arrays(root, (1,))
+        q, it, err = solve_frames(cls.kernel, chain, t, settings, np.array(rr), np.array(rp), pl, pa, ori, w)
+        e = float(err[0])
+        return SolveResult(q[0], int(it[0]), e, bool(e <= settings.tolerance))

@@ -1,8 +1,21 @@
-"""CCD: cyclic coordinate descent (Welman 1993).
+"""CCD: cyclic coordinate descent (Welman 1993), swing-only and damped, from the rest pose.
 
-Each iteration visits the joints from the tip towards the base; joint ``i`` turns by the
-minimal rotation that points its head -> tip vector at the target, is clamped into its limits,
-and carries the rest of the chain rigidly with it.
+Each iteration visits the joints from the tip towards the base. Joint ``i`` would turn by the
+minimal rotation that points its head -> tip vector at the target; here that turn is
+
+* capped at ``_MAX_TURN`` radians per visit (damping: the joints near the tip cannot take the
+  whole bend at once, so it spreads over the chain, as in damped CCD variants, e.g.
+  Kenwright 2012),
+* applied as a change of the bone's swing coordinates only (:mod:`.limits`: its twist stays
+  what it was, 0 from the rest pose), scaled by ``1 - stiffness`` and clamped into the limits,
+
+and carries the rest of the chain rigidly with it. The start is FABRIK's (:mod:`.fabrik`: the
+canonical start turned toward the target and bent on an arc), so the bend starts spread and on
+the rest side; on chains with an IK stiffness, the canonical start itself, so the weights decide
+which joints bend. One kernel, vectorised over problems.
+The sweeps get half of ``max_iterations``; orientation goals, limited chains and problems still
+short of the target are finished by damped least squares from the CCD pose with the other half
+(:func:`.dls.finish`).
 """
 
 from __future__ import annotations
@@ -10,87 +23,89 @@ from __future__ import annotations
 import numpy as np
 
 from .. import quat
-from .base import Solver, SolveSettings, bone_bounds, clamp_bone
-from .chain import Chain, _fk
-from .limits import clamp_bounds
+from .base import Solver, SolveSettings
+from .chain import Chain, _fk, pose_from_joints
+from .dls import finish
+from .fabrik import start_joints
+from .limits import from_angles, limit_angles
 
 __all__ = ["CCD", "solve", "kernel"]
 
+#: Largest turn of one joint per visit, radians.
+_MAX_TURN = 0.2
 
-def kernel(chain: Chain, q: np.ndarray, targets: np.ndarray, root_rot: np.ndarray,
-           root_pos: np.ndarray, settings: SolveSettings, max_iter: int) -> tuple[np.ndarray, np.ndarray]:
-    """CCD iterations for a batch; returns rotations (b, n, 4) and iterations (b,)."""
-    b, n = q.shape[0], chain.n
+
+def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: np.ndarray | None,
+           rotation_weight: float, root_rot: np.ndarray, root_pos: np.ndarray, settings: SolveSettings
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """CCD for a batch: coordinates (B, n, 3) from the canonical start -> coordinates, iterations."""
+    b, n = angles.shape[0], chain.n
     tol = settings.tolerance
-    bounds = bone_bounds(chain)
-    if b == 1:
-        from ._scalar import ccd_one
-        q1, it = ccd_one(chain, q[0], targets[0], root_rot[0], root_pos[0], tol, max_iter, bounds)
-        return q1[None], np.array([it], dtype=np.int64)
-    q = q.copy()
-    pos, glob = _fk(chain, q, root_rot, root_pos)
+    if chain.limits is not None:
+        lo, hi = chain.limits.bounds()
+        w = chain.limits.weights()
+    else:
+        lo, hi, w = np.full((n, 3), -np.inf), np.full((n, 3), np.inf), np.ones((n, 3))
+    w = w.copy()
+    w[:, 1] = 0.0  # swing only
+    # Start: FABRIK's (the canonical start turned toward the target, bent on an arc), so the
+    # bend is spread and on the rest side before the first visit.
+    # With a stiffness the start stays the rest pose, so the weights decide who bends.
+    if chain.limits is None or not np.any(chain.limits.stiffness > 0):
+        a = limit_angles(pose_from_joints(chain, start_joints(chain, angles, targets, root_rot, root_pos),
+                                          root_rot, root_pos))
+        a[..., 1] = angles[..., 1]
+    else:
+        a = angles.copy()
+    a = np.clip(a, lo, hi)
     iters = np.zeros(b, dtype=np.int64)
+    pos, glob = _fk(chain, from_angles(a), root_rot, root_pos)
     err = np.linalg.norm(pos[:, -1] - targets, axis=1)
-    prev = np.full(b, np.inf)
-    kicks = np.full(b, 8)
-    best_err = err.copy()
-    best_q = q.copy()
     active = err > tol
-    for _ in range(max_iter):
+    first = (settings.max_iterations + 1) // 2
+    for _ in range(first):
         idx = np.nonzero(active)[0]
         if idx.size == 0:
             break
-        qs, ps, gs, ts = q[idx], pos[idx], glob[idx], targets[idx]
+        ak, pk, gk, tk = a[idx], pos[idx], glob[idx], targets[idx]
         for i in range(n - 1, -1, -1):
-            h = ps[:, i]
-            r = quat.between(ps[:, n] - h, ts - h)
-            par = quat.multiply(gs[:, i], quat.conjugate(qs[:, i]))
-            qi = quat.normalize(quat.multiply(quat.conjugate(par), quat.multiply(r, gs[:, i])))
-            qi = clamp_bone(qi, bounds, i)
-            gi = quat.multiply(par, qi)
-            delta = quat.normalize(quat.multiply(gi, quat.conjugate(gs[:, i])))
-            qs[:, i] = qi
-            gs[:, i:] = quat.multiply(delta[:, None], gs[:, i:])
-            gs[:, i] = gi
-            ps[:, i + 1:] = h[:, None] + quat.rotate(delta[:, None], ps[:, i + 1:] - h[:, None])
-        q[idx], pos[idx], glob[idx] = qs, ps, gs
+            h = pk[:, i]
+            r = quat.between(pk[:, n] - h, tk - h)
+            rv = quat.to_rotvec(r)
+            ang = np.linalg.norm(rv, axis=1)
+            rv *= np.minimum(1.0, _MAX_TURN / np.maximum(ang, 1e-300))[:, None]
+            qi = from_angles(ak[:, i])
+            par = quat.multiply(gk[:, i], quat.conjugate(qi))
+            want = limit_angles(quat.multiply(quat.conjugate(par), quat.multiply(quat.from_rotvec(rv), gk[:, i])))
+            new = np.clip(ak[:, i] + w[i] * (want - ak[:, i]), lo[i], hi[i])
+            new[:, 1] = ak[:, i, 1]
+            gi = quat.multiply(par, from_angles(new))
+            delta = quat.multiply(gi, quat.conjugate(gk[:, i]))
+            ak[:, i] = new
+            gk[:, i:] = quat.multiply(delta[:, None], gk[:, i:])
+            gk[:, i] = gi
+            pk[:, i + 1:] = h[:, None] + quat.rotate(delta[:, None], pk[:, i + 1:] - h[:, None])
+        a[idx], pos[idx], glob[idx] = ak, pk, gk
         iters[idx] += 1
-        e = np.linalg.norm(ps[:, n] - ts, axis=1)
-        stalled = (e > prev[idx] - 1e-14 * chain.reach) & (e > tol)
-        prev[idx] = e
-        better = e < best_err[idx]
-        if np.any(better):
-            bi = idx[better]
-            best_err[bi] = e[better]
-            best_q[bi] = qs[better]
-        kick = stalled & (kicks[idx] > 0) & (e > 1e-4 * chain.reach)
-        if np.any(kick):
-            # CCD can stop in a folded, collinear pose where every joint already points the
-            # tip at the target. Unfold it with a small deterministic zig-zag and go on.
-            k = idx[kick]
-            kicks[k] -= 1
-            sign = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
-            rv = np.zeros((k.size, n, 3))
-            rv[:, :, 0] = 0.3 * sign
-            rv[:, :, 2] = 0.2
-            qk = quat.normalize(quat.multiply(q[k], quat.from_rotvec(rv)))
-            if bounds is not None:
-                qk = clamp_bounds(qk, bounds[0], bounds[1])
-            q[k] = qk
-            pos[k], glob[k] = _fk(chain, qk, root_rot[k], root_pos[k])
-            prev[k] = np.inf
-            stalled = stalled & ~kick
-        active[idx] = (e > tol) & ~stalled
-    return best_q, iters
+        e = np.linalg.norm(pk[:, n] - tk, axis=1)
+        # Only convergence ends the sweeps early: a stall test would make the pose depend on
+        # where round-off tips it (the pose must be a function of the target).
+        err[idx] = e
+        active[idx] = e > tol
+    a, iters = finish(chain, a, iters, targets, orientations, rotation_weight, root_rot, root_pos, settings,
+                      settings.max_iterations - first)
+    return a, iters
 
 
 class CCD(Solver):
-    """Cyclic coordinate descent (Welman 1993)."""
+    """Cyclic coordinate descent (Welman 1993), swing-only and damped."""
 
     name = "CCD"
     label = "CCD"
-    description = "Cyclic coordinate descent: simple and robust, bends the joints near the tip most"
+    description = ("Cyclic coordinate descent from the rest pose, swing only and damped so the bend "
+                   "spreads; simple and robust")
     kernel = staticmethod(kernel)
+    block = 256
 
 
 #: Solve one pose with CCD; see :meth:`.base.Solver.solve`.

@@ -9,6 +9,12 @@ global frame of bone ``i`` is
 where ``G_{-1}`` is the chain's root frame (identity unless a root transform is given) and
 ``q_i`` is the pose rotation of bone ``i`` in its own rest frame, i.e. Blender's pose-bone
 ``rotation_quaternion``. Positions are the ``n`` bone heads followed by the tip's tail.
+
+A chain is the serial case of a bone tree (:mod:`.tree`), whose FK kernel it uses.
+:func:`pose_from_joints` turns joint positions into rotations the way every solver does:
+each bone's rotation is the minimal swing taking its rest segment, in its *new* parent frame,
+onto the solved direction, measured from the rest pose (never accumulated), so a bone gets
+no rotation about its own axis that the positions do not demand.
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ import numpy as np
 from .. import quat
 from ..errors import ChainError
 from .limits import JointLimits
+from .tree import Tree, fk
 
 __all__ = [
     "Chain", "RootTransform", "forward_kinematics", "forward_kinematics_full",
-    "forward_kinematics_batch", "RootLike",
+    "forward_kinematics_batch", "RootLike", "pose_from_joints",
 ]
 
 
@@ -96,6 +103,7 @@ class Chain:
     limits: JointLimits | None = None
     segments: np.ndarray = field(init=False, repr=False)
     segment_lengths: np.ndarray = field(init=False, repr=False)
+    tree: Tree = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         rr = np.array(self.rest_rotations, dtype=np.float64)
@@ -128,6 +136,13 @@ class Chain:
                         ("segments", seg), ("segment_lengths", seg_len)):
             a.setflags(write=False)
             object.__setattr__(self, name, a)
+        if self.limits is not None:
+            lo, hi = self.limits.bounds()
+            w = self.limits.weights()
+        else:
+            lo, hi, w = np.full((n, 3), -np.inf), np.full((n, 3), np.inf), np.ones((n, 3))
+        parents = np.arange(n) - 1
+        object.__setattr__(self, "tree", Tree(parents, np.where(parents < 0, 0, -1), rr, ro, ln, lo, hi, w))
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -230,22 +245,46 @@ class Chain:
 def _fk(chain: Chain, q: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray
         ) -> tuple[np.ndarray, np.ndarray]:
     """Batched FK. ``q (B, n, 4)``, root ``(B, 4)``/``(B, 3)`` -> positions (B, n+1, 3), globals (B, n, 4)."""
-    b, n = q.shape[0], chain.n
-    if b == 1:
-        from ._scalar import fk_one
-        p1, g1 = fk_one(chain, q[0], root_rot[0], root_pos[0])
-        return p1[None], g1[None]
-    pos = np.empty((b, n + 1, 3))
-    glob = np.empty((b, n, 4))
-    g = root_rot
-    p = root_pos
+    heads, glob = fk(chain.tree, q, root_rot[:, None], root_pos[:, None])
+    tip = heads[:, -1] + quat.rotate(glob[:, -1], chain.segments[-1])
+    return np.concatenate((heads, tip[:, None]), axis=1), glob
+
+
+def pose_from_joints(chain: Chain, joints: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray
+                     ) -> np.ndarray:
+    """Pose rotations that point each bone at the next of ``joints``, with minimal swing from rest.
+
+    From the root outwards, bone ``i``'s rotation is the shortest arc taking its rest segment
+    (head to next head, in its rest frame under its already posed parent) onto the direction
+    from its head to ``joints[i+1]``. For a connected bone the segment is its own +Y axis, so
+    the rotation is a pure swing: no twist. A zero desired direction keeps the rest rotation; a
+    direction opposite to the rest one is a half turn about the bone's X axis.
+
+    Parameters
+    ----------
+    chain : Chain
+    joints : ndarray, shape (B, n+1, 3)
+        Desired joints (heads, then the tip), metres; index 0 is ignored (the first head
+        follows the root).
+    root_rot, root_pos : ndarray, shapes (B, 4), (B, 3)
+
+    Returns
+    -------
+    ndarray, shape (B, n, 4)
+        Unit pose rotations (limits not applied).
+    """
+    b, n = joints.shape[0], chain.n
+    q = np.empty((b, n, 4))
+    g, h = root_rot, root_pos
     for i in range(n):
-        p = p + quat.rotate(g, chain.rest_offsets[i])
-        g = quat.multiply(quat.multiply(g, chain.rest_rotations[i]), q[:, i])
-        pos[:, i] = p
-        glob[:, i] = g
-    pos[:, n] = p + quat.rotate(g, chain.segments[n - 1])
-    return pos, glob
+        h = h + quat.rotate(g, chain.rest_offsets[i])
+        par = quat.multiply(g, chain.rest_rotations[i])
+        d = quat.rotate(quat.conjugate(par), joints[:, i + 1] - h)
+        # A half turn (antiparallel) is taken about the bone's X axis, the canonical curl's.
+        q[:, i] = (quat.between(chain.segments[i], d, fallback_axis=np.array([1.0, 0.0, 0.0]))
+                   if chain.segment_lengths[i] > 0 else quat.identity(()))
+        g = quat.multiply(par, q[:, i])
+    return q
 
 
 def forward_kinematics_full(chain: Chain, rotations: np.ndarray, root: RootLike = None

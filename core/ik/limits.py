@@ -6,6 +6,12 @@ about Y is *twist*; X and Z are *swing*. A pose rotation ``q`` (in the bone's re
 decomposed as ``q = swing * twist`` about +Y; the twist angle is clamped to
 ``[min_y, max_y]`` (0 if locked) and the swing's rotation vector ``(sx, 0, sz)`` is clamped
 component-wise to ``[min_x, max_x]`` and ``[min_z, max_z]`` (0 if locked); then recomposed.
+
+These three numbers, ``(swing_x, twist_y, swing_z)`` (:func:`limit_angles`, inverse
+:func:`from_angles`), are also the joint coordinates every solver works in: absolute from the
+rest pose, so limits are a box, a lock drops a coordinate, and a pose with ``twist_y = 0`` has
+no rotation about the bone's own axis. ``ik_stiffness_x/y/z`` (Blender's per-bone IK
+stiffness, 0..1) weight the coordinates: a stiffer joint takes less of the bend.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import numpy as np
 from .. import quat
 from ..errors import ChainError
 
-__all__ = ["JointLimits", "clamp", "clamp_bounds", "within", "limit_angles"]
+__all__ = ["JointLimits", "clamp", "clamp_bounds", "within", "limit_angles", "from_angles"]
 
 
 @dataclass(frozen=True)
@@ -32,12 +38,16 @@ class JointLimits:
         The axis is limited to ``[minimum, maximum]``.
     minimum, maximum : ndarray, shape (n, 3)
         Radians; Blender's ``ik_min_*`` (<= 0) and ``ik_max_*`` (>= 0).
+    stiffness : ndarray, shape (n, 3), optional
+        Blender's ``ik_stiffness_x/y/z`` in [0, 1) (0 by default): the solvers scale each
+        coordinate's share of the motion by ``1 - stiffness``.
     """
 
     lock: np.ndarray
     use_limit: np.ndarray
     minimum: np.ndarray
     maximum: np.ndarray
+    stiffness: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         lock = np.array(self.lock, dtype=bool)
@@ -53,7 +63,13 @@ class JointLimits:
             raise ChainError("limits: minimum and maximum must be finite")
         if np.any(lo[use] > hi[use]):
             raise ChainError("limits: a minimum is greater than its maximum")
-        for name, a in (("lock", lock), ("use_limit", use), ("minimum", lo), ("maximum", hi)):
+        st = np.zeros(lock.shape) if self.stiffness is None else np.array(self.stiffness, dtype=np.float64)
+        if st.shape != lock.shape:
+            raise ChainError(f"limits: stiffness must have shape {lock.shape}, got {st.shape}")
+        if not np.all(np.isfinite(st)) or np.any(st < 0.0) or np.any(st > 1.0):
+            raise ChainError("limits: stiffness must be within [0, 1]")
+        for name, a in (("lock", lock), ("use_limit", use), ("minimum", lo), ("maximum", hi),
+                        ("stiffness", st)):
             a.setflags(write=False)
             object.__setattr__(self, name, a)
 
@@ -71,6 +87,11 @@ class JointLimits:
     def active(self) -> bool:
         """True if any axis is locked or limited."""
         return bool(np.any(self.lock) or np.any(self.use_limit))
+
+    def weights(self) -> np.ndarray:
+        """Per-coordinate weights ``1 - stiffness`` (0 where locked), shape (n, 3)."""
+        w = 1.0 - np.minimum(self.stiffness, 0.99)
+        return np.where(self.lock, 0.0, w)
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Effective lower and upper bounds, shape (n, 3) each (+-inf where free, 0 where locked)."""
@@ -98,6 +119,37 @@ def limit_angles(q: np.ndarray) -> np.ndarray:
     sv = quat.to_rotvec(sw)
     ty = quat.twist_angle(tw)
     return np.stack((sv[..., 0], ty, sv[..., 2]), axis=-1)
+
+
+def from_angles(a: np.ndarray) -> np.ndarray:
+    """Rotations from joint coordinates: ``swing(x, z) * twist(y)``, the inverse of :func:`limit_angles`.
+
+    Parameters
+    ----------
+    a : array_like, shape (..., 3)
+        Radians ``(swing_x, twist_y, swing_z)``; the swing is the rotation vector
+        ``(swing_x, 0, swing_z)`` (|swing| < pi), the twist a rotation about +Y.
+
+    Returns
+    -------
+    ndarray, shape (..., 4)
+        Unit quaternions.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    sx, t, sz = a[..., 0], a[..., 1], a[..., 2]
+    th = np.sqrt(sx * sx + sz * sz)
+    small = th < 1e-6
+    # sin(th/2)/th, with its Taylor series near zero.
+    k = np.where(small, 0.5 - th * th / 48.0, np.sin(0.5 * th) / np.where(small, 1.0, th))
+    w, x, z = np.cos(0.5 * th), k * sx, k * sz
+    out = np.empty(a.shape[:-1] + (4,))
+    if not np.any(t):
+        out[..., 0], out[..., 1], out[..., 2], out[..., 3] = w, x, 0.0, z
+        return out
+    out[..., 0], out[..., 1], out[..., 2], out[..., 3] = w, x, 0.0, z
+    half = 0.5 * t
+    twist = np.stack((np.cos(half), np.zeros_like(half), np.sin(half), np.zeros_like(half)), axis=-1)
+    return quat.multiply(out, twist)
 
 
 def clamp(q: np.ndarray, limits: JointLimits | None) -> np.ndarray:
@@ -143,10 +195,7 @@ def clamp_bounds(q: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     cl = np.clip(ang, lo, hi)
     if np.array_equal(cl, ang):
         return q
-    new_sw = quat.from_rotvec(np.stack((cl[..., 0], np.zeros_like(cl[..., 0]), cl[..., 2]), axis=-1))
-    half = 0.5 * cl[..., 1]
-    new_tw = np.stack((np.cos(half), np.zeros_like(half), np.sin(half), np.zeros_like(half)), axis=-1)
-    out = quat.multiply(new_sw, new_tw)
+    out = from_angles(cl)
     changed = np.any(cl != ang, axis=-1, keepdims=True)
     return np.where(changed, out, q)
 

@@ -364,15 +364,16 @@ def test_import_ik_constraint_then_bake_mutes_it(ik, scene, capfd):
     assert con.mute
     assert "muted IK constraint" in capfd.readouterr().out
     assert _errors(scene, rig, "B3", target).max() < 1e-4
-    # The pole: the middle joint lies on the pole's side (+X) of the base-tip line.
+    # The pole, with Blender's semantics (pole_angle 0): the chain's first bone's X axis, made
+    # perpendicular to the base-tip line, points where the pole does.
     scene.frame_set(20)
     ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
     head1, head3 = np.array(ev.pose.bones["B1"].head), np.array(ev.pose.bones["B3"].tail)
-    mid = np.array(ev.pose.bones["B2"].head)
     u = (head3 - head1) / np.linalg.norm(head3 - head1)
-    side = (mid - head1) - np.dot(mid - head1, u) * u
+    x = np.array(ev.pose.bones["B1"].x_axis)
+    side = x - np.dot(x, u) * u
     to_pole = (np.array(pole.location) - head1) - np.dot(np.array(pole.location) - head1, u) * u
-    assert np.dot(side, to_pole) > 0
+    assert np.dot(side, to_pole) > 0.999 * np.linalg.norm(side) * np.linalg.norm(to_pole)
 
 
 def test_properties_and_unregister(ik):

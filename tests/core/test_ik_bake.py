@@ -43,13 +43,14 @@ def test_bake_follows_target_and_is_sign_continuous(name):
     assert step_angles(res.rotations).max() < np.radians(20)
 
 
-def test_fabrik_warm_start_needs_few_iterations():
-    """Seed observation, measured: warm-started FABRIK averages <= 3 iterations."""
+def test_fabrik_from_its_arc_start_needs_few_iterations():
+    """FABRIK starts every frame from the rest chain bent on an arc to the target (measured:
+    3.9 passes on average here; warm-started from the previous frame it took about 3)."""
     c = straight(10)
-    tg = circle(300, radius=1.5, height=2.5)  # 3.3 cm per frame
+    tg = circle(300, radius=1.5, height=2.5)
     res = bake_chain(c, tg, "FABRIK", SolveSettings(100, 1e-3))
     assert np.all(res.converged)
-    assert res.iterations[1:].mean() <= 3, res.iterations[1:].mean()
+    assert res.iterations.mean() <= 5, res.iterations.mean()
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -74,8 +75,15 @@ def test_target_crossing_the_root_and_straight_line_do_not_flip(name):
     tg = np.stack((np.zeros(50), np.linspace(2.5, -2.5, 50), np.zeros(50)), axis=1)
     res = bake_chain(c, tg, name, SolveSettings(100, 1e-5))
     assert np.all(np.isfinite(res.rotations))
-    steps = step_angles(res.rotations)
+    steps = step_angles(res.rotations).max(axis=1)
     # The target moves 0.1 m per frame; no joint may whip around (a flip is ~180 degrees).
+    # The pose is a function of the target: FABRIK's and CCD's start (the rest chain turned
+    # toward the target) is undefined where the target passes through the root, so the step
+    # across the root may flip there; DLS needs no such exception.
+    near_root = np.linalg.norm(tg, axis=1) < 0.1
+    across = near_root[1:] | near_root[:-1]
+    if name != "DLS":
+        steps = steps[~across]
     assert steps.max() < np.radians(60), np.degrees(steps.max())
 
 
@@ -105,13 +113,19 @@ def test_progress_cancel_and_generator():
     c = straight(3)
     tg = circle(50)
     seen = []
-    res = bake_chain(c, tg, "FABRIK", SolveSettings(), progress=lambda d, t: seen.append((d, t)), chunk=16)
-    assert seen == [(16, 50), (32, 50), (48, 50), (50, 50)] and res.rotations.shape[0] == 50
+    # Frames are solved in vectorised blocks of max(chunk, 2048) frames, one report per block.
+    long = circle(4500)
+    res = bake_chain(c, long, "DLS", SolveSettings(), progress=lambda d, t: seen.append((d, t)), chunk=3000)
+    assert seen == [(0, 4500), (3000, 4500), (4500, 4500)] and res.rotations.shape[0] == 4500
+    seen = []
+    bake_chain(c, long, "DLS", SolveSettings(), progress=lambda d, t: seen.append((d, t)), chunk=16)
+    assert seen == [(0, 4500), (2048, 4500), (4096, 4500), (4500, 4500)]
     with pytest.raises(BakeCancelled):
         bake_chain(c, tg, "FABRIK", SolveSettings(), progress=lambda d, t: d < 20, chunk=10)
-    gen = iter_bake(c, tg, "DLS", SolveSettings(), chunk=7)
-    first = next(gen)
-    assert isinstance(first, BakeProgress) and first.done == 7 and first.result is None
+    gen = iter_bake(c, long, "DLS", SolveSettings(), chunk=7)
+    first, second = next(gen), next(gen)
+    assert isinstance(first, BakeProgress) and first.done == 0 and first.result is None
+    assert second.done == 2048 and second.result is None
     gen.close()
     last = list(iter_bake(c, tg, "CCD", SolveSettings(), chunk=100))[-1]
     assert last.result is not None and last.done == 50

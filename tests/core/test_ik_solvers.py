@@ -133,7 +133,9 @@ def test_pole_puts_the_middle_joint_on_the_pole_side(name, side):
     c = Chain.from_points(np.array([[0, 0, 0], [0, 1, 0.1], [0, 2, 0]]))
     target = np.array([0.0, 1.4, 0.0])
     pole = np.array([side * 2.0, 0.7, 0.5])
-    r = SOLVERS[name].solve(c, target, None, SolveSettings(500, 1e-7), pole=pole)
+    # Blender's semantics: pole_angle names the first bone's axis that faces the pole; this
+    # chain bends toward its first bone's +Z, so pole_angle = 90 degrees puts the bend there.
+    r = SOLVERS[name].solve(c, target, None, SolveSettings(500, 1e-7), pole=pole, pole_angle=np.pi / 2)
     pos = forward_kinematics(c, r.rotations)
     assert np.linalg.norm(pos[-1] - target) < 1e-5
     u = target / np.linalg.norm(target)
