@@ -154,6 +154,7 @@ def sinew(frames: int) -> dict[str, float]:
     s = ob.sinew_springs
     s.enabled, s.collision_collection = True, coll
     s.vertex_mass = 0.3 * 0.4 * 2.4 / len(ob.data.vertices)
+    s.mass_mode, s.stiffness_mode, s.max_stretch = "VERTEX", "SPRING", 0.0  # per vertex / spring
     for k, v in SINEW.items():
         setattr(s, k, v)
     t = time.perf_counter()

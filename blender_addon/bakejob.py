@@ -12,28 +12,94 @@ scene exactly as it was, and a failed ``commit`` rolls itself back.
 * ``invoke`` with a window: a modal operator driven by a timer, progress in the status
   bar and the window's progress cursor, Esc cancels. ``bl_options`` contains ``'UNDO'``
   so one undo step restores the pre-bake scene.
+
+Every run of a bake operator owns a :class:`BakeReport` (what happened: finished, failed or
+cancelled, the one-line summary or error, warnings). When the run ends the report is stored
+on the object it concerns, ``object.sinew_report``, where the panels and the command line read
+it; there is no module-level record shared between runs.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import bpy
+from bpy.props import PointerProperty, StringProperty
 
 # Time spent computing per timer tick in modal mode (seconds): keeps the UI responsive.
 _SLICE = 0.05
 
-# The last finished or failed bake: its one-line message, the operator and the object it
-# ran on. The command line prints it; the panels show a failure on the object it concerns.
-LAST_RESULT: dict[str, str] = {"summary": "", "error": "", "operator": "", "object": ""}
+
+@dataclass
+class BakeReport:
+    """What one run of a bake operator did.
+
+    Attributes
+    ----------
+    operator : str
+        The operator's ``bl_idname``, e.g. ``'sinew.bake_ik'``.
+    state : str
+        ``'RUNNING'``, ``'FINISHED'``, ``'FAILED'`` or ``'CANCELLED'``.
+    summary : str
+        The one-line result of a finished bake.
+    error : str
+        Why a failed bake failed.
+    warnings : list of str
+    """
+
+    operator: str
+    state: str = "RUNNING"
+    summary: str = ""
+    error: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def store(self, obj: bpy.types.Object | None) -> None:
+        """Write this report to ``obj.sinew_report`` (nothing without an object)."""
+        if obj is None or not hasattr(obj, "sinew_report"):
+            return
+        r = obj.sinew_report
+        r.operator, r.state, r.summary, r.error = self.operator, self.state, self.summary, self.error
+        r.warnings = "\n".join(self.warnings)
+
+
+class SINEW_PG_bake_report(bpy.types.PropertyGroup):
+    """The report of the last Sinew bake run on this object (written by the bake operators)."""
+
+    operator: StringProperty(name="Operator", description="The bake operator that ran last")  # type: ignore[valid-type]
+    state: StringProperty(  # type: ignore[valid-type]
+        name="State", description="RUNNING, FINISHED, FAILED or CANCELLED")
+    summary: StringProperty(name="Summary", description="One-line result of the last bake")  # type: ignore[valid-type]
+    error: StringProperty(name="Error", description="Why the last bake failed")  # type: ignore[valid-type]
+    warnings: StringProperty(name="Warnings", description="Warnings of the last bake, one per line")  # type: ignore[valid-type]
+
+
+def read_report(obj: bpy.types.Object | None) -> dict[str, str]:
+    """The last bake report stored on ``obj`` as a plain dict (empty strings when none)."""
+    keys = ("operator", "state", "summary", "error", "warnings")
+    if obj is None or not hasattr(obj, "sinew_report"):
+        return dict.fromkeys(keys, "")
+    return {k: str(getattr(obj.sinew_report, k)) for k in keys}
 
 
 def last_error_for(operator: str, object_name: str) -> str:
-    """The error of the last ``operator`` bake if it failed on ``object_name``, else ''."""
-    if LAST_RESULT["operator"] == operator and LAST_RESULT["object"] == object_name:
-        return LAST_RESULT["error"]
-    return ""
+    """The error of the last bake on the object ``object_name`` if it was an ``operator`` bake that failed."""
+    obj = bpy.data.objects.get(object_name)
+    report = read_report(obj)
+    return report["error"] if report["operator"] == operator and report["state"] == "FAILED" else ""
+
+
+def register() -> None:
+    bpy.utils.register_class(SINEW_PG_bake_report)
+    bpy.types.Object.sinew_report = PointerProperty(type=SINEW_PG_bake_report)
+
+
+def unregister() -> None:
+    if hasattr(bpy.types.Object, "sinew_report"):
+        del bpy.types.Object.sinew_report
+    if getattr(SINEW_PG_bake_report, "is_registered", False):
+        bpy.utils.unregister_class(SINEW_PG_bake_report)
 
 
 class BakeJob:
@@ -45,6 +111,10 @@ class BakeJob:
         Progress in the job's own units (usually frames).
     label : str
         Shown in progress lines, e.g. ``"IK Armature"``.
+    warnings : list of str
+        Things the user should know about a finished bake (reported as warnings).
+    object_name : str
+        The object the bake writes to; its ``sinew_report`` receives the run's report.
     """
 
     label = "Sinew bake"
@@ -52,6 +122,8 @@ class BakeJob:
     def __init__(self) -> None:
         self.done = 0
         self.total = 1
+        self.warnings: list[str] = []
+        self.object_name = ""
 
     def step(self) -> bool:
         """Do a small amount of work; return True when all computing is finished."""
@@ -85,6 +157,8 @@ class BakeOperator:
     """
 
     _job: BakeJob | None = None
+    _run_report: BakeReport | None = None
+    _report_object = ""
     _timer: Any = None
     _started = 0.0
     _last_print = -1.0
@@ -94,20 +168,37 @@ class BakeOperator:
         raise NotImplementedError
 
     # -- shared -------------------------------------------------------------------------
-    def _record(self, context: bpy.types.Context, summary: str = "", error: str = "") -> None:
-        ob = getattr(context, "active_object", None)
-        LAST_RESULT.update(summary=summary, error=error, operator=getattr(self, "bl_idname", ""),
-                           object=ob.name if ob is not None else "")
+    def _operator_id(self) -> str:
+        """``'sinew.bake_ik'`` (a registered operator's ``bl_idname`` reads ``'SINEW_OT_bake_ik'``)."""
+        name = getattr(self, "bl_idname", "")
+        if "_OT_" in name:
+            prefix, rest = name.split("_OT_", 1)
+            name = f"{prefix.lower()}.{rest}"
+        return name
+
+    def _record(self, state: str, summary: str = "", error: str = "", warnings: list[str] | None = None) -> None:
+        """Complete this run's report and store it on the object the bake concerns."""
+        report = self._run_report or BakeReport(self._operator_id())
+        report.state, report.summary, report.error = state, summary, error
+        report.warnings = list(warnings or [])
+        self._run_report = report
+        report.store(bpy.data.objects.get(self._report_object))
 
     def _create(self, context: bpy.types.Context) -> BakeJob | None:
         from .core import SinewError
 
+        ob = getattr(context, "active_object", None)
+        self._report_object = ob.name if ob is not None else ""
+        self._run_report = BakeReport(self._operator_id())
         try:
-            return self.make_job(context)
+            job = self.make_job(context)
         except SinewError as exc:
-            self._record(context, error=str(exc))
+            self._record("FAILED", error=str(exc))
             self.report({"ERROR"}, str(exc))
             return None
+        if job is not None and job.object_name:
+            self._report_object = job.object_name
+        return job
 
     def _progress_line(self, job: BakeJob, force: bool = False) -> None:
         now = time.perf_counter()
@@ -123,18 +214,21 @@ class BakeOperator:
         try:
             summary = job.commit(context)
         except SinewError as exc:
-            self._record(context, error=str(exc))
+            self._record("FAILED", error=str(exc))
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
         elapsed = time.perf_counter() - self._started
         message = f"{summary} in {elapsed:.2f} s"
-        self._record(context, summary=message)
+        self._record("FINISHED", summary=message, warnings=job.warnings)
         print(f"Sinew: {job.label}: {message}", flush=True)
         self.report({"INFO"}, message)
+        for text in job.warnings:
+            self.report({"WARNING"}, text)
+            print(f"Sinew: {job.label}: warning: {text}", flush=True)
         return {"FINISHED"}
 
     def _fail(self, context: bpy.types.Context, job: BakeJob, exc: Exception) -> set[str]:
-        self._record(context, error=str(exc))
+        self._record("FAILED", error=str(exc))
         job.cancel()
         job.restore_view(context)
         self.report({"ERROR"}, str(exc))
@@ -153,9 +247,10 @@ class BakeOperator:
                 self._progress_line(job)
         except SinewError as exc:
             return self._fail(context, job, exc)
-        except BaseException:
+        except BaseException as exc:
             job.cancel()
             job.restore_view(context)
+            self._record("FAILED", error=f"internal error: {exc!r}")
             raise
         self._progress_line(job, force=True)
         return self._finish(context, job)
@@ -193,6 +288,7 @@ class BakeOperator:
             self._end_modal(context)
             job.cancel()
             job.restore_view(context)
+            self._record("CANCELLED", error="cancelled, nothing was changed")
             self.report({"WARNING"}, f"{job.label}: cancelled, nothing was changed")
             self._job = None
             return {"CANCELLED"}
@@ -207,11 +303,12 @@ class BakeOperator:
             self._end_modal(context)
             self._job = None
             return self._fail(context, job, exc)
-        except BaseException:
+        except BaseException as exc:
             self._end_modal(context)
             self._job = None
             job.cancel()
             job.restore_view(context)
+            self._record("FAILED", error=f"internal error: {exc!r}")
             raise
         context.window_manager.progress_update(job.done)
         _status(context, f"{job.label}: {job.done}/{job.total} (Esc to cancel)")

@@ -137,16 +137,18 @@ def _bake_all(args: argparse.Namespace) -> list[tuple[str, str, str]]:
             other.select_set(False)
         ob.select_set(True)
         view_layer.objects.active = ob
-        bakejob.LAST_RESULT.update(summary="", error="")
         try:
             result = op(frame_start=start, frame_end=end)
         except RuntimeError as exc:
-            message = bakejob.LAST_RESULT["error"] or str(exc).strip().replace("\n", " ")
+            message = bakejob.read_report(ob)["error"] or str(exc).strip().replace("\n", " ")
             raise CliError(f"{ob.name}: {kind} bake failed: {message}") from None
-        if "FINISHED" not in result:
-            message = bakejob.LAST_RESULT["error"] or "the bake was cancelled"
+        report = bakejob.read_report(ob)  # the operator stores its run's report on the object
+        if "FINISHED" not in result or report["state"] != "FINISHED":
+            message = report["error"] or "the bake was cancelled"
             raise CliError(f"{ob.name}: {kind} bake failed: {message}")
-        results.append((ob.name, kind, bakejob.LAST_RESULT["summary"]))
+        for warning in filter(None, report["warnings"].split("\n")):
+            print(f"sinew: {ob.name}: warning: {warning}", flush=True)
+        results.append((ob.name, kind, report["summary"]))
     return results
 
 

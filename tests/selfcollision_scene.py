@@ -37,6 +37,7 @@ def strip_over_box(frames: int = 30):
     s = ob.sinew_springs
     s.enabled, s.solver, s.collision_collection = True, "FAST", coll
     s.vertex_mass, s.stiffness, s.shear_stiffness, s.bending_stiffness = 0.01, 1000.0, 200.0, 0.5
+    s.mass_mode, s.stiffness_mode, s.max_stretch = "VERTEX", "SPRING", 0.0  # per vertex / spring
     s.damping, s.air_drag, s.substeps = 0.5, 0.1, 2
     s.self_collision, s.self_distance = True, DISTANCE
     scene.frame_start, scene.frame_end = 1, frames

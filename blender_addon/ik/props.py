@@ -11,7 +11,7 @@ import math
 import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
 
-from ..core.ik import SOLVERS
+from ..core.ik import DEFAULT_SOLVER, SOLVERS
 
 SOLVER_ITEMS = [(key, cls.label, cls.description) for key, cls in SOLVERS.items()]
 
@@ -38,7 +38,7 @@ class SINEW_PG_ik_chain(bpy.types.PropertyGroup):
         name="Chain Length", default=0, min=0, soft_max=64,
         description="Bones in the chain counting the tip; 0 = up to the root (as Blender's IK constraint)")
     solver: EnumProperty(  # type: ignore[valid-type]
-        name="Solver", items=SOLVER_ITEMS, default="FABRIK", description="The IK solver")
+        name="Solver", items=SOLVER_ITEMS, default=DEFAULT_SOLVER, description="The IK solver")
     target_mode: EnumProperty(  # type: ignore[valid-type]
         name="Target Mode", items=TARGET_MODE_ITEMS, default="OBJECT", description="Where the target comes from")
     target: PointerProperty(  # type: ignore[valid-type]
@@ -54,14 +54,31 @@ class SINEW_PG_ik_chain(bpy.types.PropertyGroup):
         name="Max Iterations", default=50, min=1, soft_max=1000, max=100000,
         description="Largest number of solver iterations per frame")
     tolerance: FloatProperty(  # type: ignore[valid-type]
-        name="Tolerance", default=1e-5, min=0.0, soft_max=0.01, precision=6, step=0.001,
+        name="Tolerance", default=1e-6, min=0.0, soft_max=0.01, precision=7, step=0.0001,
         subtype="DISTANCE", unit="LENGTH",
         description="Stop iterating when the tip is this close to the target")
     max_step_angle: FloatProperty(  # type: ignore[valid-type]
         name="Max Step Angle", default=0.0, min=0.0, max=math.pi, subtype="ANGLE", unit="ROTATION",
         description="Largest rotation change of any joint between consecutive frames (jitter guard); 0 = off")
+    target_bone: StringProperty(  # type: ignore[valid-type]
+        name="Target Bone", default="",
+        description="With an armature as target: the bone the tip follows (its head, as Blender's IK "
+                    "constraint subtarget)")
     pole_target: PointerProperty(  # type: ignore[valid-type]
         name="Pole Target", type=bpy.types.Object, description="Optional: the chain bends toward this object")
+    pole_bone: StringProperty(  # type: ignore[valid-type]
+        name="Pole Bone", default="",
+        description="With an armature as pole target: the bone (its head) used as the pole")
+    pole_angle: FloatProperty(  # type: ignore[valid-type]
+        name="Pole Angle", default=0.0, min=-math.pi, max=math.pi, subtype="ANGLE", unit="ROTATION",
+        description="Rotation of the chain about the root-target axis relative to the pole, as Blender's "
+                    "IK constraint Pole Angle")
+    use_rotation: BoolProperty(  # type: ignore[valid-type]
+        name="Rotation", default=False,
+        description="The tip bone also follows the target's (or target bone's) orientation")
+    rotation_weight: FloatProperty(  # type: ignore[valid-type]
+        name="Rotation Weight", default=1.0, min=0.0, max=1.0, subtype="FACTOR",
+        description="How strongly the orientation counts against the position when both cannot be met")
     trace: BoolProperty(  # type: ignore[valid-type]
         name="Trace", default=False,
         description="Add a curve object showing the tip's baked path (world space)")

@@ -24,9 +24,10 @@ import bpy
 import numpy as np
 
 from .. import compat
-from ..core import SinewError
-from ..core.ik import Chain, JointLimits, RootTransform, SolveSettings
+from ..core import SinewError, quat
+from ..core.ik import Chain, JointLimits, SolveSettings
 from ..core.ik.targets import expression_targets, resample_polyline
+from .pose import relative_rest
 from .rotations import axis_angle_to_matrix, euler_to_matrix, quat_to_matrix
 
 __all__ = ["ChainInput", "read_chains", "chain_bones", "enabled_tips", "FrameSampler", "curve_polyline"]
@@ -38,20 +39,27 @@ _DELTA_PATHS = ("delta_location", "delta_rotation_euler", "delta_rotation_quater
 
 @dataclass
 class ChainInput:
-    """One chain's plain input to ``core.ik.bake``: arrays only, plus bone names to write back."""
+    """One chain's plain input to ``core.ik``: arrays only, plus bone names to write back."""
 
     tip: str
     bones: list[str]                 # root -> tip
     rotation_modes: list[str]        # per bone
     chain: Chain
+    parent: str | None               # parent bone of bones[0]
     solver: str
     settings: SolveSettings
     max_step_angle: float
     targets: np.ndarray              # (F, 3) armature space
     poles: np.ndarray | None         # (F, 3) armature space
-    roots: Any                       # RootTransform (F,) or None
+    pole_angle: float                # radians, Blender's IK constraint pole_angle
+    orientations: np.ndarray | None  # (F, 4) armature-space rotation goal of the tip bone
+    rotation_weight: float
+    roots: Any                       # (F, 4, 4) parent's frame as evaluated before the bake, or None
     arm_world: np.ndarray            # (F, 4, 4)
     trace: bool
+    rest: dict[str, np.ndarray] = field(default_factory=dict)   # bone -> matrix_local relative to parent
+    anchor: str | None = None        # baked bone the parent follows (parent or an ancestor of it)
+    anchor_offset: np.ndarray | None = None  # (F, 4, 4) inv(anchor) . parent, evaluated before the bake
     notes: list[str] = field(default_factory=list)
 
 
@@ -83,9 +91,10 @@ def _limits(bones: list[bpy.types.PoseBone]) -> JointLimits | None:
     use = np.array([[pb.use_ik_limit_x, pb.use_ik_limit_y, pb.use_ik_limit_z] for pb in bones], dtype=bool)
     lo = np.array([[pb.ik_min_x, pb.ik_min_y, pb.ik_min_z] for pb in bones], dtype=np.float64)
     hi = np.array([[pb.ik_max_x, pb.ik_max_y, pb.ik_max_z] for pb in bones], dtype=np.float64)
-    if not (lock.any() or use.any()):
+    stiff = np.array([[pb.ik_stiffness_x, pb.ik_stiffness_y, pb.ik_stiffness_z] for pb in bones], dtype=np.float64)
+    if not (lock.any() or use.any() or stiff.any()):
         return None
-    return JointLimits(lock, use, lo, hi)
+    return JointLimits(lock, use, lo, hi, stiffness=stiff if stiff.any() else None)
 
 
 # --------------------------------------------------------------------------- per-frame transforms
@@ -153,21 +162,57 @@ def _fcurve_world(obj: bpy.types.Object, frames: np.ndarray) -> tuple[np.ndarray
     return parent @ _mat4(obj.matrix_parent_inverse) @ basis, ""
 
 
-def _bone_animated(arm: bpy.types.Object, pose_bone: bpy.types.PoseBone) -> bool:
-    """True if ``pose_bone`` or an ancestor may move over time (keys, constraints, drivers)."""
+def _fcurve_bone(arm: bpy.types.Object, name: str, frames: np.ndarray) -> tuple[np.ndarray | None, str]:
+    """Armature-space pose matrices (F, 4, 4) of bone ``name`` from the armature's own F-curves.
+
+    The bone and its ancestors must be moved by their own keys (or not at all) with Blender's
+    default inheritance: no constraints, drivers, NLA or blended actions, full rotation and
+    scale inheritance, local location. Returns ``(None, reason)`` otherwise.
+    """
     ad = arm.animation_data
-    prefixes = []
-    pb: bpy.types.PoseBone | None = pose_bone
+    curves: dict[tuple[str, int], Any] = {}
+    if ad is not None:
+        if len(ad.drivers):
+            return None, f"'{arm.name}' has drivers"
+        if any(not t.mute for t in ad.nla_tracks):
+            return None, f"'{arm.name}' has NLA tracks"
+        if getattr(ad, "action_influence", 1.0) != 1.0 or getattr(ad, "action_blend_type", "REPLACE") != "REPLACE":
+            return None, f"'{arm.name}' blends its action"
+        curves = {(fc.data_path, fc.array_index): fc for fc in compat.fcurves(arm) if not fc.mute}
+    chain: list[bpy.types.PoseBone] = []
+    pb: bpy.types.PoseBone | None = arm.pose.bones[name]
     while pb is not None:
-        if any(not c.mute for c in pb.constraints):
-            return True
-        prefixes.append(f'pose.bones["{bpy.utils.escape_identifier(pb.name)}"]')
+        if any(not c.mute and c.influence > 0.0 for c in pb.constraints):
+            return None, f"bone '{pb.name}' has constraints"
+        bone = pb.bone
+        if (not bone.use_inherit_rotation or bone.inherit_scale != "FULL" or not bone.use_local_location
+                or bone.use_relative_parent):
+            return None, f"bone '{pb.name}' does not inherit its parent's transform fully"
+        chain.append(pb)
         pb = pb.parent
-    if ad is None:
-        return False
-    if len(ad.drivers) or any(not t.mute for t in ad.nla_tracks):
-        return True
-    return any(fc.data_path.startswith(tuple(prefixes)) for fc in compat.fcurves(arm))
+    f_count = frames.shape[0]
+    mats = np.repeat(np.eye(4)[None], f_count, axis=0)
+    parent_rest = None
+    for pb in reversed(chain):
+        prefix = f'pose.bones["{bpy.utils.escape_identifier(pb.name)}"].'
+        mode = pb.rotation_mode
+        rot_path = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}.get(mode,
+                                                                                                "rotation_euler")
+
+        def channel(path: str, size: int, pb: bpy.types.PoseBone = pb, prefix: str = prefix) -> np.ndarray:
+            out = np.repeat(np.array(getattr(pb, path), dtype=np.float64)[None, :size], f_count, axis=0)
+            for i in range(size):
+                fc = curves.get((prefix + path, i))
+                if fc is not None:
+                    out[:, i] = [fc.evaluate(float(f)) for f in frames]
+            return out
+
+        basis = _basis(channel("location", 3), channel(rot_path, 3 if rot_path == "rotation_euler" else 4),
+                       channel("scale", 3), mode)
+        rest = _mat4(pb.bone.matrix_local)
+        mats = mats @ relative_rest(rest, parent_rest) @ basis
+        parent_rest = rest
+    return mats, ""
 
 
 class FrameSampler:
@@ -179,24 +224,23 @@ class FrameSampler:
     frames : ndarray of int, shape (F,)
     objects : list of bpy.types.Object
         Objects whose world matrices are needed (the armature first).
-    bones : list of str
-        Pose bones of ``objects[0]`` (the armature) whose armature-space pose matrices are
-        needed (chain roots' parents).
+    bones : list of (str, str)
+        ``(armature object name, bone name)`` pairs whose armature-space pose matrices are
+        needed (chain roots' parents, target and pole bones).
 
     Attributes
     ----------
     world : dict of str to ndarray (F, 4, 4)
-    bone : dict of str to ndarray (F, 4, 4)
+    bone : dict of (str, str) to ndarray (F, 4, 4)
     path : str
         ``'F-curves'`` (evaluated directly) or ``'frame_set'`` (scene stepped, frame restored),
         and the reason for the latter.
     """
 
     def __init__(self, context: bpy.types.Context, frames: np.ndarray, objects: list[bpy.types.Object],
-                 bones: list[str]) -> None:
+                 bones: list[tuple[str, str]]) -> None:
         self.world: dict[str, np.ndarray] = {}
-        self.bone: dict[str, np.ndarray] = {}
-        arm = objects[0]
+        self.bone: dict[tuple[str, str], np.ndarray] = {}
         reason = ""
         for obj in objects:
             if obj.name in self.world:
@@ -207,12 +251,12 @@ class FrameSampler:
                 break
             self.world[obj.name] = mats
         if not reason:
-            for name in bones:
-                pb = arm.pose.bones[name]
-                if _bone_animated(arm, pb):
-                    reason = f"bone '{name}' is animated"
+            for key in bones:
+                mats, why = _fcurve_bone(bpy.data.objects[key[0]], key[1], frames)
+                if mats is None:
+                    reason = why
                     break
-                self.bone[name] = np.repeat(_mat4(pb.matrix)[None], frames.shape[0], axis=0)
+                self.bone[key] = mats
         if not reason:
             self.path = "F-curves"
             return
@@ -220,24 +264,21 @@ class FrameSampler:
         self._step(context, frames, objects, bones)
 
     def _step(self, context: bpy.types.Context, frames: np.ndarray, objects: list[bpy.types.Object],
-              bones: list[str]) -> None:
+              bones: list[tuple[str, str]]) -> None:
         scene = context.scene
         frame0, sub0 = scene.frame_current, scene.frame_subframe
         f_count = frames.shape[0]
-        names = list(dict.fromkeys(o.name for o in objects))
+        names = list(dict.fromkeys([o.name for o in objects] + [k[0] for k in bones]))
         world = {name: np.empty((f_count, 4, 4)) for name in names}
-        bone = {name: np.empty((f_count, 4, 4)) for name in bones}
-        arm = objects[0]
+        bone = {key: np.empty((f_count, 4, 4)) for key in bones}
         try:
             for k, f in enumerate(frames):
                 scene.frame_set(int(f))
                 dg = context.evaluated_depsgraph_get()
                 for name in names:
                     world[name][k] = _mat4(bpy.data.objects[name].evaluated_get(dg).matrix_world)
-                if bones:
-                    arm_eval = arm.evaluated_get(dg)
-                    for name in bones:
-                        bone[name][k] = _mat4(arm_eval.pose.bones[name].matrix)
+                for key in bones:
+                    bone[key][k] = _mat4(bpy.data.objects[key[0]].evaluated_get(dg).pose.bones[key[1]].matrix)
         finally:
             scene.frame_set(frame0, subframe=sub0)
         self.world, self.bone = world, bone
@@ -333,23 +374,37 @@ def _to_armature(arm_world: np.ndarray, points_world: np.ndarray) -> np.ndarray:
     return np.einsum("fij,fj->fi", inv[:, :3, :3], points_world) + inv[:, :3, 3]
 
 
-def _moved_by_chain(obj: bpy.types.Object, arm: bpy.types.Object, bones: list[bpy.types.PoseBone]) -> str | None:
-    """Why ``obj`` moves with the chain's own bones (parented or constrained to them), or None.
+def _moving_bones(arm: bpy.types.Object, baked: set[str]) -> dict[str, str]:
+    """Bones of ``arm`` that move when the ``baked`` bones do: name -> the baked bone it follows."""
+    moving: dict[str, str] = {}
+    for pb in arm.pose.bones:
+        if pb.name in baked:
+            moving[pb.name] = pb.name
+            continue
+        hit = next((p.name for p in pb.parent_recursive if p.name in baked), None)
+        if hit is None:
+            hit = next((c.subtarget for p in (pb, *pb.parent_recursive) for c in p.constraints
+                        if not c.mute and getattr(c, "target", None) is arm and getattr(c, "subtarget", "") in baked),
+                       None)
+        if hit is not None:
+            moving[pb.name] = hit
+    return moving
+
+
+def _moved_by_chain(obj: bpy.types.Object, arm: bpy.types.Object, moving: dict[str, str]) -> str | None:
+    """Why ``obj`` moves with the baked bones (parented or constrained to them), or None.
 
     Such a target would chase itself: every solve moves it, so the bake is refused.
     """
-    chain = {pb.name for pb in bones}
-    moving = {pb.name for pb in arm.pose.bones
-              if pb.name in chain or any(p.name in chain for p in pb.parent_recursive)}
     seen = set()
     node: bpy.types.Object | None = obj
     while node is not None and node.name not in seen:
         seen.add(node.name)
         if node.parent is arm and node.parent_type == "BONE" and node.parent_bone in moving:
-            return f"'{obj.name}' is parented to the chain's bone '{node.parent_bone}'"
+            return f"'{obj.name}' is parented to bone '{node.parent_bone}', which the bake moves"
         for con in getattr(node, "constraints", []):
             if getattr(con, "target", None) is arm and getattr(con, "subtarget", "") in moving and not con.mute:
-                return f"'{obj.name}' follows the chain's bone '{con.subtarget}' through constraint '{con.name}'"
+                return f"'{obj.name}' follows bone '{con.subtarget}' (moved by the bake) through constraint '{con.name}'"
         node = node.parent
     return None
 
@@ -369,9 +424,50 @@ def _chain_geometry(bones: list[bpy.types.PoseBone]) -> tuple[Chain, str | None]
     return Chain.from_rest_matrices(heads, rot, lengths, _limits(bones)), None if parent is None else parent.name
 
 
+@dataclass(frozen=True)
+class _Source:
+    """Where a target or pole comes from: an object, or a bone of an armature object (its head)."""
+
+    obj: bpy.types.Object
+    bone: str = ""
+
+
+def _source(role: str, obj: bpy.types.Object, bone: str, arm: bpy.types.Object, moving: dict[str, str],
+            name: str) -> _Source:
+    """Validate a target/pole choice; refuse (SinewError) what would bake something unintended."""
+    if obj.type != "ARMATURE":
+        return _Source(obj)  # a bone name left over from an armature target means nothing here
+    if not bone:
+        raise SinewError(f"{name}: the {role} '{obj.name}' is an armature; choose one of its bones as "
+                         f"{role} bone (Blender's IK constraint follows a bone of an armature), or use an empty")
+    if obj.data.bones.get(bone) is None:
+        raise SinewError(f"{name}: the {role} bone '{bone}' is not a bone of '{obj.name}'")
+    if obj is arm and bone in moving:
+        via = moving[bone]
+        how = "is baked itself" if via == bone else f"moves with the baked bone '{via}'"
+        raise SinewError(f"{name}: the {role} bone '{bone}' {how}, so it would chase itself; parent it to a "
+                         "bone the bake does not move (Rigify parents its IK controls to the root)")
+    return _Source(obj, bone)
+
+
+def _to_armature_rotation(arm_world: np.ndarray, world: np.ndarray) -> np.ndarray:
+    """Armature-space rotations (F, 4) of world matrices (F, 4, 4), sign-continuous over frames."""
+    m = np.linalg.solve(arm_world, world)
+    q = quat.from_matrix(m[:, :3, :3])
+    flip = np.concatenate(([False], np.einsum("fi,fi->f", q[1:], q[:-1]) < 0))
+    return np.where((np.cumsum(flip) % 2 == 1)[:, None], -q, q)
+
+
 def read_chains(context: bpy.types.Context, arm: bpy.types.Object, frames: np.ndarray
                 ) -> tuple[list[ChainInput], str]:
     """Read every enabled chain of ``arm`` over ``frames``.
+
+    Targets and poles are objects (their world location) or, for an armature, one of its bones
+    (the bone's head, as Blender's IK constraint reads a subtarget). With ``use_rotation`` the
+    tip's goal orientation is the target's rotation (the object's world rotation, or the bone's
+    pose rotation, expressed in this armature's space). A chain root whose parent moves with
+    another chain of this bake gets ``anchor``/``anchor_offset`` so the bake can place it on the
+    other chain's result.
 
     Returns
     -------
@@ -383,49 +479,78 @@ def read_chains(context: bpy.types.Context, arm: bpy.types.Object, frames: np.nd
     ------
     SinewError
         For anything a user must fix (no chain, missing target, chain beyond the root, bad
-        expression, ...); the message names the bone.
+        expression, a target that moves with the bake, ...); the message names the bone.
     """
     tips = enabled_tips(arm)
     if not tips:
         raise SinewError(f"'{arm.name}' has no enabled Sinew IK chain (enable one in the bone's Sinew IK panel)")
+    chains = [(tip, chain_bones(tip)) for tip in tips]
+    baked = {pb.name for _, bones in chains for pb in bones}
+    moving = _moving_bones(arm, baked)
     geometry = []
     objects: list[bpy.types.Object] = [arm]
-    parent_bones: list[str] = []
-    for tip in tips:
+    bone_keys: list[tuple[str, str]] = []
+    for tip, bones in chains:
         s = tip.sinew_ik
-        bones = chain_bones(tip)
+        name = f"chain of '{tip.name}'"
         chain, parent = _chain_geometry(bones)
         if s.target_mode in ("OBJECT", "CURVE") and s.target is None:
-            raise SinewError(f"chain of '{tip.name}': no target object set")
-        if s.target_mode == "OBJECT":
-            objects.append(s.target)
+            raise SinewError(f"{name}: no target object set")
         if s.target_mode == "CURVE" and s.target.type != "CURVE":
-            raise SinewError(f"chain of '{tip.name}': target '{s.target.name}' is not a curve")
-        for role, obj in (("target", s.target if s.target_mode != "EXPRESSION" else None),
-                          ("pole target", s.pole_target)):
-            why = _moved_by_chain(obj, arm, bones) if obj is not None else None
-            if why:
-                raise SinewError(f"chain of '{tip.name}': the {role} moves with the chain itself ({why}); "
-                                 "use a target that does not depend on the chain's bones")
+            raise SinewError(f"{name}: target '{s.target.name}' is not a curve")
+        if s.use_rotation and s.target_mode != "OBJECT":
+            raise SinewError(f"{name}: Rotation needs an object or bone target (the {s.target_mode.lower()} "
+                             "target has no orientation)")
+        target = pole = None
+        if s.target_mode == "OBJECT":
+            target = _source("target", s.target, s.target_bone, arm, moving, name)
         if s.pole_target is not None:
-            objects.append(s.pole_target)
+            pole = _source("pole target", s.pole_target, s.pole_bone, arm, moving, name)
+        curve = _Source(s.target) if s.target_mode == "CURVE" else None
+        for role, src in (("target", target or curve), ("pole target", pole)):
+            if src is None:
+                continue
+            why = _moved_by_chain(src.obj, arm, moving) if src.obj is not arm else None
+            if why:
+                raise SinewError(f"{name}: the {role} moves with the bake itself ({why}); "
+                                 "use a target that does not depend on the baked bones")
+            if src is not curve:
+                objects.append(src.obj)
+            if src.bone:
+                bone_keys.append((src.obj.name, src.bone))
+        anchor = None
         if parent is not None:
-            parent_bones.append(parent)
-        geometry.append((tip, bones, chain, parent))
-    sampler = FrameSampler(context, frames, objects, list(dict.fromkeys(parent_bones)))
+            bone_keys.append((arm.name, parent))
+            if parent in moving:
+                # The parent follows a baked bone: it is placed on that bone's result with the
+                # offset it had before the bake (exact for parenting; for a parent that follows
+                # through a constraint, as if the constraint held that offset rigidly).
+                anchor = moving[parent]
+                bone_keys.append((arm.name, anchor))
+        geometry.append((tip, bones, chain, parent, target, pole, anchor))
+    sampler = FrameSampler(context, frames, objects, list(dict.fromkeys(bone_keys)))
     arm_world = sampler.world[arm.name]
     det = np.linalg.det(arm_world[:, :3, :3])
     flat = np.flatnonzero(~(np.abs(det) > 1e-12))
     if flat.size:
         raise SinewError(f"'{arm.name}' has zero scale at frame {int(frames[flat[0]])}: its bones cannot reach "
                          "anything; give the armature object a non-zero scale")
+
+    def world_of(src: _Source) -> np.ndarray:
+        w = sampler.world[src.obj.name]
+        return w @ sampler.bone[(src.obj.name, src.bone)] if src.bone else w
+
     out = []
     f_count = frames.shape[0]
-    for tip, bones, chain, parent in geometry:
+    for tip, bones, chain, parent, target, pole, anchor in geometry:
         s = tip.sinew_ik
         name = f"chain of '{tip.name}'"
+        orientations = None
         if s.target_mode == "OBJECT":
-            targets = _to_armature(arm_world, sampler.world[s.target.name][:, :3, 3])
+            w = world_of(target)
+            targets = _to_armature(arm_world, w[:, :3, 3])
+            if s.use_rotation:
+                orientations = _to_armature_rotation(arm_world, w)
         elif s.target_mode == "CURVE":
             pts, cyclic = curve_polyline(context, s.target)
             targets = _to_armature(arm_world, resample_polyline(pts, f_count, cyclic=cyclic))
@@ -434,15 +559,21 @@ def read_chains(context: bpy.types.Context, arm: bpy.types.Object, frames: np.nd
                 targets = expression_targets(s.expression_x, s.expression_y, s.expression_z, frames)
             except SinewError as exc:
                 raise SinewError(f"{name}: {exc}") from None
-        poles = None
-        if s.pole_target is not None:
-            poles = _to_armature(arm_world, sampler.world[s.pole_target.name][:, :3, 3])
-        roots = None
-        if parent is not None:
-            roots = RootTransform.from_matrix(sampler.bone[parent])
+        poles = None if pole is None else _to_armature(arm_world, world_of(pole)[:, :3, 3])
+        roots = None if parent is None else sampler.bone[(arm.name, parent)]
+        anchor_offset = None
+        if anchor is not None:
+            anchor_offset = np.linalg.solve(sampler.bone[(arm.name, anchor)], roots)
+        rest = {}
+        for pb in bones:
+            own = _mat4(pb.bone.matrix_local)
+            rest[pb.name] = relative_rest(own, None if pb.parent is None else _mat4(pb.parent.bone.matrix_local))
         settings = SolveSettings(int(s.max_iterations), float(s.tolerance))
         out.append(ChainInput(
             tip=tip.name, bones=[pb.name for pb in bones], rotation_modes=[pb.rotation_mode for pb in bones],
-            chain=chain, solver=s.solver, settings=settings, max_step_angle=float(s.max_step_angle),
-            targets=targets, poles=poles, roots=roots, arm_world=arm_world, trace=bool(s.trace)))
+            chain=chain, parent=parent, solver=s.solver, settings=settings, max_step_angle=float(s.max_step_angle),
+            targets=targets, poles=poles, pole_angle=float(s.pole_angle) if poles is not None else 0.0,
+            orientations=orientations, rotation_weight=float(s.rotation_weight) if s.use_rotation else 0.0,
+            roots=roots, arm_world=arm_world, trace=bool(s.trace), rest=rest, anchor=anchor,
+            anchor_offset=anchor_offset))
     return out, sampler.path

@@ -26,6 +26,39 @@ def _ik_constraints(pb: bpy.types.PoseBone) -> list[bpy.types.Constraint]:
     return [c for c in pb.constraints if c.type == "IK" and not c.mute]
 
 
+def draw_targets(layout: bpy.types.UILayout, s: bpy.types.PropertyGroup) -> None:
+    """Target and pole pickers; a bone picker when either is an armature (Blender's subtarget)."""
+    if s.target_mode != "EXPRESSION":
+        layout.prop(s, "target", text="Curve" if s.target_mode == "CURVE" else "Target")
+    if s.target_mode == "OBJECT" and s.target is not None and s.target.type == "ARMATURE":
+        layout.prop_search(s, "target_bone", s.target.data, "bones", text="Bone")
+        if not s.target_bone:
+            layout.label(text="Choose a bone of the armature", icon="ERROR")
+    layout.prop(s, "pole_target")
+    if s.pole_target is not None:
+        if s.pole_target.type == "ARMATURE":
+            layout.prop_search(s, "pole_bone", s.pole_target.data, "bones", text="Pole Bone")
+            if not s.pole_bone:
+                layout.label(text="Choose a bone of the pole armature", icon="ERROR")
+        layout.prop(s, "pole_angle")
+    if s.target_mode == "OBJECT":
+        layout.prop(s, "use_rotation")
+        row = layout.row()
+        row.active = s.use_rotation
+        row.prop(s, "rotation_weight")
+
+
+def draw_report(layout: bpy.types.UILayout, obj: bpy.types.Object) -> None:
+    """The object's last IK bake report: its warnings, or why it failed."""
+    report = bakejob.read_report(obj)
+    if report["operator"] != "sinew.bake_ik":
+        return
+    if report["state"] == "FAILED":
+        draw_failure(layout, report["error"])
+    for text in filter(None, report["warnings"].split("\n")):
+        layout.label(text=text, icon="ERROR")
+
+
 def draw_stats(layout: bpy.types.UILayout, s: bpy.types.PropertyGroup) -> None:
     if s.last_frames <= 0:
         layout.label(text="Not baked yet")
@@ -73,9 +106,7 @@ class SINEW_PT_bone_ik(bpy.types.Panel):
                 if problem:
                     col.label(text=f"{axis.upper()}: {problem}", icon="ERROR")
             col.label(text="Variables: t (0 to 1 over the range), frame; armature space", icon="INFO")
-        else:
-            col.prop(s, "target", text="Curve" if s.target_mode == "CURVE" else "Target")
-        col.prop(s, "pole_target")
+        draw_targets(col, s)
         col.prop(s, "max_iterations")
         col.prop(s, "tolerance")
         col.prop(s, "max_step_angle")
@@ -85,9 +116,7 @@ class SINEW_PT_bone_ik(bpy.types.Panel):
         box = layout.box()
         box.label(text="Last bake")
         draw_stats(box, s)
-        failure = bakejob.last_error_for("sinew.bake_ik", context.object.name)
-        if failure:
-            draw_failure(layout, failure)
+        draw_report(layout, context.object)
 
 
 class SINEW_PT_ik_chains(bpy.types.Panel):
@@ -118,8 +147,10 @@ class SINEW_PT_ik_chains(bpy.types.Panel):
             row.label(text=s.solver)
             if s.target_mode == "EXPRESSION":
                 box.label(text="Target: expression")
-            else:
-                box.label(text=f"Target: {s.target.name if s.target else '(none)'}")
+            col = box.column()
+            col.use_property_split = True
+            col.use_property_decorate = False
+            draw_targets(col, s)
             if _ik_constraints(pb):
                 box.label(text="IK constraint will be muted", icon="ERROR")
             draw_stats(box, s)
@@ -128,9 +159,7 @@ class SINEW_PT_ik_chains(bpy.types.Panel):
         row = layout.row()
         row.enabled = bool(tips)
         row.operator("sinew.bake_ik", icon="REC")
-        failure = bakejob.last_error_for("sinew.bake_ik", obj.name)
-        if failure:
-            draw_failure(layout, failure)
+        draw_report(layout, obj)
 
 
 classes = (SINEW_PT_bone_ik, SINEW_PT_ik_chains)

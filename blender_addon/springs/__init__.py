@@ -3,7 +3,8 @@
 Module map:
 
 ``props``      the property group (settings of CONTRACT.md plus the bake state);
-``presets``    cotton, silk, rope, stiff flag as plain dicts, and the operator applying them;
+``preset_table`` cotton, silk, denim, rubber, rope, flag as plain dicts (DENSITY + MATERIAL);
+``presets``    the operator applying them;
 ``read``       the scene → numpy boundary: deformed input per frame, pins, colliders;
 ``write``      numpy → scene: shape keys keyed per frame, or a PC2 file + Mesh Cache
                modifier, and the exact undo of either (free);

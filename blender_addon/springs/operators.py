@@ -20,7 +20,7 @@ from bpy.props import IntProperty
 from .. import deps
 from ..bakejob import BakeJob, BakeOperator
 from ..core.errors import SinewError
-from . import budget, read, write
+from . import budget, fields, read, write
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,12 @@ class SpringSettings:
     substeps: int
     iterations: int
     output: str
+    mass_mode: str = "VERTEX"
+    density: float = 0.15
+    stiffness_mode: str = "SPRING"
+    max_stretch: float = 0.0
+    pin_stiffness: float = 0.0
+    pre_roll: int = 0
     self_collision: bool = False
     self_distance: float = 0.015
 
@@ -47,8 +53,17 @@ class SpringSettings:
                    float(props.shear_stiffness), float(props.bending_stiffness),
                    float(props.damping), float(props.air_drag), props.pin_group,
                    int(props.substeps), int(props.iterations), props.output,
+                   mass_mode=props.mass_mode, density=float(props.density),
+                   stiffness_mode=props.stiffness_mode, max_stretch=float(props.max_stretch),
+                   pin_stiffness=float(props.pin_stiffness), pre_roll=int(props.pre_roll),
                    self_collision=bool(props.self_collision),
                    self_distance=float(props.self_distance))
+
+    def mass_arguments(self) -> dict[str, float]:
+        """``build_model``'s mass keyword for the mass mode."""
+        if self.mass_mode == "DENSITY":
+            return {"density": self.density}
+        return {"vertex_mass": self.vertex_mass}
 
 
 def scene_fps(scene: bpy.types.Scene) -> float:
@@ -96,9 +111,18 @@ class SpringBakeJob(BakeJob):
             write.check_cache_writable(obj)  # unsaved .blend, path outside its folder, read-only
         scene = context.scene
         self.started = started = time.perf_counter()
+        # force fields (fields.py): which ones act, read per frame with the mesh
+        props = obj.sinew_springs
+        field_weight = float(props.field_weight)
+        field_objs, self.fields_skipped = (
+            fields.scene_fields(context.view_layer, obj)
+            if props.use_force_fields and field_weight != 0.0 else ([], []))
+        self.fields_used = [ob.name for ob in field_objs]
+        source = (lambda dg: fields.read_fields(field_objs, dg)) if field_objs else None
         with write.unbaked_view(obj):
             self.input = inp = read.read_input(scene, obj, frame_start, frame_end, s.pin_group,
-                                               obj.sinew_springs.collision_collection)
+                                               obj.sinew_springs.collision_collection,
+                                               field_source=source)
         topo = inp.topology
         springs = build_springs(topo.vertex_count, topo.edges, topo.loop_starts, topo.loop_totals,
                                 topo.loop_vertices, shear=s.shear_stiffness > 0,
@@ -106,8 +130,10 @@ class SpringBakeJob(BakeJob):
         self.model = build_model(inp.world[0], springs, stiffness=s.stiffness,
                                  shear_stiffness=s.shear_stiffness,
                                  bending_stiffness=s.bending_stiffness, damping=s.damping,
-                                 vertex_mass=s.vertex_mass, pinned=inp.pin_weights > 0,
-                                 air_drag=s.air_drag, gravity=scene_gravity(scene))
+                                 pinned=inp.pin_weights, air_drag=s.air_drag,
+                                 gravity=scene_gravity(scene), triangles=triangulate(topo),
+                                 stiffness_mode=s.stiffness_mode, pin_stiffness=s.pin_stiffness,
+                                 max_stretch=s.max_stretch, **s.mass_arguments())
         self_col = None
         if s.self_collision and len(topo.loop_totals):
             # neighbours are decided on the first frame's shape (world space)
@@ -116,34 +142,60 @@ class SpringBakeJob(BakeJob):
                              iterations=s.iterations, frame_start=frame_start,
                              self_collision=self_col)
         self._colliders = collider_frames(TriangleMesh, inp.colliders)
+        self._field_forces: Any = None
+        if field_objs:
+            from ..core.springs import FieldForces
+            self._field_forces = FieldForces(fields.read_triangles(obj.data), self.model.masses,
+                                             fps=scene_fps(scene), weight=field_weight)
         self.positions: np.ndarray | None = np.empty_like(inp.world)
         self.positions[0] = self.sim.state.x
         self.iterations = 0
         self.max_strain = 0.0
         self.contacts = 0
         self.max_penetration = 0.0
+        self.unconverged = 0
+        self.max_residual = 0.0
         self.self_contacts = 0
         self.self_crossings = 0
         self.read_time = time.perf_counter() - started
-        self.total = len(inp.frames) - 1
+        self.pre_roll = s.pre_roll
+        self.total = s.pre_roll + len(inp.frames) - 1
         self.done = 0
 
     def step(self) -> bool:
         if self.done >= self.total:
             return True
-        i = self.done + 1
-        pins = self.input.world[i][self.model.pinned_index]
-        diag = self.sim.advance(pins, self._colliders[i])
         assert self.positions is not None, "step() after cancel()"
+        if self.done < self.pre_roll:
+            # pre-roll: pins, colliders and force fields held as at frame_start; not written
+            ahead = self.pre_roll - self.done
+            self.sim.pre_roll(1, self._colliders[0],
+                              self._external(0, 0, int(self.input.frames[0]) - ahead))
+            self.done += 1
+            self.positions[0] = self.sim.state.x
+            return self.done >= self.total
+        i = self.done - self.pre_roll + 1
+        pins = self.input.world[i][self.model.target_index]
+        ext = self._external(i - 1, i, int(self.input.frames[i - 1]))
+        diag = self.sim.advance(pins, self._colliders[i], external=ext)
         self.positions[i] = self.sim.state.x
         self.iterations += diag.iterations
         self.max_strain = max(self.max_strain, float(diag.max_strain))
         self.contacts += int(diag.contacts)
         self.max_penetration = max(self.max_penetration, float(diag.max_penetration))
+        self.unconverged += 0 if diag.converged else 1
+        if np.isfinite(diag.max_residual):
+            self.max_residual = max(self.max_residual, float(diag.max_residual))
         self.self_contacts += diag.self_contacts
         self.self_crossings = max(self.self_crossings, diag.self_crossings)
-        self.done = i
+        self.done += 1
         return self.done >= self.total
+
+    def _external(self, a: int, b: int, frame: int) -> Any:
+        """The force fields' ``external`` callable for the step from input frame ``a`` to ``b``."""
+        if self._field_forces is None:
+            return None
+        return self._field_forces.for_frame(self.input.fields[a], self.input.fields[b], frame)
 
     def cancel(self) -> None:
         self.positions = None
@@ -166,21 +218,34 @@ class SpringBakeJob(BakeJob):
         props.bake_output = self.settings.output
         props.bake_frame_start = int(frames[0])
         props.bake_frame_end = int(frames[-1])
-        props.bake_iterations = self.iterations / max(self.total, 1)
+        written = max(len(frames) - 1, 1)
+        props.bake_iterations = self.iterations / written
         props.bake_max_strain = self.max_strain
         props.bake_contacts = self.contacts
         props.bake_max_penetration = self.max_penetration
-        props.bake_time = time.perf_counter() - self.started
         contact = ""
         if self._colliders and any(self._colliders):
             contact = (f", {self.contacts} collider contacts, max penetration "
                        f"{1000.0 * self.max_penetration:.1f} mm")
+        props.bake_unconverged = self.unconverged
+        props.bake_max_residual = self.max_residual
+        props.bake_time = time.perf_counter() - self.started
+        if self.unconverged:
+            conv = (f"{self.unconverged} of {written} frames not converged (residual up to "
+                    f"{self.max_residual:.3g} N: more iterations or substeps)")
+        else:
+            conv = "converged" + (f" (residual up to {self.max_residual:.3g} N)"
+                                  if self.max_residual else "")
+        pre = f", {self.pre_roll} pre-roll frames" if self.pre_roll else ""
         self_col = ""
         if self.sim.self_collision is not None:
-            self_col = (f", {self.self_contacts / max(self.total, 1):.0f} self-contacts per frame, "
+            self_col = (f", {self.self_contacts / written:.0f} self-contacts per frame, "
                         f"{self.self_crossings} crossing triangle pairs")
-        return (f"{obj.name}: {len(frames)} frames, {props.bake_iterations:.1f} iterations per "
-                f"frame, max strain {100.0 * self.max_strain:.2f}%{contact}{self_col}")
+        field_note = (f", force fields: {', '.join(self.fields_used)}" if self.fields_used else "")
+        if self.fields_skipped:
+            field_note += f"; force fields not supported, skipped: {', '.join(self.fields_skipped)}"
+        return (f"{obj.name}: {len(frames)} frames{pre}, {props.bake_iterations:.1f} iterations "
+                f"per frame, max strain {100.0 * self.max_strain:.2f}%{contact}{self_col}, {conv}{field_note}")
 
 
 def collider_frames(mesh_cls: type, frames: list) -> list[list]:
@@ -214,6 +279,8 @@ def free_bake(obj: bpy.types.Object) -> bool:
     props.bake_frame_start = props.bake_frame_end = 0
     props.bake_time = props.bake_iterations = props.bake_max_strain = 0.0
     props.bake_contacts, props.bake_max_penetration = 0, 0.0
+    props.bake_unconverged = 0
+    props.bake_max_residual = 0.0
     return True
 
 

@@ -1,29 +1,15 @@
-"""Material presets (as the Cloth panel offers): plain dicts of ``sinew_springs`` values."""
+"""The ``sinew.springs_preset`` operator; the preset values are in :mod:`.preset_table`."""
 
 from __future__ import annotations
 
 import bpy
 from bpy.props import EnumProperty
 
-#: Preset name → settings. Masses per vertex (kg), stiffness N/m, damping N·s/m, drag 1/s.
-PRESETS: dict[str, dict[str, object]] = {
-    "COTTON": dict(vertex_mass=0.3, stiffness=5000.0, shear_stiffness=500.0, bending_stiffness=50.0,
-                   damping=5.0, air_drag=0.5, solver="FAST", substeps=1, iterations=10),
-    "SILK": dict(vertex_mass=0.15, stiffness=2000.0, shear_stiffness=100.0, bending_stiffness=2.0,
-                 damping=1.0, air_drag=1.0, solver="FAST", substeps=2, iterations=10),
-    "ROPE": dict(vertex_mass=0.05, stiffness=20000.0, shear_stiffness=0.0, bending_stiffness=5.0,
-                 damping=2.0, air_drag=0.1, solver="FAST", substeps=2, iterations=20),
-    "STIFF_FLAG": dict(vertex_mass=0.2, stiffness=50000.0, shear_stiffness=5000.0,
-                       bending_stiffness=1000.0, damping=10.0, air_drag=0.5, solver="FAST",
-                       substeps=1, iterations=15),
-}
+from .preset_table import _LOOK, DESCRIPTIONS, MEASURED, PRESETS
 
-_ITEMS = (
-    ("COTTON", "Cotton", "Soft, fairly heavy fabric"),
-    ("SILK", "Silk", "Light, flowing fabric with little bending resistance"),
-    ("ROPE", "Rope", "Stiff along its length, light, bends freely"),
-    ("STIFF_FLAG", "Stiff Flag", "Heavy, stiff cloth that keeps its shape"),
-)
+__all__ = ["PRESETS", "MEASURED", "DESCRIPTIONS", "SINEW_OT_springs_preset", "classes"]
+
+_ITEMS = tuple((name, _LOOK[name][0], DESCRIPTIONS[name]) for name in PRESETS)
 
 
 class SINEW_OT_springs_preset(bpy.types.Operator):

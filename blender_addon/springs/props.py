@@ -37,6 +37,19 @@ def solver_items() -> list[tuple[str, str, str]]:
 # Enum items must stay referenced while registered (Blender keeps pointers to the strings).
 _SOLVER_ITEMS = solver_items()
 
+MASS_MODE_ITEMS = (
+    ("VERTEX", "Per Vertex", "Vertex Mass is the mass of each vertex: a finer mesh is heavier"),
+    ("DENSITY", "Density", "Density (kg/m²) spread over the vertices by triangle area: the same "
+     "cloth weighs the same at any resolution"),
+)
+STIFFNESS_MODE_ITEMS = (
+    ("SPRING", "Per Spring", "The stiffness fields are N/m per spring: a finer mesh is a different "
+     "cloth"),
+    ("MATERIAL", "Material", "The stiffness fields describe the cloth (N per metre of width per unit "
+     "strain), scaled per spring by its rest length and the area it spans: the same cloth at any "
+     "resolution"),
+)
+
 OUTPUT_ITEMS = (
     ("KEYFRAMES", "Keyframes", "One shape key per frame, keyed on and off: stored in the .blend"),
     ("CACHE", "Cache (PC2)", "A PC2 file in //sinew_cache/ next to the saved .blend, read by a Mesh "
@@ -51,16 +64,21 @@ class SINEW_PG_springs(bpy.types.PropertyGroup):
                           default=False)
     solver: EnumProperty(name="Solver", items=_SOLVER_ITEMS, default="FAST",
                          description="Time integrator")
-    vertex_mass: FloatProperty(name="Vertex Mass", description="Mass of each vertex (kg)",
-                               default=0.3, min=1e-6, soft_max=10.0, precision=3, unit="MASS")
-    stiffness: FloatProperty(name="Stiffness", description="Structural springs along mesh edges (N/m)",
-                             default=1000.0, min=0.0, soft_max=1e6)
-    shear_stiffness: FloatProperty(name="Shear", description="Face-diagonal springs (N/m); 0 = none",
-                                   default=100.0, min=0.0, soft_max=1e6)
-    bending_stiffness: FloatProperty(name="Bending", description="Skip-one springs (N/m); 0 = none",
-                                     default=10.0, min=0.0, soft_max=1e6)
-    damping: FloatProperty(name="Damping", description="Damping along each spring (N·s/m)",
-                           default=1.0, min=0.0, soft_max=1000.0)
+    vertex_mass: FloatProperty(name="Vertex Mass", description="Mass of each vertex (kg), "
+                               "Per Vertex mass mode", default=0.3, min=1e-6, soft_max=10.0,
+                               precision=3, unit="MASS")
+    stiffness: FloatProperty(name="Stiffness", description="Structural springs along mesh edges: N/m "
+                             "per spring, or in Material mode the cloth's stretch modulus (N per metre "
+                             "of width per unit strain; on edges without faces N per unit strain)",
+                             default=2000.0, min=0.0, soft_max=1e6)
+    shear_stiffness: FloatProperty(name="Shear", description="Face-diagonal springs (N/m per spring, "
+                                   "or the shear modulus in Material mode); 0 = none",
+                                   default=200.0, min=0.0, soft_max=1e6)
+    bending_stiffness: FloatProperty(name="Bending", description="Skip-one springs (N/m per spring, "
+                                     "or fold resistance in Material mode); 0 = none",
+                                     default=2.0, min=0.0, soft_max=1e6)
+    damping: FloatProperty(name="Damping", description="Damping along each spring (N·s/m; scaled "
+                           "like the stiffness in Material mode)", default=1.0, min=0.0, soft_max=1000.0)
     air_drag: FloatProperty(name="Air Drag", description="Drag on each vertex's velocity (1/s)",
                             default=0.1, min=0.0, soft_max=10.0)
     pin_group: StringProperty(name="Pin Group",
@@ -75,6 +93,24 @@ class SINEW_PG_springs(bpy.types.PropertyGroup):
     output: EnumProperty(name="Output", items=OUTPUT_ITEMS, default="KEYFRAMES",
                          description="Where the baked motion is stored")
 
+    # -- material model, strain limit, soft pins, pre-roll (issue 16) --------------------
+    mass_mode: EnumProperty(name="Mass", items=MASS_MODE_ITEMS, default="DENSITY",
+                            description="How the mesh's mass is given")
+    density: FloatProperty(name="Density", description="Mass per square metre of the rest surface "
+                           "(kg/m²; on edges without faces kg per metre)", default=0.15, min=1e-6,
+                           soft_max=5.0, precision=3)
+    stiffness_mode: EnumProperty(name="Stiffness", items=STIFFNESS_MODE_ITEMS, default="MATERIAL",
+                                 description="What the stiffness fields mean")
+    max_stretch: FloatProperty(name="Max Stretch", description="Strain limit: no mesh edge ends a step "
+                               "longer than (1 + this) × its rest length; 0 = off", default=0.03,
+                               min=0.0, soft_max=1.0, precision=3, subtype="FACTOR")
+    pin_stiffness: FloatProperty(name="Pin Stiffness", description="A pinned vertex is pulled to its "
+                                 "target by this × its pin weight (N/m) instead of being fixed; "
+                                 "0 = hard pins", default=0.0, min=0.0, soft_max=1e5)
+    pre_roll: IntProperty(name="Pre-roll", description="Frames simulated before the start frame (pins "
+                          "and colliders held as at the start) so the bake starts settled; not "
+                          "written", default=0, min=0, soft_max=250, max=100000)
+
     # -- self-collision (core/springs/selfcollision.py) ----------------------------------
     self_collision: BoolProperty(name="Self Collision",
                                  description="The mesh collides with itself: its non-neighbouring "
@@ -84,6 +120,15 @@ class SINEW_PG_springs(bpy.types.PropertyGroup):
                                  description="Smallest distance kept between non-neighbouring "
                                              "parts of the mesh (m)",
                                  default=0.015, min=0.001, soft_max=0.1, precision=3, unit="LENGTH")
+
+    # -- force fields (fields.py) ----------------------------------------------------------
+    use_force_fields: BoolProperty(
+        name="Force Fields", default=True,
+        description="Blender's force fields in the scene (Wind, Force, Turbulence, Vortex, Drag) "
+                    "act on this mesh, as on Blender's Cloth")
+    field_weight: FloatProperty(
+        name="Field Weight", default=1.0, min=-100.0, max=100.0, soft_min=0.0, soft_max=2.0,
+        description="Scale of all force fields on this mesh (1 = as the fields say, 0 = none)")
 
     # -- bake state (written by the bake, read by the panel and by free) ---------------
     baked: BoolProperty(name="Baked", default=False, options={"HIDDEN"})
@@ -97,6 +142,11 @@ class SINEW_PG_springs(bpy.types.PropertyGroup):
     bake_max_penetration: FloatProperty(name="Max Penetration", description="Deepest a vertex "
                                         "ended inside a collider in any substep (m; 0 is the goal)",
                                         default=0.0, options={"HIDDEN"}, unit="LENGTH")
+    bake_unconverged: IntProperty(name="Unconverged Frames", description="Frames whose solve (or "
+                                  "strain limit) did not reach its tolerance", default=0,
+                                  options={"HIDDEN"})
+    bake_max_residual: FloatProperty(name="Max Residual", description="Largest force residual of "
+                                     "the solve over the bake (N)", default=0.0, options={"HIDDEN"})
     bake_output: StringProperty(name="Baked Output", default="", options={"HIDDEN"})
     # What free_bake needs to restore the object exactly: a JSON document (see write.py).
     bake_record: StringProperty(name="Bake Record", default="", options={"HIDDEN"})

@@ -10,8 +10,8 @@ is read with ``foreach_get``; there is no Python loop over vertices.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import bpy
@@ -242,6 +242,9 @@ class FrameInput:
         Length ``F``; per frame a list of :func:`read_colliders` tuples, one per collider
         object in the same order every frame.
     topology : Topology
+    fields : list
+        Length ``F`` (empty without a ``field_source``): per frame what
+        ``field_source(depsgraph)`` returned (the force fields, :mod:`.fields`).
     """
 
     frames: np.ndarray
@@ -251,11 +254,14 @@ class FrameInput:
     pin_weights: np.ndarray
     colliders: list
     topology: Topology
+    fields: list = field(default_factory=list)
 
 
 def read_input(scene: bpy.types.Scene, obj: bpy.types.Object, frame_start: int, frame_end: int,
-               pin_group: str, collision_collection: Any) -> FrameInput:
-    """Read the deformed mesh, pins and colliders at every frame (scene frame restored).
+               pin_group: str, collision_collection: Any,
+               field_source: Callable[[Any], Any] | None = None) -> FrameInput:
+    """Read the deformed mesh, pins and colliders at every frame (scene frame restored);
+    with ``field_source``, also ``field_source(depsgraph)`` at every frame.
 
     Raises
     ------
@@ -275,6 +281,7 @@ def read_input(scene: bpy.types.Scene, obj: bpy.types.Object, frame_start: int, 
     local = np.empty((len(frames), n, 3))
     mats = np.empty((len(frames), 4, 4))
     colliders = []
+    fields: list = []
     weights = np.zeros(n)
     with kept_frame(scene), deform_only_view(obj):
         for i, f in enumerate(frames):
@@ -287,7 +294,9 @@ def read_input(scene: bpy.types.Scene, obj: bpy.types.Object, frame_start: int, 
                     "a bake needs the same vertices on every frame (check modifiers and drivers)")
             local[i], mats[i] = x, m
             colliders.append(read_colliders(cols_objs, dg))
+            if field_source is not None:
+                fields.append(field_source(dg))
             if i == 0 and pin_group:
                 weights = read_pin_weights(obj, scene, pin_group, x)
     world = np.einsum("fij,fnj->fni", mats[:, :3, :3], local) + mats[:, None, :3, 3]
-    return FrameInput(frames, local, mats, world, weights, colliders, topo)
+    return FrameInput(frames, local, mats, world, weights, colliders, topo, fields)

@@ -60,6 +60,7 @@ class SINEW_PT_springs_solver(_SubPanel, bpy.types.Panel):
         col = layout.column(align=True)
         col.prop(props, "substeps")
         col.prop(props, "iterations")
+        layout.prop(props, "pre_roll")
 
 
 class SINEW_PT_springs_springs(_SubPanel, bpy.types.Panel):
@@ -67,7 +68,12 @@ class SINEW_PT_springs_springs(_SubPanel, bpy.types.Panel):
 
     def draw(self, context: bpy.types.Context) -> None:
         layout, props = self._props(context)
-        layout.prop(props, "vertex_mass")
+        layout.prop(props, "mass_mode")
+        if props.mass_mode == "DENSITY":
+            layout.prop(props, "density")
+        else:
+            layout.prop(props, "vertex_mass")
+        layout.prop(props, "stiffness_mode")
         col = layout.column(align=True)
         col.prop(props, "stiffness")
         col.prop(props, "shear_stiffness")
@@ -75,6 +81,7 @@ class SINEW_PT_springs_springs(_SubPanel, bpy.types.Panel):
         col = layout.column(align=True)
         col.prop(props, "damping")
         col.prop(props, "air_drag")
+        layout.prop(props, "max_stretch")
 
 
 class SINEW_PT_springs_pins(_SubPanel, bpy.types.Panel):
@@ -83,6 +90,7 @@ class SINEW_PT_springs_pins(_SubPanel, bpy.types.Panel):
     def draw(self, context: bpy.types.Context) -> None:
         layout, props = self._props(context)
         layout.prop_search(props, "pin_group", context.object, "vertex_groups", text="Pin Group")
+        layout.prop(props, "pin_stiffness")
 
 
 class SINEW_PT_springs_collisions(_SubPanel, bpy.types.Panel):
@@ -98,6 +106,19 @@ class SINEW_PT_springs_collisions(_SubPanel, bpy.types.Panel):
         sub = col.column(align=True)
         sub.active = props.self_collision
         sub.prop(props, "self_distance", text="Distance")
+
+
+class SINEW_PT_springs_fields(_SubPanel, bpy.types.Panel):
+    bl_label = "Force Fields"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw_header(self, context: bpy.types.Context) -> None:
+        self.layout.prop(context.object.sinew_springs, "use_force_fields", text="")
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout, props = self._props(context)
+        layout.active = props.enabled and props.use_force_fields
+        layout.prop(props, "field_weight")
 
 
 class SINEW_PT_springs_output(_SubPanel, bpy.types.Panel):
@@ -130,6 +151,11 @@ class SINEW_PT_springs_bake(_SubPanel, bpy.types.Panel):
             if props.bake_contacts:
                 col.label(text=f"Contacts {props.bake_contacts}, max penetration "
                                f"{1000.0 * props.bake_max_penetration:.1f} mm")
+            if props.bake_unconverged:
+                col.label(text=f"{props.bake_unconverged} frames not converged "
+                               f"(residual ≤ {props.bake_max_residual:.3g} N)", icon="ERROR")
+            else:
+                col.label(text="Solver converged on every frame")
         else:
             row.operator("sinew.bake_springs", text="Bake", icon="PHYSICS")
             layout.label(text=f"Frames {context.scene.frame_start}–{context.scene.frame_end} (scene range)")
@@ -141,5 +167,6 @@ class SINEW_PT_springs_bake(_SubPanel, bpy.types.Panel):
 
 
 classes = (SINEW_PT_springs, SINEW_PT_springs_solver, SINEW_PT_springs_springs,
-           SINEW_PT_springs_pins, SINEW_PT_springs_collisions, SINEW_PT_springs_output,
+           SINEW_PT_springs_pins, SINEW_PT_springs_collisions, SINEW_PT_springs_fields,
+           SINEW_PT_springs_output,
            SINEW_PT_springs_bake)

@@ -14,6 +14,9 @@ Integrators (all share ``step(model, state, h, *, pins, iterations, colliders)``
 ``NEWTON``     implicit Euler as minimisation, Newton + Armijo line search;
 ``FAST``       Liu et al. 2013 local/global (+ Wang 2015 Chebyshev option).
 
+Force fields (:mod:`.fields`): Blender's Wind, Force, Vortex, Turbulence and Drag
+evaluated on plain arrays, fed to the integrators as ``external`` forces.
+
 :class:`SelfCollision` (``selfcollision.py``) keeps the mesh from passing through itself
 after every step.
 """
@@ -24,6 +27,7 @@ from .base import Integrator, StepInfo
 from .colliders import Plane, Sphere, TriangleMesh, resolve
 from .explicit import ExplicitEuler
 from .fast import LocalGlobal
+from .fields import FIELD_TYPES, FieldForces, ForceField
 from .implicit import LinearImplicitEuler
 from .model import Model, State, build_model, lumped_masses
 from .newton import NewtonImplicitEuler
@@ -44,5 +48,5 @@ __all__ = [
     "LinearImplicitEuler", "NewtonImplicitEuler", "LocalGlobal", "Model", "State",
     "build_model", "lumped_masses", "SpringSet", "build_springs", "Plane", "Sphere",
     "TriangleMesh", "resolve", "FrameDiagnostics", "Simulator", "simulate", "SelfCollision",
-    "count_crossings",
+    "count_crossings", "FIELD_TYPES", "FieldForces", "ForceField",
 ]

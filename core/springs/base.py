@@ -9,9 +9,9 @@ minimise
 ``g(x) = ½ Σᵢ Wᵢ ‖xᵢ − ŷᵢ‖² + E(x) + (1/2h) Σ_s k_d (û⁰_s·(Δxᵢ − Δxⱼ))²``
 
 where ``Wᵢ = mᵢ (1/h² + c/h)`` and
-``ŷ = (x₀/h² + v₀/h + g + c (x₀/h + wind)) / (1/h² + c/h)``
-gather inertia, gravity and air drag ``−c m (v − wind)`` (both treated
-implicitly), and the last term is spring damping ``−k_d ((vᵢ − vⱼ)·û) û``
+``ŷ = (x₀/h² + v₀/h + g + c (x₀/h + wind) + f_ext/m) / (1/h² + c/h)``
+gather inertia, gravity, external forces ``f_ext`` held over the step (force
+fields) and air drag ``−c m (v − wind)`` (treated implicitly), and the last term is spring damping ``−k_d ((vᵢ − vⱼ)·û) û``
 with directions ``û⁰`` frozen at the start of the step, so that
 
 ``∇g = W (x − ŷ) + ∇E(x) + (1/h) D (x − x₀)``
@@ -23,6 +23,16 @@ forces evaluated at the end of the step. NEWTON and FAST minimise the same
 Pins are eliminated from the unknowns: pinned vertices sit at their targets
 for the end of the step and only the free vertices are solved for; pinned
 velocities are ``(target − x₀)/h``.
+
+Soft pins (``Model.anchors``) are zero-rest-length springs
+``½ kₐ ‖xᵢ − tᵢ‖²`` to the target at the end of the step. Being quadratic
+they merge into the inertia term: ``Wᵢ ← Wᵢ + kₐ`` and
+``ŷᵢ ← (Wᵢ ŷᵢ + kₐ tᵢ)/(Wᵢ + kₐ)`` (the objective changes by a constant), so
+NEWTON and FAST need nothing else; the explicit integrators add the force
+``−kₐ (xᵢ − tᵢ)``.
+
+After the solve, :meth:`Integrator._finish` runs the post-solve pipeline:
+strain limit (:mod:`.strainlimit`) → colliders → exact pins.
 """
 
 from __future__ import annotations
@@ -37,8 +47,14 @@ from ..errors import SinewError
 from . import forces as F
 from .colliders import resolve
 from .model import Model, State
+from .strainlimit import limit_strain
 
-__all__ = ["StepInfo", "Integrator", "Objective", "block_apply", "pin_targets"]
+__all__ = ["StepInfo", "Integrator", "Objective", "block_apply", "pin_targets", "split_targets",
+           "anchor_forces", "CONVERGENCE_RTOL"]
+
+#: A step counts as converged when ``‖∇g‖ ≤ CONVERGENCE_RTOL · max(‖∇g(x_start)‖, ‖M g‖)``:
+#: the force imbalance left is at most 0.1 % of the initial imbalance or of the weight.
+CONVERGENCE_RTOL = 1e-3
 
 
 @dataclass
@@ -52,23 +68,51 @@ class StepInfo:
     residual : float
         ``‖∇g‖`` over the free vertices at the result (N), or ``nan`` where
         not defined (explicit methods).
+    converged : bool
+        The solve met its tolerance (:data:`CONVERGENCE_RTOL` for NEWTON and
+        FAST; the linear solve for IMPLICIT; always for the explicit ones) and
+        the strain limit, if any, was reached.
     """
 
     iterations: int
     residual: float
+    converged: bool = True
+
+
+def converged(residual: float, start: float, model: Model) -> bool:
+    """Whether ``residual`` (N) meets :data:`CONVERGENCE_RTOL` (see there)."""
+    weight = float(np.linalg.norm(model.masses)) * float(np.linalg.norm(model.gravity))
+    return bool(residual <= CONVERGENCE_RTOL * max(start, weight, 1e-300))
 
 
 def pin_targets(model: Model, state: State, pins: np.ndarray | None) -> np.ndarray:
-    """Pin targets ``(p, 3)`` for the end of a step (current positions if ``None``)."""
-    p = len(model.pinned_index)
+    """Targets ``(t, 3)`` of ``model.target_index`` (hard and soft pins) for the end
+    of a step (current positions if ``None``)."""
+    p = len(model.target_index)
     if pins is None:
-        return state.x[model.pinned_index].copy()
+        return state.x[model.target_index].copy()
     t = np.asarray(pins, dtype=np.float64)
     if t.shape != (p, 3):
         raise SinewError(f"pins must have shape ({p}, 3), got {t.shape}")
     if not np.all(np.isfinite(t)):
         raise SinewError("pin targets contain NaN or infinite values")
     return t
+
+
+def split_targets(model: Model, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Targets ``(t, 3)`` → (hard-pin targets ``(p, 3)``, soft-pin targets ``(q, 3)``)."""
+    if len(model.anchor_index) == 0:
+        return targets, targets[:0]
+    return targets[model.target_hard], targets[model.target_anchor]
+
+
+def anchor_forces(model: Model, x: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Soft-pin forces ``−kₐ (xᵢ − tᵢ)``, shape ``(n, 3)``, N (``targets`` ``(t, 3)``)."""
+    f = np.zeros_like(x)
+    ai = model.anchor_index
+    if len(ai):
+        f[ai] = -model.anchor_stiffness[:, None] * (x[ai] - split_targets(model, targets)[1])
+    return f
 
 
 def block_apply(model: Model, blocks: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -112,6 +156,7 @@ class Integrator:
         pins: np.ndarray | None = None,
         iterations: int = 10,
         colliders: Sequence[Any] = (),
+        external: np.ndarray | None = None,
     ) -> StepInfo:
         """Advance ``state`` in place by ``h`` seconds.
 
@@ -129,6 +174,10 @@ class Integrator:
             Maximum solver iterations (NEWTON, FAST).
         colliders : sequence
             Colliders (see :mod:`.colliders`), resolved after the solve.
+        external : numpy.ndarray, optional
+            Shape ``(n, 3)``, N: external forces (force fields, :mod:`.fields`)
+            held constant over the step: added to ``f`` by the explicit methods and
+            to the right-hand side (``ŷ``) by the implicit ones.
 
         Returns
         -------
@@ -139,16 +188,27 @@ class Integrator:
     @staticmethod
     def _finish(model: Model, state: State, x_new: np.ndarray, v_new: np.ndarray,
                 x_old: np.ndarray, h: float, targets: np.ndarray,
-                colliders: Sequence[Any]) -> None:
-        """Resolve colliders, set pins exactly, write ``state``."""
+                colliders: Sequence[Any]) -> bool:
+        """Post-solve pipeline: strain limit, colliders, exact pins; write ``state``.
+
+        ``targets`` ``(t, 3)`` as from :func:`pin_targets`. Returns whether the
+        strain limit was reached (True without one).
+        """
+        pi = model.pinned_index
+        hard = split_targets(model, targets)[0]
+        limited = True
+        if model.max_stretch > 0:
+            if len(pi):
+                x_new[pi] = hard
+            limited = limit_strain(model, x_new, v_new, h).converged
         if colliders:
             resolve(colliders, x_new, v_new, x_old, h, model)
-        pi = model.pinned_index
         if len(pi):
-            x_new[pi] = targets
-            v_new[pi] = (targets - x_old[pi]) / h
+            x_new[pi] = hard
+            v_new[pi] = (hard - x_old[pi]) / h
         state.x[...] = x_new
         state.v[...] = v_new
+        return limited
 
 
 class Objective:
@@ -161,9 +221,15 @@ class Objective:
         Start of the step (not modified).
     h : float
         Time step, s.
+    external : numpy.ndarray, optional
+        Shape ``(n, 3)``, N: constant external forces over the step; they enter
+        ``ŷ`` as ``f_ext/m`` beside gravity.
+    targets : numpy.ndarray, optional
+        Shape ``(t, 3)``, pin targets (soft pins enter ``w`` and ``y``).
     """
 
-    def __init__(self, model: Model, state: State, h: float) -> None:
+    def __init__(self, model: Model, state: State, h: float,
+                 targets: np.ndarray | None = None, external: np.ndarray | None = None) -> None:
         self.model = model
         self.h = h
         c = model.air_drag
@@ -172,6 +238,17 @@ class Objective:
         self.x0 = state.x.copy()
         self.y = (state.x / h**2 + state.v / h + model.gravity
                   + c * (state.x / h + model.wind)) / a
+        if external is not None:
+            self.y += external / (model.masses * a)[:, None]
+        ai = model.anchor_index
+        if len(ai):
+            if targets is None:
+                targets = state.x[model.target_index]
+            ka = model.anchor_stiffness
+            t_a = split_targets(model, targets)[1]
+            w_new = self.w[ai] + ka
+            self.y[ai] = (self.w[ai, None] * self.y[ai] + ka[:, None] * t_a) / w_new[:, None]
+            self.w[ai] = w_new
         self.has_damping = model.spring_count > 0 and bool(np.any(model.damping))
         self._geometry0: tuple[np.ndarray, np.ndarray] | None = None
         self.length0: np.ndarray | None = None  # (s,), set by geometry0()
@@ -222,7 +299,7 @@ class Objective:
         return grad
 
     def start(self, targets: np.ndarray) -> np.ndarray:
-        """Initial guess: ``ŷ`` with pins at their targets, shape ``(n, 3)``."""
+        """Initial guess: ``ŷ`` with hard pins at their targets, shape ``(n, 3)``."""
         x = self.y.copy()
-        x[self.model.pinned_index] = targets
+        x[self.model.pinned_index] = split_targets(self.model, targets)[0]
         return x

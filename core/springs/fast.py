@@ -41,8 +41,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import forces as F
-from .base import Integrator, Objective, StepInfo, pin_targets
-from .linsolve import factor_spd
+from .base import Integrator, Objective, StepInfo, converged, pin_targets, split_targets
+from .linsolve import SpringLaplacian
 from .model import Model, State
 
 __all__ = ["LocalGlobal"]
@@ -50,40 +50,23 @@ __all__ = ["LocalGlobal"]
 _TINY = F._TINY
 
 
-class _Prefactored:
-    """Per-(model, h) matrices and work buffers of the global step.
+class _Prefactored(SpringLaplacian):
+    """Per-(model, h) global-step matrix (the shared
+    :class:`~.linsolve.SpringLaplacian` with ``a = m (1/h² + c/h) + kₐ`` and
+    ``K = k + k_d/h``) and work buffers.
 
-    Attributes (``s`` springs, ``f`` free and ``p`` pinned vertices):
-    ``matrix`` CSC ``(f, f)`` = ``W + L_k + L_d/h`` over the free vertices and
-    ``matrix_csr`` the same in CSR (for products); ``solve`` its factorised
-    solve; ``coupling`` CSR ``(f, p)`` (free-pinned block of ``L_k + L_d/h``);
-    ``ld_free`` CSR ``(f, n)``; ``inc_free`` CSR ``(s, f)`` and ``inc_pinned``
-    CSR ``(s, p)`` (columns of the incidence matrix ``Aᵀ``), ``pin_springs``
-    the springs touching a pinned vertex and ``inc_pin_springs`` their rows of
-    ``inc_pinned``; ``inc_t_free`` CSR
-    ``(f, s)``; ``k_rest`` ``(s,)`` = ``k L``; ``kd_h`` ``(s,)`` = ``k_d/h``;
+    Attributes beyond :class:`~.linsolve.SpringLaplacian`'s (``s`` springs,
+    ``f`` free vertices): ``ld_free`` CSR ``(f, n)`` (free rows of
+    ``L_d/h``); ``k_rest`` ``(s,)`` = ``k L``; ``kd_h`` ``(s,)`` = ``k_d/h``;
     ``rho`` the Chebyshev spectral-radius estimate.
     """
 
     def __init__(self, model: Model, h: float) -> None:
-        free, pinned = model.free_index, model.pinned_index
-        inc, inc_t = model.incidence, model.incidence_t
-        lk = inc_t @ sp.diags(model.stiffness) @ inc
-        ld = inc_t @ sp.diags(model.damping / h) @ inc
-        k_all = (lk + ld).tocsr()
         w = model.masses * (1.0 / h**2 + model.air_drag / h)
-        k_ff = k_all[free][:, free]
-        self.matrix = (sp.diags(w[free]) + k_ff).tocsc()
-        self.matrix_csr = self.matrix.tocsr()
-        self.solve = factor_spd(self.matrix)
-        self.coupling = k_all[free][:, pinned].tocsr()
-        self.ld_free = ld.tocsr()[free]
-        inc_csc = inc.tocsc()
-        self.inc_free = inc_csc[:, free].tocsr()
-        self.inc_pinned = inc_csc[:, pinned].tocsr()
-        self.pin_springs = np.flatnonzero(np.diff(self.inc_pinned.indptr))
-        self.inc_pin_springs = self.inc_pinned[self.pin_springs]
-        self.inc_t_free = inc_t.tocsr()[free]
+        w[model.anchor_index] += model.anchor_stiffness
+        super().__init__(model, w, model.stiffness + model.damping / h)
+        inc, inc_t = model.incidence, model.incidence_t
+        self.ld_free = (inc_t @ sp.diags(model.damping / h) @ inc).tocsr()[model.free_index]
         self.k_rest = model.stiffness * model.rest_lengths
         self.kd_h = model.damping / h
         self.has_damping = bool(np.any(model.damping))
@@ -191,23 +174,27 @@ class LocalGlobal(Integrator):
         return pre
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
-             iterations: int = 10, colliders: Sequence[Any] = ()) -> StepInfo:
+             iterations: int = 10, colliders: Sequence[Any] = (),
+             external: np.ndarray | None = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
-        obj = Objective(model, state, h)
+        obj = Objective(model, state, h, targets, external=external)
         x = obj.start(targets)
         free = model.free_index
         its = max(int(iterations), 1)
         r = float("nan")
+        ok = True
         if len(free) and model.spring_count:
             pre = self.prefactored(model, h)
-            r = self._iterate(model, pre, obj, x, targets, its)
+            r = self._iterate(model, pre, obj, x, split_targets(model, targets)[0], its)
+            # judged against the weight alone (the start residual would cost a gradient)
+            ok = not self.compute_residual or converged(r, 0.0, model)
         else:
             its = 1 if len(free) else its
             if self.compute_residual:
                 r = F.norm(obj.gradient(x))
         x0 = obj.x0
-        self._finish(model, state, x, (x - x0) / h, x0, h, targets, colliders)
-        return StepInfo(its, r)
+        limited = self._finish(model, state, x, (x - x0) / h, x0, h, targets, colliders)
+        return StepInfo(its, r, ok and limited)
 
     def _iterate(self, model: Model, pre: _Prefactored, obj: Objective, x: np.ndarray,
                  targets: np.ndarray, iterations: int) -> float:

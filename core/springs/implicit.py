@@ -6,7 +6,7 @@ f(x₀) − βh H v₁`` with ``H`` the spring Hessian (each 3×3 block made pos
 semi-definite: see :mod:`.forces`), and damping and air drag act on
 ``(1 − β) v₀ + β v₁``:
 
-``[M + βh (D + cM) + βh² H] v₁ = M v₀ + h [f_s(x₀) − (1 − β)(D + cM) v₀ + cM·wind + M g]``
+``[M + βh (D + cM) + βh² H] v₁ = M v₀ + h [f_s(x₀) − (1 − β)(D + cM) v₀ + cM·wind + M g + f_ext]``
 
 then ``x₁ = x₀ + h v₁``. ``β = 0`` is semi-implicit (symplectic) Euler,
 ``β = ½`` the implicit midpoint-like rule, ``β = 1`` (default) backward Euler
@@ -37,32 +37,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import forces as F
-from .base import Integrator, StepInfo, pin_targets
-from .linsolve import factor_spd
+from .base import Integrator, StepInfo, anchor_forces, pin_targets, split_targets
+from .linsolve import SpringLaplacian, factor_spd, pcg
 from .model import Model, State
 
 __all__ = ["LinearImplicitEuler"]
-
-
-class _Preconditioner:
-    """``P = M(1 + βhc) + βh² L_k + βh L_d`` over the free vertices, factored;
-    plus the incidence blocks used by the matrix-free product.
-
-    Attributes: ``solve`` (``(f, 3) → (f, 3)``), ``inc_free`` CSR ``(s, f)``,
-    ``inc_pinned`` CSR ``(s, p)``, ``inc_t_free`` CSR ``(f, s)``.
-    """
-
-    def __init__(self, model: Model, h: float, beta: float) -> None:
-        free, pinned = model.free_index, model.pinned_index
-        inc, inc_t = model.incidence, model.incidence_t
-        weights = beta * h * h * model.stiffness + beta * h * model.damping
-        lap = (inc_t @ sp.diags(weights) @ inc).tocsr()[free][:, free]
-        diag = model.masses[free] * (1.0 + beta * h * model.air_drag)
-        self.solve = factor_spd((sp.diags(diag) + lap).tocsc())
-        inc_csc = inc.tocsc()
-        self.inc_free = inc_csc[:, free].tocsr()
-        self.inc_pinned = inc_csc[:, pinned].tocsr()
-        self.inc_t_free = inc_t.tocsr()[free]
 
 
 class LinearImplicitEuler(Integrator):
@@ -105,7 +84,7 @@ class LinearImplicitEuler(Integrator):
             raise ValueError("beta must be in [0, 1]")
         self.beta = float(beta)
         self._assemblers: dict[int, F.HessianAssembler] = {}
-        self._pre: dict[tuple[int, float, float], _Preconditioner] = {}
+        self._pre: dict[tuple[int, float, float], SpringLaplacian] = {}
         self.last_cg_iterations = 0
 
     def _assembler(self, model: Model) -> F.HessianAssembler:
@@ -115,23 +94,29 @@ class LinearImplicitEuler(Integrator):
             asm = self._assemblers[model.uid]
         return asm
 
-    def _preconditioner(self, model: Model, h: float) -> _Preconditioner:
+    def _preconditioner(self, model: Model, h: float) -> SpringLaplacian:
+        """``P = M(1 + βhc) + βh² Kₐ + βh² L_k + βh L_d`` (the shared Liu 2013 matrix), cached."""
         key = (model.uid, float(h), self.beta)
         pre = self._pre.get(key)
         if pre is None:
-            self._pre = {key: _Preconditioner(model, h, self.beta)}  # keep only the current one
-            pre = self._pre[key]
+            b = self.beta
+            diag = model.masses * (1.0 + b * h * model.air_drag)
+            diag[model.anchor_index] += b * h * h * model.anchor_stiffness
+            pre = SpringLaplacian(model, diag, b * h * h * model.stiffness + b * h * model.damping)
+            self._pre = {key: pre}  # keep only the current one
         return pre
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
-             iterations: int = 1, colliders: Sequence[Any] = ()) -> StepInfo:
+             iterations: int = 1, colliders: Sequence[Any] = (),
+             external: np.ndarray | None = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
+        hard = split_targets(model, targets)[0]
         b = self.beta
         x0, v0 = state.x.copy(), state.v.copy()
         m = model.masses
         c = model.air_drag
         free, pinned = model.free_index, model.pinned_index
-        v_pin = (targets - x0[pinned]) / h
+        v_pin = (hard - x0[pinned]) / h
         s = model.spring_count
         self.last_cg_iterations = 0
 
@@ -150,10 +135,17 @@ class LinearImplicitEuler(Integrator):
         rhs = m[:, None] * v0 + h * (
             spring_force - (1.0 - b) * c * m[:, None] * v0
             + c * m[:, None] * model.wind + m[:, None] * model.gravity)
+        if external is not None:
+            rhs += h * external
+        if len(model.anchor_index):
+            rhs += h * anchor_forces(model, x0, targets)
         v1 = v0.copy()
+        solved = True
         v1[pinned] = v_pin
         if len(free):
-            diag = m[free] * (1.0 + b * h * c)
+            diag_n = m * (1.0 + b * h * c)
+            diag_n[model.anchor_index] += b * h * h * model.anchor_stiffness
+            diag = diag_n[free]
             if b > 0 and s:
                 # blocks a I + e ûûᵀ (projected Hessian, spring damping along û)
                 ratio = np.divide(model.rest_lengths, length,
@@ -172,8 +164,8 @@ class LinearImplicitEuler(Integrator):
                 v_free = self._solve_direct(model, rhs, v_pin, diag, a_co, e_co, unit)
             v1[free] = v_free
         x1 = x0 + h * v1
-        self._finish(model, state, x1, v1, x0, h, targets, colliders)
-        return StepInfo(1, float("nan"))
+        limited = self._finish(model, state, x1, v1, x0, h, targets, colliders)
+        return StepInfo(1, float("nan"), solved and limited)
 
     def _solve_direct(self, model: Model, rhs: np.ndarray, v_pin: np.ndarray, diag: np.ndarray,
                       a_co: np.ndarray | None, e_co: np.ndarray | None,
@@ -223,35 +215,10 @@ class LinearImplicitEuler(Integrator):
                 out[:, k] = diag * u[:, k] + pre.inc_t_free @ du[k]
             return out
 
-        x = np.asfortranarray(v0[free])
-        ap = np.empty_like(x)
-        r = b - apply(x, ap)
-        b_norm = F.norm(b)
-        tol = self.tolerance * b_norm
-        r_norm = F.norm(r)
-        if r_norm <= tol:
-            return x
-        if r_norm > b_norm:
-            # v0 is a worse guess than 0 (e.g. strongly damped noise): start from 0
-            x[...] = 0.0
-            r = b.copy()
-        z = pre.solve(r)
-        p = z.copy()
-        rz = F.dot(r, z)
-        for it in range(1, self.max_cg_iterations + 1):
-            apply(p, ap)
-            alpha = rz / F.dot(p, ap)
-            x += alpha * p
-            r -= alpha * ap
-            if F.norm(r) <= tol:
-                self.last_cg_iterations = it
-                return x
-            z = pre.solve(r)
-            rz_new = F.dot(r, z)
-            p *= rz_new / rz
-            p += z
-            rz = rz_new
-        return None
+        res = pcg(apply, b, pre.solve, x0=np.asfortranarray(v0[free]), rtol=self.tolerance,
+                  max_iterations=self.max_cg_iterations)
+        self.last_cg_iterations = res.iterations
+        return res.x if res.converged else None
 
 
 def _block_apply_soa(inc: sp.csr_matrix, inc_t: sp.csr_matrix, a_co: np.ndarray,

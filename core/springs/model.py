@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SinewError, TopologyError
-from .topology import SpringSet
+from .topology import SpringSet, material_scale, vertex_measures
 
 __all__ = ["Model", "State", "build_model", "lumped_masses"]
 
@@ -55,9 +55,21 @@ class Model:
     edge_springs : int
         The first ``edge_springs`` springs are the mesh's edges (structural springs);
         strain is reported over them. -1 (the default) means every spring.
+    anchors : numpy.ndarray
+        Shape ``(n,)`` or ``(0,)``, N/m: soft-pin stiffness per vertex, a
+        zero-rest-length spring ``E = ½ kₐ ‖xᵢ − tᵢ‖²`` to the vertex's animated
+        target ``tᵢ`` (0 = none). Empty (the default) means no soft pins.
+    max_stretch : float
+        Strain limit (fraction, 0 = off): after every step no structural spring is
+        longer than ``(1 + max_stretch) L`` (:mod:`.strainlimit`).
 
     The remaining attributes are caches built in ``__post_init__``:
     ``uid`` (int), ``pinned_index`` ``(p,)``, ``free_index`` ``(f,)``,
+    ``anchor_index`` ``(q,)`` (soft-pinned vertices), ``anchor_stiffness`` ``(q,)`` N/m,
+    ``target_index`` ``(t,)`` (hard or soft pinned: the vertices whose targets
+    ``Integrator.step(pins=...)`` and ``Simulator.advance`` receive, ascending),
+    ``target_hard`` / ``target_anchor`` (positions in ``target_index`` of the hard
+    and soft pins),
     ``free_slot`` ``(n,)`` (position in ``free_index`` or -1),
     ``incidence`` (CSR ``(s, n)``, +1 at ``i``, −1 at ``j``),
     ``incidence_t`` (CSR ``(n, s)``) and ``rest_directions`` ``(s, 3)``
@@ -75,6 +87,8 @@ class Model:
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     wind: np.ndarray = field(default_factory=lambda: np.zeros(3))
     edge_springs: int = -1
+    anchors: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    max_stretch: float = 0.0
     uid: int = field(init=False)
     pinned_index: np.ndarray = field(init=False, repr=False)
     free_index: np.ndarray = field(init=False, repr=False)
@@ -82,6 +96,11 @@ class Model:
     incidence: sp.csr_matrix = field(init=False, repr=False)
     incidence_t: sp.csr_matrix = field(init=False, repr=False)
     rest_directions: np.ndarray = field(init=False, repr=False)
+    anchor_index: np.ndarray = field(init=False, repr=False)
+    anchor_stiffness: np.ndarray = field(init=False, repr=False)
+    target_index: np.ndarray = field(init=False, repr=False)
+    target_hard: np.ndarray = field(init=False, repr=False)
+    target_anchor: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.rest_positions)
@@ -105,8 +124,21 @@ class Model:
         with np.errstate(invalid="ignore", divide="ignore"):
             u = np.where(self.rest_lengths[:, None] > 0, d / self.rest_lengths[:, None], 0.0)
         put(self, "rest_directions", u)
+        anchors = np.asarray(self.anchors, dtype=np.float64).reshape(-1)
+        if len(anchors) == 0:
+            anchors = np.zeros(n)
+        put(self, "anchors", anchors)
+        soft = (anchors > 0) & ~np.asarray(self.pinned, dtype=bool)
+        anchor_index = np.flatnonzero(soft)
+        put(self, "anchor_index", anchor_index)
+        put(self, "anchor_stiffness", anchors[anchor_index])
+        target_index = np.flatnonzero(soft | self.pinned)
+        put(self, "target_index", target_index)
+        put(self, "target_hard", np.flatnonzero(self.pinned[target_index]))
+        put(self, "target_anchor", np.flatnonzero(soft[target_index]))
         for a in (self.rest_positions, self.springs, self.rest_lengths, self.stiffness,
-                  self.damping, self.masses, self.pinned, self.gravity, self.wind):
+                  self.damping, self.masses, self.pinned, self.gravity, self.wind, anchors,
+                  self.anchor_index, self.anchor_stiffness, self.target_index):
             a.setflags(write=False)
 
     @property
@@ -118,6 +150,11 @@ class Model:
     def spring_count(self) -> int:
         """Number of springs ``s``."""
         return int(len(self.springs))
+
+    @property
+    def structural_count(self) -> int:
+        """Number of structural (edge) springs: the first ones of ``springs``."""
+        return self.spring_count if self.edge_springs < 0 else int(self.edge_springs)
 
     @property
     def total_mass(self) -> float:
@@ -215,6 +252,10 @@ def build_model(
     air_drag: float = 0.0,
     gravity: ArrayLike = (0.0, 0.0, -9.81),
     wind: ArrayLike = (0.0, 0.0, 0.0),
+    density: float | None = None,
+    stiffness_mode: str = "SPRING",
+    pin_stiffness: float = 0.0,
+    max_stretch: float = 0.0,
 ) -> Model:
     """Build a :class:`Model` from rest positions and springs.
 
@@ -225,18 +266,36 @@ def build_model(
     spring_set : SpringSet
         From :func:`~.topology.build_springs`.
     stiffness, shear_stiffness, bending_stiffness : float
-        N/m for structural, shear and bending springs; a kind with 0 is left out.
+        ``stiffness_mode='SPRING'``: N/m per structural, shear and bending spring.
+        ``'MATERIAL'``: moduli of the cloth in N/m (force per metre of width per
+        unit strain; on faceless edges N per unit strain), turned into per-spring
+        N/m by :func:`~.topology.material_scale` (``kₛ = E Aₛ/Lₛ²``, derivation
+        in :mod:`.topology`). A kind with 0 is left out.
     damping : float
-        N·s/m along every spring that is kept.
+        N·s/m along every spring that is kept; in ``'MATERIAL'`` mode scaled
+        per spring like the structural stiffness (N·s/m per metre of width).
     vertex_mass : float, optional
         kg per vertex (uniform masses).
     total_mass : float, optional
         kg for the whole mesh, lumped from ``triangles`` areas (seed 004).
-        Exactly one of ``vertex_mass`` and ``total_mass`` must be given.
+    density : float, optional
+        kg/m² of the rest surface, lumped by triangle area (seed 004:
+        ``mᵢ = ρ · area/3`` of each adjacent triangle); vertices in no face get
+        ``ρ`` × half the length of their edges (kg per metre).
+        Exactly one of ``vertex_mass``, ``total_mass`` and ``density`` must be
+        given.
     triangles : numpy.ndarray, optional
-        Shape ``(t, 3)``, for lumped masses.
+        Shape ``(t, 3)``, for lumped masses, ``density`` and ``'MATERIAL'``.
     pinned : numpy.ndarray, optional
         Shape ``(n,)``, bool or weights (> 0 means pinned).
+    stiffness_mode : str
+        ``'SPRING'`` or ``'MATERIAL'`` (see ``stiffness``).
+    pin_stiffness : float
+        N/m; 0 = hard pins. Otherwise every vertex with pin weight ``w > 0`` is a
+        soft pin: a zero-rest-length spring of stiffness ``pin_stiffness · w``
+        to its target.
+    max_stretch : float
+        Strain limit, fraction (0 = off), see :mod:`.strainlimit`.
     air_drag : float
         1/s.
     gravity : array_like
@@ -264,6 +323,10 @@ def build_model(
     if spring_set.vertex_count != n:
         raise TopologyError(
             f"spring set is for {spring_set.vertex_count} vertices, mesh has {n}")
+    if stiffness_mode not in ("SPRING", "MATERIAL"):
+        raise SinewError(f"stiffness_mode must be 'SPRING' or 'MATERIAL', got {stiffness_mode!r}")
+    kp = _scalar(pin_stiffness, "pin_stiffness")
+    limit = _scalar(max_stretch, "max_stretch")
     ks = _scalar(stiffness, "stiffness")
     kh = _scalar(shear_stiffness, "shear_stiffness")
     kb = _scalar(bending_stiffness, "bending_stiffness")
@@ -287,10 +350,30 @@ def build_model(
         raise TopologyError(f"spring vertex index out of range [0, {n})")
     k_all = np.concatenate(kparts) if kparts else np.zeros(0)
     rest = np.linalg.norm(x[springs[:, 0]] - x[springs[:, 1]], axis=1)
+    tris = np.zeros((0, 3), dtype=np.int64) if triangles is None else triangles
+    kd_all = np.full(len(springs), kd)
+    measure = dimension = None
+    if stiffness_mode == "MATERIAL" or density is not None:
+        measure, dimension = vertex_measures(x, tris, spring_set.structural)
+    if stiffness_mode == "MATERIAL" and len(springs):
+        scale = np.concatenate([
+            material_scale(part, rest[a:a + len(part)], measure, dimension)
+            for part, a in zip(parts, np.cumsum([0] + [len(q) for q in parts[:-1]]))])
+        k_all = k_all * scale
+        kd_all = kd_all * scale
 
-    if (vertex_mass is None) == (total_mass is None):
-        raise SinewError("give exactly one of vertex_mass and total_mass")
-    if vertex_mass is not None:
+    if sum(v is not None for v in (vertex_mass, total_mass, density)) != 1:
+        raise SinewError("give exactly one of vertex_mass, total_mass and density")
+    if density is not None:
+        rho = _scalar(density, "density")
+        if rho <= 0:
+            raise SinewError("density must be > 0")
+        masses = rho * measure
+        has = masses > 0
+        if not np.any(has):
+            raise SinewError("density needs faces or edges with a length to spread the mass over")
+        masses[~has] = masses[has].mean()  # isolated vertices: the mean vertex mass
+    elif vertex_mass is not None:
         m0 = _scalar(vertex_mass, "vertex_mass")
         if m0 <= 0:
             raise SinewError("vertex_mass must be > 0")
@@ -308,10 +391,17 @@ def build_model(
         if pw.shape != (n,):
             raise TopologyError(f"pinned must have shape ({n},), got {pw.shape}")
         pin = pw > 0 if pw.dtype != bool else pw.copy()
+    anchors = np.zeros(0)
+    if kp > 0 and np.any(pin):
+        weight = (np.asarray(pinned, dtype=np.float64).reshape(-1) if pinned is not None
+                  else np.zeros(n))
+        anchors = np.where(pin, kp * np.where(weight > 0, weight, 0.0), 0.0)
+        pin = np.zeros(n, dtype=bool)
 
     edges = len(parts[0]) if parts and ks > 0 and len(spring_set.structural) else 0
     return Model(
         rest_positions=x.copy(), springs=springs, rest_lengths=rest, stiffness=k_all,
-        damping=np.full(len(springs), kd), masses=masses, pinned=pin,
+        damping=kd_all, masses=masses, pinned=pin,
         air_drag=c, gravity=g.copy(), wind=w.copy(), edge_springs=edges if edges else -1,
+        anchors=anchors, max_stretch=limit,
     )

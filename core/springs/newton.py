@@ -9,9 +9,13 @@ positive definite and ``Δx`` a descent direction. Small systems assemble
 it and factorise it (exact Newton); larger ones (``linear_solver='AUTO'``
 above :attr:`NewtonImplicitEuler.pcg_threshold` unknowns) solve it inexactly
 by conjugate gradients preconditioned with the prefactored Liu 2013 matrix
-``(W + L_k + L_d/h) ⊗ I`` to the relative residual ``min(½, ‖∇g‖/‖∇g₀‖)``
-(an inexact Newton method that keeps quadratic convergence, Eisenstat &
-Walker 1996), matrix-free: the Hessian is applied spring by spring as
+``(W + L_k + L_d/h) ⊗ I`` (the shared :class:`~.linsolve.SpringLaplacian` of
+FAST, through the shared :func:`~.linsolve.pcg`) to the relative residual
+``min(½, ‖∇g‖/‖∇g₀‖)`` (inexact Newton, Eisenstat & Walker 1996) or at most
+:attr:`NewtonImplicitEuler.max_cg_iterations` CG iterations (truncated Newton:
+each CG iteration costs about one FAST iteration, and on stiff cloth the
+isotropic preconditioner needs hundreds of them for the forcing term — the
+48² cloth of issue 16 spent 3 s per frame there), matrix-free: the Hessian is applied spring by spring as
 ``α I + β ûûᵀ`` on contiguous per-coordinate rows. A backtracking line search
 halves the step until the Armijo condition
 ``g(x + tΔx) ≤ g(x) + 10⁻⁴ t ∇g·Δx`` holds; the accepted trial point's spring
@@ -29,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from . import forces as F
-from .base import Integrator, Objective, StepInfo, pin_targets
-from .linsolve import factor_spd
+from .base import Integrator, Objective, StepInfo, converged, pin_targets, split_targets
+from .linsolve import factor_spd, pcg
 from .model import Model, State
 
 __all__ = ["NewtonImplicitEuler"]
@@ -46,13 +50,16 @@ class NewtonImplicitEuler(Integrator):
     armijo : float
         Sufficient-decrease constant of the line search.
     max_backtracks : int
-        Halvings tried before accepting the smallest step.
+        Halvings tried before accepting the smallest step (each costs an
+        evaluation of ``g``; 12 halvings reach a step of 2.4e-4).
     linear_solver : str
         ``'DIRECT'`` (assembled ``3f × 3f`` Hessian, sparse factorisation:
         exact Newton directions), ``'PCG'`` (inexact Newton: conjugate
         gradients preconditioned with the prefactored Liu 2013 matrix, forcing
         term ``min(½, ‖∇g‖/‖∇g₀‖)``, Eisenstat & Walker 1996) or ``'AUTO'``
         (PCG above :attr:`pcg_threshold` unknowns).
+    max_cg_iterations : int, optional
+        Overrides the class default :attr:`max_cg_iterations`.
     """
 
     name = "NEWTON"
@@ -63,18 +70,27 @@ class NewtonImplicitEuler(Integrator):
 
     #: Above this many unknowns (3 × free vertices) ``AUTO`` uses PCG.
     pcg_threshold = 300
+    #: CG iterations per Newton iteration (PCG path). Each costs about one FAST
+    #: iteration (a prefactored solve and a pass over the springs); the cap keeps a
+    #: Newton iteration within ~3 FAST iterations on stiff cloth, where the
+    #: isotropic preconditioner is weakest. The Newton loop makes up the rest.
+    max_cg_iterations = 1
 
     def __init__(self, tolerance: float = 1e-10, armijo: float = 1e-4,
-                 max_backtracks: int = 30, linear_solver: str = "AUTO") -> None:
+                 max_backtracks: int = 12, linear_solver: str = "AUTO",
+                 max_cg_iterations: int | None = None) -> None:
         if linear_solver not in ("AUTO", "DIRECT", "PCG"):
             raise ValueError("linear_solver must be 'AUTO', 'DIRECT' or 'PCG'")
         self.linear_solver = linear_solver
+        if max_cg_iterations is not None:
+            self.max_cg_iterations = max(int(max_cg_iterations), 1)
         self._fast = None
         self.tolerance = float(tolerance)
         self.armijo = float(armijo)
         self.max_backtracks = int(max_backtracks)
         self._assemblers: dict[int, F.HessianAssembler] = {}
         self.residual_history: list[float] = []
+        self.last_cg_iterations = 0
 
     def _assembler(self, model: Model) -> F.HessianAssembler:
         asm = self._assemblers.get(model.uid)
@@ -84,17 +100,20 @@ class NewtonImplicitEuler(Integrator):
         return asm
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
-             iterations: int = 10, colliders: Sequence[Any] = ()) -> StepInfo:
+             iterations: int = 10, colliders: Sequence[Any] = (),
+             external: np.ndarray | None = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
-        obj = Objective(model, state, h)
+        obj = Objective(model, state, h, targets, external=external)
         x = obj.start(targets)
         free = model.free_index
         its = 0
         use_pcg = self.linear_solver == "PCG" or (
             self.linear_solver == "AUTO" and 3 * len(free) > self.pcg_threshold)
         hist: list[float] = []
+        self.last_cg_iterations = 0
         if len(free) and model.spring_count and use_pcg:
-            x[free], its, r = self._newton_pcg(model, obj, x[free], targets, int(iterations), hist)
+            x[free], its, r = self._newton_pcg(model, obj, x[free], split_targets(model, targets)[0],
+                                               int(iterations), hist)
         elif len(free) and model.spring_count:
             its, r = self._newton_direct(model, obj, x, int(iterations), hist)
         else:
@@ -105,8 +124,9 @@ class NewtonImplicitEuler(Integrator):
         self.residual_history = hist
         x0 = obj.x0
         v1 = (x - x0) / h
-        self._finish(model, state, x, v1, x0, h, targets, colliders)
-        return StepInfo(its, r)
+        limited = self._finish(model, state, x, v1, x0, h, targets, colliders)
+        ok = converged(r, hist[0], model) or r <= self.tolerance * max(hist[0], 1e-300)
+        return StepInfo(its, r, ok and limited)
 
     def _newton_direct(self, model: Model, obj: Objective, x: np.ndarray, iterations: int,
                        hist: list[float]) -> tuple[int, float]:
@@ -192,37 +212,24 @@ class NewtonImplicitEuler(Integrator):
                 break  # stagnated at round-off level
         return xf, its, r
 
-    @staticmethod
-    def _pcg(ev: _FreeObjective, pre: Any, geo: _Geometry, b: np.ndarray, eta: float,
-             max_iter: int = 200) -> np.ndarray:
-        """Inexact Newton direction by conjugate gradients, preconditioned with
-        the prefactored Liu 2013 matrix ``(W + L_k + L_d/h) ⊗ I`` (an upper
-        bound of the projected Hessian), to relative residual ``eta``.
+    def _pcg(self, ev: _FreeObjective, pre: Any, geo: _Geometry, b: np.ndarray,
+             eta: float) -> np.ndarray:
+        """Inexact Newton direction by the shared :func:`~.linsolve.pcg`,
+        preconditioned with the prefactored Liu 2013 matrix ``(W + L_k + L_d/h) ⊗ I``
+        (an upper bound of the projected Hessian), from 0, to relative residual
+        ``eta`` or :attr:`max_cg_iterations` (truncated Newton: every CG iterate
+        from 0 is a descent direction, Nocedal & Wright 2006 §7.1).
 
         Shapes: ``b (f, 3)``; returns ``(f, 3)``.
         """
         coeffs = ev.hessian_coefficients(geo)
-        x = np.zeros_like(b)
-        r = b.copy()
-        z = pre.solve(r)
-        p = z.copy()
-        rz = F.dot(r, z)
-        tol = eta * F.norm(b)
-        ap = np.empty_like(b)
-        tmp = np.empty_like(b)
-        for _ in range(max_iter):
-            ev.hessian_apply(geo, coeffs, p, ap)
-            alpha = rz / F.dot(p, ap)
-            x += np.multiply(p, alpha, out=tmp)
-            r -= np.multiply(ap, alpha, out=tmp)
-            if F.norm(r) <= tol:
-                break
-            z = pre.solve(r)
-            rz_new = F.dot(r, z)
-            p *= rz_new / rz
-            p += z
-            rz = rz_new
-        return x
+
+        def apply(u: np.ndarray, out: np.ndarray) -> np.ndarray:
+            return ev.hessian_apply(geo, coeffs, u, out)
+
+        res = pcg(apply, b, pre.solve, rtol=eta, max_iterations=self.max_cg_iterations)
+        self.last_cg_iterations += res.iterations
+        return res.x
 
 
 class _Geometry:

@@ -5,11 +5,12 @@ Divergence. After every substep positions and velocities must be finite.
 After every frame the mechanical energy ``E = KE + E_spring + E_gravity``
 is compared with its initial value: every integrator here except EXPLICIT is
 dissipative or (SYMPLECTIC, undamped) keeps a bounded modified energy, and
-only pins, wind and collider projection can add energy. So
-``E − E₀ > 100 · S`` flags runaway energy, where the energy scale ``S`` is the
-initial kinetic plus spring energy, plus ``M|g|`` times the rest-mesh extent
-plus 1 m, plus ``½ M ‖wind‖²``, plus ``M (u² + |g| δ)`` summed over frames for
-the pins' speed ``u`` and travel ``δ`` (``M`` total mass). A divergence raises
+only pins, wind, external forces (force fields) and collider projection can add
+energy. So ``E − E₀ > 100 · S`` flags runaway energy, where the energy scale ``S``
+is the initial kinetic plus spring energy, plus ``M|g|`` times the rest-mesh
+extent plus 1 m, plus ``½ M ‖wind‖²``, plus ``M (u² + |g| δ)`` summed over frames
+for the pins' speed ``u`` and travel ``δ`` (``M`` total mass), plus the bound
+``Σ ‖fᵢ‖ ‖Δxᵢ‖`` on the work of the external forces, summed over substeps. A divergence raises
 :class:`~core.errors.DivergenceError` naming the frame and a remedy, and the
 simulator is left at the last good frame.
 """
@@ -62,6 +63,11 @@ class FrameDiagnostics:
     self_crossings : int
         Self-collision: crossing triangle pairs at the end of the frame (0 is the goal;
         0 when off).
+    converged : bool
+        Every substep's solve met its tolerance and its strain limit
+        (:attr:`.base.StepInfo.converged`).
+    max_residual : float
+        Largest ``‖∇g‖`` (N) over the substeps, ``nan`` where not defined.
     """
 
     frame: int
@@ -74,6 +80,8 @@ class FrameDiagnostics:
     max_penetration: float = 0.0
     self_contacts: int = 0
     self_crossings: int = 0
+    converged: bool = True
+    max_residual: float = float("nan")
 
 
 def _make_integrator(integrator: Union[str, Integrator]) -> Integrator:
@@ -134,6 +142,7 @@ class Simulator:
         self.frame = int(frame_start)
         self.h = 1.0 / (self.fps * self.substeps)
         self.self_collision = self_collision
+        self._targets = model.rest_positions[model.target_index].copy()
         if state is None:
             self.state = model.initial_state()
         else:
@@ -144,6 +153,7 @@ class Simulator:
             if not (np.all(np.isfinite(x)) and np.all(np.isfinite(v))):
                 raise SinewError("initial state contains NaN or infinite values")
             self.state = State(x, v)
+        self._targets = self.state.x[model.target_index].copy()
         m_tot = model.total_mass
         g = float(np.linalg.norm(model.gravity))
         x0 = self.state.x
@@ -160,13 +170,16 @@ class Simulator:
                 + F.potential_energy(self.model, self.state.x))
 
     def set_pins(self, pins: np.ndarray) -> None:
-        """Move the pinned vertices to ``pins`` ``(p, 3)`` now (no velocity change)."""
-        self.state.x[self.model.pinned_index] = self._check_pins(pins)
+        """Move the pinned vertices (``model.target_index``: hard and soft pins) to
+        ``pins`` ``(t, 3)`` now (no velocity change); soft pins' targets start there."""
+        t = self._check_pins(pins)
+        self.state.x[self.model.target_index] = t
+        self._targets = t.copy()
 
     def _check_pins(self, pins: np.ndarray | None) -> np.ndarray:
-        p = len(self.model.pinned_index)
+        p = len(self.model.target_index)
         if pins is None:
-            return self.state.x[self.model.pinned_index].copy()
+            return self._targets.copy()
         t = np.array(pins, dtype=np.float64)
         if t.shape != (p, 3):
             raise SinewError(f"pins must have shape ({p}, 3), got {t.shape}")
@@ -174,25 +187,74 @@ class Simulator:
             raise SinewError("pin targets contain NaN or infinite values")
         return t
 
+    def pre_roll(self, frames: int, colliders: Sequence[Any] = (), external: Any = None) -> None:
+        """Simulate ``frames`` frames with the pins and ``colliders`` held still, so a
+        bake starts settled; :attr:`frame` does not change (the frames are not part of
+        the range). ``external`` (as for :meth:`advance`, e.g. the force fields of the
+        first frame) acts throughout.
+
+        Raises
+        ------
+        SinewError
+            ``frames`` < 0.
+        DivergenceError
+            As :meth:`advance` (the frame named is counted back from the start).
+        """
+        frames = int(frames)
+        if frames < 0:
+            raise SinewError("pre_roll must be >= 0")
+        start = self.frame
+        self.frame = start - frames
+        try:
+            for _ in range(frames):
+                self.advance(None, colliders, external=external)
+        finally:
+            self.frame = start
+
     def _remedy(self) -> str:
         if self.integrator.implicit:
             return "Lower the stiffness, add substeps or slow the pinned vertices down"
         return "Use more substeps or the NEWTON or FAST solver"
 
+    def _external(self, external: Any, state: State, t: float, frame: int) -> np.ndarray | None:
+        """The external force ``(n, 3)`` for the substep at frame fraction ``t``, or None."""
+        if external is None:
+            return None
+        f = external(state.x, state.v, t, self.h) if callable(external) else external
+        if f is None:
+            return None
+        f = np.asarray(f, dtype=np.float64)
+        if f.shape != state.x.shape:
+            raise SinewError(f"external forces must have shape {state.x.shape}, got {f.shape}")
+        if not np.all(np.isfinite(f)):
+            raise DivergenceError(frame, "the external forces (force fields) became NaN or infinite",
+                                  self._remedy())
+        return f
+
     def advance(self, pins_next: np.ndarray | None = None,
-                colliders: Sequence[Any] = ()) -> FrameDiagnostics:
+                colliders: Sequence[Any] = (), *,
+                external: np.ndarray | Callable[..., np.ndarray | None] | None = None,
+                ) -> FrameDiagnostics:
         """Advance one frame.
 
         Parameters
         ----------
         pins_next : numpy.ndarray, optional
-            Shape ``(p, 3)``: pinned-vertex positions at the end of the frame
-            (ascending vertex order); substeps interpolate linearly from the
-            current ones. ``None`` keeps the pins still.
+            Shape ``(t, 3)``: targets of the pinned vertices (``model.target_index``,
+            hard and soft pins, ascending vertex order) at the end of the frame;
+            substeps interpolate linearly from the current ones. ``None`` keeps
+            the pins still.
         colliders : sequence
             Colliders for this frame (world space). A :class:`~.colliders.TriangleMesh`
             with ``previous`` vertices moves linearly from them over the frame: each
             substep sees its own part of that motion.
+        external : numpy.ndarray or callable, optional
+            External forces (N) on the vertices: an ``(n, 3)`` array held for the
+            whole frame, or ``external(x, v, t, h) -> (n, 3) or None`` called at
+            the start of every substep with the current positions and velocities
+            ``(n, 3)``, the substep's midpoint ``t`` as a fraction of the frame
+            and the step ``h`` (s) (e.g. :meth:`.fields.FieldForces.for_frame`).
+            The integrators hold them constant over the substep.
 
         Returns
         -------
@@ -206,11 +268,13 @@ class Simulator:
         """
         model = self.model
         frame = self.frame + 1
-        prev = self.state.x[model.pinned_index].copy()
+        prev = self._targets
         nxt = self._check_pins(pins_next)
         work = self.state.copy()
         total_its = 0
-        residual = float("nan")
+        residual = max_residual = float("nan")
+        ok = True
+        ext_work = 0.0
         stats = ContactStats()
         if colliders and self._support is None:
             self._support = Support.zeros(model.masses)
@@ -224,14 +288,24 @@ class Simulator:
                                    self._support if colliders else None)
                 if colliders:  # the colliders' push from the last step acts in this solve
                     self._support.kick(work.v, self.h, movable)
-                x_start = work.x.copy() if sc is not None else None
+                ext = self._external(external, work, (k - 0.5) / self.substeps, frame)
+                kw = {} if ext is None else {"external": ext}
+                x_start = work.x.copy() if (sc is not None or ext is not None) else None
                 info = self.integrator.step(model, work, self.h, pins=target,
-                                            iterations=self.iterations, colliders=cols)
+                                            iterations=self.iterations, colliders=cols,
+                                            **kw)
+                if ext is not None:
+                    ext_work += float(np.sum(np.linalg.norm(ext, axis=1)
+                                             * np.linalg.norm(work.x - x_start, axis=1)))
                 if sc is not None and np.all(np.isfinite(work.x)):
                     self_contacts += sc.resolve(x_start, work.x, work.v, model.masses,
                                                 model.pinned).contacts
                 total_its += info.iterations
                 residual = info.residual
+                ok = ok and info.converged
+                if not np.isnan(residual):
+                    max_residual = residual if np.isnan(max_residual) else max(max_residual,
+                                                                               residual)
                 if not (np.all(np.isfinite(work.x)) and np.all(np.isfinite(work.v))):
                     raise DivergenceError(frame, "positions or velocities became NaN or infinite",
                                           self._remedy())
@@ -240,6 +314,8 @@ class Simulator:
             pe = e_spring + F.gravity_energy(model, work.x)
             if sc is not None:
                 crossings = sc.count_crossings(work.x)
+        if np.isfinite(ext_work):
+            self._scale += ext_work
         if len(prev):
             travel = float(np.max(np.linalg.norm(nxt - prev, axis=1)))
             self._scale += model.total_mass * ((travel * self.fps) ** 2
@@ -249,17 +325,21 @@ class Simulator:
                 frame, f"the energy ran away (kinetic energy {ke:.3g} J)", self._remedy())
         self.state = work
         self.frame = frame
+        self._targets = nxt
         return FrameDiagnostics(frame, total_its, residual, ke, pe, strain,
                                 contacts=stats.contacts, max_penetration=stats.max_penetration,
-                                self_contacts=self_contacts, self_crossings=crossings)
+                                self_contacts=self_contacts, self_crossings=crossings,
+                                converged=ok, max_residual=max_residual)
 
 
 def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, fps: float,
              substeps: int = 1, iterations: int = 10,
              pin_trajectory: np.ndarray | None = None,
              colliders_per_frame: Sequence[Sequence[Any]] | None = None,
+             external_per_frame: Sequence[Any] | None = None,
              progress: Callable[[int, int], bool | None] | None = None,
              self_collision: SelfCollision | None = None,
+             pre_roll: int = 0,
              ) -> tuple[np.ndarray, list[FrameDiagnostics]]:
     """Simulate ``frames`` frames from the model's rest pose.
 
@@ -275,15 +355,24 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
     substeps, iterations : int
         As for :class:`Simulator`.
     pin_trajectory : numpy.ndarray, optional
-        Shape ``(F, p, 3)``, pinned-vertex positions per frame (frame 0 sets
-        the initial pin positions).
+        Shape ``(F, t, 3)``, targets of the pinned vertices (``model.target_index``:
+        hard and soft pins) per frame (frame 0 sets the initial pin positions).
     colliders_per_frame : sequence, optional
         Length ``F``; entry ``f`` is the colliders for the step into frame ``f``.
+    external_per_frame : sequence, optional
+        Length ``F``; entry ``f`` is the ``external`` argument of
+        :meth:`Simulator.advance` for the step into frame ``f`` (an ``(n, 3)``
+        array, a callable or ``None``).
     progress : callable, optional
         ``progress(done, total)`` after each frame; returning ``False``
         raises :class:`~core.errors.BakeCancelled`.
     self_collision : SelfCollision, optional
         As for :class:`Simulator`.
+    pre_roll : int
+        Frames simulated before frame 0 with the pins at ``pin_trajectory[0]``
+        and the colliders and ``external_per_frame[0]`` of frame 0 held still
+        (:meth:`Simulator.pre_roll`); they are not returned, ``positions[0]`` is
+        the state after them.
 
     Returns
     -------
@@ -295,7 +384,7 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
     frames = int(frames)
     if frames < 1:
         raise SinewError("frames must be >= 1")
-    p = len(model.pinned_index)
+    p = len(model.target_index)
     traj = None
     if pin_trajectory is not None:
         traj = np.asarray(pin_trajectory, dtype=np.float64)
@@ -303,10 +392,14 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
             raise SinewError(f"pin_trajectory must have shape ({frames}, {p}, 3), got {traj.shape}")
     if colliders_per_frame is not None and len(colliders_per_frame) != frames:
         raise SinewError(f"colliders_per_frame must have {frames} entries")
+    if external_per_frame is not None and len(external_per_frame) != frames:
+        raise SinewError(f"external_per_frame must have {frames} entries")
     sim = Simulator(model, integrator, fps=fps, substeps=substeps, iterations=iterations,
                     self_collision=self_collision)
     if traj is not None:
         sim.set_pins(traj[0])
+    sim.pre_roll(pre_roll, colliders_per_frame[0] if colliders_per_frame is not None else (),
+                 external_per_frame[0] if external_per_frame is not None else None)
     out = np.empty((frames,) + model.rest_positions.shape)
     out[0] = sim.state.x
     diags = [FrameDiagnostics(sim.frame, 0, float("nan"), F.kinetic_energy(model, sim.state.v),
@@ -316,7 +409,8 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
                               else self_collision.count_crossings(sim.state.x))]
     for f in range(1, frames):
         cols = colliders_per_frame[f] if colliders_per_frame is not None else ()
-        diags.append(sim.advance(None if traj is None else traj[f], cols))
+        ext = external_per_frame[f] if external_per_frame is not None else None
+        diags.append(sim.advance(None if traj is None else traj[f], cols, external=ext))
         out[f] = sim.state.x
         if progress is not None and progress(f, frames - 1) is False:
             raise BakeCancelled("bake cancelled")

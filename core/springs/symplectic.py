@@ -28,11 +28,15 @@ class SymplecticEuler(Integrator):
                    "small steps (more substeps)")
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
-             iterations: int = 1, colliders: Sequence[Any] = ()) -> StepInfo:
+             iterations: int = 1, colliders: Sequence[Any] = (),
+             external: np.ndarray | None = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
         x0 = state.x.copy()
-        a = total_force(model, x0, state.v) / model.masses[:, None]
+        f = total_force(model, x0, state.v, targets)
+        if external is not None:
+            f += external
+        a = f / model.masses[:, None]
         v1 = state.v + h * a
         x1 = x0 + h * v1
-        self._finish(model, state, x1, v1, x0, h, targets, colliders)
-        return StepInfo(1, float("nan"))
+        limited = self._finish(model, state, x1, v1, x0, h, targets, colliders)
+        return StepInfo(1, float("nan"), limited)

@@ -28,6 +28,45 @@ bending
 Every spring is stored once as a row ``(i, j)`` with ``i < j``; a pair that
 is already structural is not also shear or bending, and one that is shear is
 not also bending. Springs joining a vertex to itself are dropped.
+
+Material scaling (``stiffness_mode='MATERIAL'``; docs/MATERIAL.md)
+    A cloth is a membrane: its stretch stiffness is a modulus ``E`` in N/m (the
+    force per metre of width that stretches it by a strain of 1; for a sheet of
+    thickness ``t`` and Young's modulus ``Y``, ``E = Y t``), its mass a density
+    ``ρ`` in kg/m². Per-spring N/m and per-vertex kg depend on how finely the
+    surface is cut; ``E`` and ``ρ`` do not. Each vertex owns the rest area
+    ``aᵢ`` of a third of every triangle around it (seed 004's lumped mass:
+    ``mᵢ = ρ aᵢ``). A spring of one kind at vertex ``i`` gets the share
+    ``2 aᵢ / degᵢ`` of that area (``degᵢ`` = springs of that kind at ``i``), so
+    ``Aₛ = 2 aᵢ/degᵢ + 2 aⱼ/degⱼ`` and
+
+    ``kₛ = E Aₛ / Lₛ²``.
+
+    Derivation: a spring of rest length ``L`` strained by ``ε`` stores
+    ``½ kₛ (εL)² = ½ E ε² Aₛ`` — the membrane energy density ``½ E ε²`` over the
+    area the spring stands for. Check on a grid of ``a × b`` rectangles
+    (``aᵢ = ab``, 4 edges per vertex, so ``Aₛ = ab``) under uniform tension
+    ``T`` (N/m) along the ``a`` edges: each edge carries ``T b`` (its strip of
+    width ``b``) and stretches by ``T b / kₛ = T b a² /(E a b) = (T/E) a``, a
+    strain ``T/E`` whatever ``a`` and ``b`` are: the same sheet strains the
+    same at 20², 40² or 80² and with any aspect ratio. The factor 2 is the
+    dimension: on the square grid half of the edges run along any one
+    direction. Shear (face diagonals) and bending (skip-one) springs use the
+    same rule with their own ``deg``, so on a square grid of spacing ``a`` a
+    diagonal gets ``kₛ = G a² /(2a²) = G/2`` and a skip-one spring
+    ``kₛ = B a²/(4a²) = B/4``, again independent of ``a``: their in-plane
+    response (and so the shear and compression resistance that keeps a
+    hanging sheet from wrinkling) is resolution-independent. (A skip-one
+    spring resists a fold only through the shortening ``≈ a θ²/4`` of its
+    ends' distance, quartic in the fold angle; no per-spring scale makes that
+    match a plate's ``½ D κ²`` exactly, which is why ``bending_stiffness`` is
+    a soft "fold resistance" rather than a plate modulus.)
+
+    Vertices in no face (ropes, hair: loose edges) have no area; there a
+    spring uses the length measure ``ℓᵢ`` (half of each structural edge at
+    ``i``) times 1 m, without the factor 2, so along a rope of segments ``L``
+    ``kₛ = E/L``: ``E`` is then the rope's axial stiffness in N (force per unit
+    strain) and the density kg per metre.
 """
 
 from __future__ import annotations
@@ -38,7 +77,7 @@ import numpy as np
 
 from ..errors import TopologyError
 
-__all__ = ["SpringSet", "build_springs"]
+__all__ = ["SpringSet", "build_springs", "vertex_measures", "material_scale"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -249,3 +288,76 @@ def build_springs(
         shear=_keys_to_pairs(shear_keys, n),
         bending=_keys_to_pairs(bend_keys, n),
     )
+
+
+def vertex_measures(positions: np.ndarray, triangles: np.ndarray,
+                    structural: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rest measure owned by each vertex and its dimension (module docstring).
+
+    Parameters
+    ----------
+    positions : numpy.ndarray
+        Shape ``(n, 3)``, m (rest pose).
+    triangles : numpy.ndarray
+        Shape ``(t, 3)``, vertex indices (fan triangles of the polygons).
+    structural : numpy.ndarray
+        Shape ``(e, 2)``, structural springs (for vertices in no face).
+
+    Returns
+    -------
+    measure : numpy.ndarray
+        Shape ``(n,)``: m² (a third of each adjacent triangle's area) for vertices
+        in a face; otherwise m·(1 m), half the length of each structural spring
+        at the vertex; 0 for an isolated vertex.
+    dimension : numpy.ndarray
+        Shape ``(n,)``: 2 where the measure is an area, 1 where it is a length.
+    """
+    x = np.asarray(positions, dtype=np.float64)
+    n = len(x)
+    tri = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
+    if len(tri) and (tri.min() < 0 or tri.max() >= n):
+        raise TopologyError(f"triangle vertex index out of range [0, {n})")
+    area = np.zeros(n)
+    if len(tri):
+        p = x[tri]
+        ta = 0.5 * np.linalg.norm(np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]), axis=1)
+        area = np.bincount(tri.reshape(-1), weights=np.repeat(ta / 3.0, 3), minlength=n)
+    st = np.asarray(structural, dtype=np.int64).reshape(-1, 2)
+    length = np.zeros(n)
+    if len(st):
+        el = np.linalg.norm(x[st[:, 0]] - x[st[:, 1]], axis=1)
+        length = np.bincount(st.reshape(-1), weights=np.repeat(0.5 * el, 2), minlength=n)
+    has_area = area > 0
+    return np.where(has_area, area, length), np.where(has_area, 2.0, 1.0)
+
+
+def material_scale(springs: np.ndarray, rest_lengths: np.ndarray, measure: np.ndarray,
+                   dimension: np.ndarray) -> np.ndarray:
+    """Per-spring factor ``Aₛ / Lₛ²`` that turns a material modulus into N/m.
+
+    Parameters
+    ----------
+    springs : numpy.ndarray
+        Shape ``(s, 2)``, springs of ONE kind (the share is split among the
+        springs of that kind at each vertex).
+    rest_lengths : numpy.ndarray
+        Shape ``(s,)``, m.
+    measure, dimension : numpy.ndarray
+        From :func:`vertex_measures`, shape ``(n,)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(s,)``, dimensionless (``kₛ = modulus × factor``); 0 for springs
+        of zero rest length.
+    """
+    s = np.asarray(springs, dtype=np.int64).reshape(-1, 2)
+    if len(s) == 0:
+        return np.zeros(0)
+    n = len(measure)
+    deg = np.bincount(s.reshape(-1), minlength=n).astype(np.float64)
+    share = dimension * measure / np.maximum(deg, 1.0)
+    a_s = share[s[:, 0]] + share[s[:, 1]]
+    L = np.asarray(rest_lengths, dtype=np.float64)
+    ok = L > 1e-12
+    return np.where(ok, a_s / np.where(ok, L * L, 1.0), 0.0)

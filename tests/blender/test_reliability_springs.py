@@ -34,6 +34,8 @@ def mesh_object(name, verts, edges=(), faces=()):
     bpy.context.scene.collection.objects.link(ob)
     bpy.context.view_layer.objects.active = ob
     ob.sinew_springs.enabled = True
+    ob.sinew_springs.mass_mode = "VERTEX"  # the first round's per-vertex / per-spring model
+    ob.sinew_springs.stiffness_mode, ob.sinew_springs.max_stretch = "SPRING", 0.0
     return ob
 
 

@@ -61,6 +61,7 @@ def hanging_grid(n: int = 6, size: float = 1.0, name: str = "Cloth") -> bpy.type
     s.pin_group = "pins"
     s.stiffness, s.shear_stiffness, s.bending_stiffness = 800.0, 80.0, 8.0
     s.vertex_mass, s.damping, s.air_drag = 0.05, 0.5, 0.2
+    s.mass_mode, s.stiffness_mode, s.max_stretch = "VERTEX", "SPRING", 0.0  # the first round's per-vertex / per-spring model
     return ob
 
 
@@ -180,6 +181,7 @@ def test_rope_equilibrium(scene):
     s.enabled, s.pin_group, s.solver = True, "pins", "IMPLICIT"
     s.vertex_mass, s.stiffness, s.shear_stiffness, s.bending_stiffness = m, k, 0.0, 0.0
     s.damping, s.air_drag = 3.0, 2.0
+    s.mass_mode, s.stiffness_mode, s.max_stretch = "VERTEX", "SPRING", 0.0  # the first round's per-vertex / per-spring model
     scene.frame_start, scene.frame_end = 1, 300
     assert bake() == {"FINISHED"}
     scene.frame_set(300)
@@ -423,3 +425,76 @@ def test_topology_change_stops_the_bake(scene):
     finally:
         bpy.app.handlers.frame_change_pre.remove(swap)
     assert ob.data == big and big.shape_keys is None and not ob.sinew_springs.baked
+
+
+# ----------------------------------------------------------------------------- issue 16
+def _sheet_for_preset(name: str, cuts: int = 8):
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=cuts, y_subdivisions=cuts, size=1.0)
+    ob = bpy.context.active_object
+    ob.rotation_euler = (math.pi / 2, 0.0, 0.0)
+    co = np.empty(3 * len(ob.data.vertices), dtype=np.float32)
+    ob.data.vertices.foreach_get("co", co)
+    co = co.reshape(-1, 3)
+    top = np.flatnonzero(co[:, 1] > co[:, 1].max() - 1e-6)
+    corners = [int(top[np.argmin(co[top, 0])]), int(top[np.argmax(co[top, 0])])]
+    ob.vertex_groups.new(name="pins").add(corners, 1.0, "REPLACE")
+    assert bpy.ops.sinew.springs_preset(preset=name) == {"FINISHED"}
+    ob.sinew_springs.enabled, ob.sinew_springs.pin_group = True, "pins"
+    return ob
+
+
+@pytest.mark.parametrize("name", ["COTTON", "SILK", "DENIM", "RUBBER", "FLAG"])
+def test_presets_stay_under_their_documented_strain(scene, name):
+    presets = importlib.import_module(ADDON_MODULE + ".springs.presets")
+    scene.frame_start, scene.frame_end = 1, 24
+    ob = _sheet_for_preset(name)
+    s = ob.sinew_springs
+    assert s.mass_mode == "DENSITY" and s.stiffness_mode == "MATERIAL"
+    assert bake() == {"FINISHED"}
+    coarse, fine = presets.MEASURED[name]
+    assert 0.0 < s.bake_max_strain <= max(coarse, fine) + 1e-3
+    if s.max_stretch > 0:
+        assert s.bake_max_strain <= s.max_stretch + 1e-3  # the strain limit holds
+    # the same preset on a twice finer mesh weighs the same and hangs the same
+    scene.frame_set(24)
+    low = evaluated(ob)[:, 1].min()
+    fine_ob = _sheet_for_preset(name, cuts=16)
+    assert bake() == {"FINISHED"}
+    scene.frame_set(24)
+    assert abs(evaluated(fine_ob)[:, 1].min() - low) < 0.03  # 3 % of the 1 m sheet
+
+
+def test_pre_roll_is_simulated_but_not_written(scene):
+    scene.frame_start, scene.frame_end = 5, 8
+    ob = hanging_grid(4)
+    rest = evaluated(ob)
+    ref = reference(scene, ob, 16, pin_mask(ob))  # frames 0..15 of the same simulation
+    ob.sinew_springs.pre_roll = 12
+    assert bake() == {"FINISHED"}
+    s = ob.sinew_springs
+    assert (s.bake_frame_start, s.bake_frame_end) == (5, 8)
+    got = play(scene, ob, range(5, 9))
+    # the first written frame is already the settled state, 12 frames after the rest pose
+    assert np.abs(got[0] - rest).max() > 0.01
+    np.testing.assert_allclose(got[0], ref[12], atol=1e-6)
+    np.testing.assert_allclose(got[3], ref[15], atol=1e-6)
+
+
+def test_soft_pins_sag_below_their_targets(scene):
+    scene.frame_start, scene.frame_end = 1, 30
+    lows = {}
+    for weight in (1.0, 0.5):
+        ob = hanging_grid(4, name=f"Soft{weight}")
+        corners = np.flatnonzero(pin_mask(ob)).tolist()
+        ob.vertex_groups["pins"].add(corners, weight, "REPLACE")
+        s = ob.sinew_springs
+        s.pin_stiffness = 30.0
+        top = evaluated(ob)[corners]
+        bpy.context.view_layer.objects.active = ob
+        assert bake() == {"FINISHED"}
+        scene.frame_set(30)
+        x = evaluated(ob)
+        sag = top[:, 1] - x[corners, 1]  # the grid hangs along local -Y
+        assert np.all(sag > 1e-3)  # soft: the pinned corners hang below their targets
+        lows[weight] = x[:, 1].min()
+    assert lows[0.5] < lows[1.0] - 1e-3  # half the weight, half the pin stiffness: sags more

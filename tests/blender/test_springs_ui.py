@@ -14,6 +14,9 @@ CONTRACT_FIELDS = {
     "shear_stiffness": "FLOAT", "bending_stiffness": "FLOAT", "damping": "FLOAT",
     "air_drag": "FLOAT", "pin_group": "STRING", "substeps": "INT", "iterations": "INT",
     "collision_collection": "POINTER", "output": "ENUM",
+    # added in the second round (material model, strain limit, soft pins, pre-roll)
+    "mass_mode": "ENUM", "density": "FLOAT", "stiffness_mode": "ENUM", "max_stretch": "FLOAT",
+    "pin_stiffness": "FLOAT", "pre_roll": "INT",
 }
 
 
@@ -24,6 +27,11 @@ def test_settings_match_the_contract(scene):
     assert [i.identifier for i in props["solver"].enum_items] == [
         "EXPLICIT", "SYMPLECTIC", "IMPLICIT", "NEWTON", "FAST"]
     assert [i.identifier for i in props["output"].enum_items] == ["KEYFRAMES", "CACHE"]
+    assert [i.identifier for i in props["mass_mode"].enum_items] == ["VERTEX", "DENSITY"]
+    assert [i.identifier for i in props["stiffness_mode"].enum_items] == ["SPRING", "MATERIAL"]
+    # new objects get the resolution-independent model
+    assert props["mass_mode"].default == "DENSITY" and props["stiffness_mode"].default == "MATERIAL"
+    assert props["pre_roll"].hard_min == 0 and props["pin_stiffness"].hard_min == 0
     assert props["substeps"].hard_min == 1 and props["iterations"].hard_min == 1
     assert props["collision_collection"].fixed_type.identifier == "Collection"
     assert bpy.types.Object.bl_rna.properties["sinew_springs"].fixed_type.identifier == "SINEW_PG_springs"
@@ -38,7 +46,9 @@ def test_presets_set_the_settings(scene):
         for key, value in values.items():
             got = getattr(ob.sinew_springs, key)
             assert got == pytest.approx(value) if isinstance(value, float) else got == value, (name, key)
-    assert set(presets) == {"COTTON", "SILK", "ROPE", "STIFF_FLAG"}
+    assert set(presets) == {"COTTON", "SILK", "DENIM", "RUBBER", "ROPE", "FLAG"}
+    for values in presets.values():  # every preset is resolution-independent
+        assert values["mass_mode"] == "DENSITY" and values["stiffness_mode"] == "MATERIAL"
 
 
 def test_panels_are_in_the_physics_tab(scene):
@@ -47,12 +57,12 @@ def test_panels_are_in_the_physics_tab(scene):
     children = [c for c in bpy.types.Panel.__subclasses__()
                 if getattr(c, "bl_parent_id", "") == "SINEW_PT_springs" and c.is_registered]
     assert sorted(c.bl_label for c in children) == sorted(
-        ["Solver", "Springs", "Pins", "Collisions", "Output", "Bake"])
+        ["Solver", "Springs", "Pins", "Collisions", "Force Fields", "Output", "Bake"])
 
 
 def test_springs_register_and_unregister_twice_leave_nothing(scene):
     springs = sys.modules[ADDON_MODULE + ".springs"]
-    assert len(springs.classes) == 11  # 1 property group, 3 operators, 7 panels
+    assert len(springs.classes) == 12  # 1 property group, 3 operators, 8 panels
     for _ in range(2):
         springs.unregister()
         assert not hasattr(bpy.types.Object, "sinew_springs")

@@ -56,6 +56,7 @@ def build(path: str, frames: int = 12) -> None:
     sp = rope.sinew_springs
     sp.enabled, sp.solver, sp.pin_group, sp.vertex_mass, sp.stiffness = True, "FAST", "pin", 0.01, 200.0
     sp.bending_stiffness = sp.shear_stiffness = 0.0
+    sp.mass_mode, sp.stiffness_mode, sp.max_stretch = "VERTEX", "SPRING", 0.0  # the first round's per-vertex / per-spring model
     bpy.ops.wm.save_as_mainfile(filepath=path)
 
 

@@ -44,6 +44,7 @@ s = ob.sinew_springs
 s.enabled, s.pin_group, s.solver = True, "pins", "IMPLICIT"
 s.vertex_mass, s.stiffness, s.shear_stiffness, s.bending_stiffness = m, k, 0.0, 0.0
 s.damping, s.air_drag = 3.0, 2.0
+s.mass_mode, s.stiffness_mode, s.max_stretch = "VERTEX", "SPRING", 0.0
 scene.frame_start, scene.frame_end = 1, 300
 top = []
 for f in (1, 20, 40):
@@ -86,6 +87,52 @@ def test_rope_bake_on_the_blender_binary(blender, tmp_path):
         np.testing.assert_allclose(stretch, expected, rtol=0.01)
     for f in ("1", "20", "40", "300"):
         np.testing.assert_allclose(out["CACHE"][f], out["KEYFRAMES"][f], atol=1e-5)
+
+
+_PRESET_SCRIPT = """
+import json, math, sys
+sys.path.insert(0, {root!r})
+import bpy, numpy as np
+import blender_addon
+blender_addon.register()
+from blender_addon.springs.presets import MEASURED
+
+bpy.ops.wm.read_homefile(use_empty=True)
+scene = bpy.context.scene
+bpy.ops.mesh.primitive_grid_add(x_subdivisions=6, y_subdivisions=6, size=1.0)
+ob = bpy.context.active_object
+ob.rotation_euler = (math.pi / 2, 0.0, 0.0)
+co = np.empty(3 * len(ob.data.vertices), dtype=np.float32)
+ob.data.vertices.foreach_get("co", co)
+co = co.reshape(-1, 3)
+top = np.flatnonzero(co[:, 1] > co[:, 1].max() - 1e-6)
+ob.vertex_groups.new(name="pins").add([int(top[0]), int(top[-1])], 1.0, "REPLACE")
+assert bpy.ops.sinew.springs_preset(preset="COTTON") == {{"FINISHED"}}
+s = ob.sinew_springs
+s.enabled, s.pin_group, s.pre_roll = True, "pins", 6
+scene.frame_start, scene.frame_end = 1, 12
+assert bpy.ops.sinew.bake_springs() == {{"FINISHED"}}
+scene.frame_set(1)
+ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+me = ev.to_mesh()
+first = np.empty(3 * len(me.vertices), dtype=np.float32)
+me.vertices.foreach_get("co", first)
+ev.to_mesh_clear()
+out = dict(version=bpy.app.version_string, strain=s.bake_max_strain, limit=s.max_stretch,
+           documented=max(MEASURED["COTTON"]), mass_mode=s.mass_mode, frames=[s.bake_frame_start,
+           s.bake_frame_end], moved=float(np.abs(first.reshape(-1, 3) - co).max()))
+print("PRESET-RESULT " + json.dumps(out))
+"""
+
+
+def test_cotton_preset_with_pre_roll_on_the_blender_binary(blender, tmp_path):
+    proc = blender(script=_PRESET_SCRIPT.format(root=str(ROOT)))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("PRESET-RESULT "))
+    out = json.loads(line[len("PRESET-RESULT "):])
+    assert out["mass_mode"] == "DENSITY" and out["frames"] == [1, 12]
+    assert 0.0 < out["strain"] <= min(out["limit"], out["documented"]) + 1e-3
+    assert out["moved"] > 1e-3  # frame 1 is already the pre-rolled, hanging state
 
 
 _COLLIDER_SCRIPT = """

@@ -1,0 +1,187 @@
+"""A flag in the wind: Sinew against Blender's Cloth with the same Wind field (not a test).
+
+In one bpy process: a 1.5 × 1 m flag (``primitive_grid_add(x_subdivisions=30,
+y_subdivisions=20, size=1)`` scaled to 1.5 × 1, standing in the XZ plane) pinned on its
+pole edge, and a Wind field (Add > Force Field > Wind: plane shape, flow 1, wind factor 1)
+2 m in front of it blowing along +Y, perpendicular to the flag, at strength 300.
+
+* Blender's Cloth at its defaults, pinned through ``settings.vertex_group_mass``, frames
+  stepped with ``frame_set``;
+* Sinew end to end with a material preset chosen by name (``FLAG`` if the add-on has it,
+  else ``COTTON``): ``bpy.ops.sinew.bake_springs`` (read incl. the field every frame,
+  simulate, write shape keys).
+
+Reported per method: time per frame (and Sinew's ratio to Blender's; goal ≤ 0.5×), the
+flag's downwind displacement (world +Y of its vertices from frame 1, averaged over the
+vertices and the second half of the frames, as the flag swings; and the largest +Y any
+vertex reached), and the largest edge strain over all frames. Runs alternate and repeat;
+medians.
+
+``.venv/bpy-5.2/bin/python bench/springs_fields.py [--quick]``; importable as
+``run(quick) -> list[dict]``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-bench-"))
+
+import bpy  # noqa: E402
+import numpy as np  # noqa: E402
+
+CUTS = (30, 20)
+STRENGTH = 300.0
+PRESETS = ("FLAG", "COTTON")  # first one the add-on offers
+
+
+def _positions(me) -> np.ndarray:
+    co = np.empty(3 * len(me.vertices), dtype=np.float32)
+    me.vertices.foreach_get("co", co)
+    return co.reshape(-1, 3).astype(np.float64)
+
+
+def _edges(me) -> np.ndarray:
+    e = np.empty(2 * len(me.edges), dtype=np.int64)
+    me.edges.foreach_get("vertices", e)
+    return e.reshape(-1, 2)
+
+
+def _world(ob) -> np.ndarray:
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    me = ev.to_mesh()
+    x = _positions(me)
+    ev.to_mesh_clear()
+    m = np.array([list(r) for r in ev.matrix_world])
+    return x @ m[:3, :3].T + m[:3, 3]
+
+
+def _scene(name: str) -> tuple[bpy.types.Object, np.ndarray, np.ndarray]:
+    """A fresh scene with the flag and the wind; returns the flag, its edges and rest lengths."""
+    bpy.ops.wm.read_homefile(use_empty=True)
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=CUTS[0], y_subdivisions=CUTS[1], size=1.0)
+    ob = bpy.context.active_object
+    ob.name = name
+    ob.scale = (1.5, 1.0, 1.0)
+    ob.rotation_euler = (math.pi / 2, 0.0, 0.0)
+    x = _positions(ob.data)[:, 0]
+    ob.vertex_groups.new(name="pole").add([int(i) for i in np.flatnonzero(x < x.min() + 1e-6)],
+                                          1.0, "REPLACE")
+    bpy.ops.object.effector_add(type="WIND", location=(0.0, -2.0, 0.0),
+                                rotation=(-math.pi / 2, 0.0, 0.0))
+    bpy.context.active_object.field.strength = STRENGTH
+    bpy.context.view_layer.objects.active = ob
+    ob.select_set(True)
+    bpy.context.view_layer.update()
+    rest_w = _world(ob)
+    edges = _edges(ob.data)
+    rest = np.linalg.norm(rest_w[edges[:, 0]] - rest_w[edges[:, 1]], axis=1)
+    return ob, edges, rest
+
+
+def _measure(ob, edges, rest, frames) -> dict[str, float]:
+    scene = bpy.context.scene
+    y0 = None
+    strain, reach, late = 0.0, 0.0, []
+    for f in range(1, frames + 1):
+        scene.frame_set(f)
+        x = _world(ob)
+        if y0 is None:
+            y0 = x[:, 1].copy()
+        ln = np.linalg.norm(x[edges[:, 0]] - x[edges[:, 1]], axis=1)
+        strain = max(strain, float(np.max(ln / rest - 1.0)))
+        reach = max(reach, float(np.max(x[:, 1] - y0)))
+        if f > frames // 2:
+            late.append(float(np.mean(x[:, 1] - y0)))
+    return {"downwind_m": float(np.mean(late)), "max_downwind_m": reach, "max_edge_strain": strain}
+
+
+def blender_cloth(frames: int) -> dict[str, float]:
+    ob, edges, rest = _scene("BlenderFlag")
+    scene = bpy.context.scene
+    cloth = ob.modifiers.new("Cloth", "CLOTH")
+    cloth.settings.vertex_group_mass = "pole"
+    cloth.point_cache.frame_start, cloth.point_cache.frame_end = 1, frames
+    scene.frame_set(1)
+    elapsed = 0.0
+    for f in range(2, frames + 1):
+        t = time.perf_counter()
+        scene.frame_set(f)
+        bpy.context.evaluated_depsgraph_get()
+        elapsed += time.perf_counter() - t
+    out = _measure(ob, edges, rest, frames)
+    out["ms_per_frame"] = 1000 * elapsed / (frames - 1)
+    return out
+
+
+def sinew(frames: int) -> dict[str, float]:
+    ob, edges, rest = _scene("SinewFlag")
+    items = [i.identifier for i in
+             bpy.ops.sinew.springs_preset.get_rna_type().properties["preset"].enum_items]
+    preset = next(p for p in PRESETS if p in items)
+    assert bpy.ops.sinew.springs_preset(preset=preset) == {"FINISHED"}
+    s = ob.sinew_springs
+    s.enabled, s.pin_group = True, "pole"
+    t = time.perf_counter()
+    res = bpy.ops.sinew.bake_springs(frame_start=1, frame_end=frames)
+    elapsed = time.perf_counter() - t
+    assert res == {"FINISHED"}, res
+    out = _measure(ob, edges, rest, frames)
+    out["ms_per_frame"] = 1000 * elapsed / frames
+    out["preset"] = preset
+    return out
+
+
+def run(quick: bool = False) -> list[dict]:
+    """Alternate Blender's Cloth and Sinew; one row per method (medians)."""
+    from bench import install_addon
+
+    install_addon()
+    frames, reps = (24, 2) if quick else (72, 3)
+    cloth_runs, sinew_runs = [], []
+    for _ in range(reps):
+        cloth_runs.append(blender_cloth(frames))
+        sinew_runs.append(sinew(frames))
+    bpy.ops.wm.read_homefile(use_empty=True)
+
+    def med(runs, key):
+        return statistics.median(r[key] for r in runs)
+
+    c_ms = med(cloth_runs, "ms_per_frame")
+    rows = []
+    for label, runs in (("Blender Cloth (defaults)", cloth_runs),
+                        (f"Sinew {sinew_runs[0]['preset']} preset (read+simulate+write)", sinew_runs)):
+        rows.append({
+            "method": label, "vertices": (CUTS[0] + 1) * (CUTS[1] + 1), "wind_strength": STRENGTH,
+            "frames": frames, "repeats": reps, "ms_per_frame": med(runs, "ms_per_frame"),
+            "ratio_to_blender": med(runs, "ms_per_frame") / c_ms,
+            "downwind_m": med(runs, "downwind_m"), "max_downwind_m": med(runs, "max_downwind_m"),
+            "max_edge_strain": med(runs, "max_edge_strain")})
+    return rows
+
+
+def goals(rows: list[dict]) -> list[str]:
+    """The flag-in-wind goal (issue 16) with this run's figures, for the report's headline."""
+    by = {("Sinew" if str(r["method"]).startswith("Sinew") else "Blender"): r for r in rows}
+    if "Sinew" not in by or "Blender" not in by:
+        return []
+    s, b = by["Sinew"], by["Blender"]
+    ok = "met" if s["ratio_to_blender"] <= 0.5 else "NOT met"
+    return [f"flag in wind vs Blender Cloth: {s['ratio_to_blender']:.2f}× the time per frame (goal ≤ 0.5×: {ok}); "
+            f"downwind {s['downwind_m']:.2f} m (Blender {b['downwind_m']:.2f} m), furthest "
+            f"{s['max_downwind_m']:.2f} m (Blender {b['max_downwind_m']:.2f} m); max edge strain "
+            f"{100 * s['max_edge_strain']:.1f}% (Blender {100 * b['max_edge_strain']:.1f}%)"]
+
+
+if __name__ == "__main__":
+    for row in run(quick="--quick" in sys.argv[1:]):
+        print(row)

@@ -1,0 +1,70 @@
+"""The cloth presets as plain data (no bpy: the benchmarks and tools read it too).
+
+Every preset uses ``mass_mode='DENSITY'`` and ``stiffness_mode='MATERIAL'`` (docs/MATERIAL.md),
+so it gives the same cloth on a coarse or a fine mesh, and a strain limit ``max_stretch``
+that keeps it from stretching more than such a cloth does. Densities are kg/m² (ROPE: kg
+per metre of edge on a polyline), stiffness N per metre of width per unit strain (ROPE on
+a polyline: N per unit strain), damping N·s/m on the same scale, drag 1/s.
+
+:data:`MEASURED` holds each preset's largest edge strain on a hanging sheet (1 m square,
+the two top corners pinned, 2 s = 48 frames at 24 fps from rest, 10² and 40² quads; ROPE: a
+1 m polyline of 20 segments pinned at the top), from ``python bench/springs_presets.py``;
+:data:`DESCRIPTIONS` quotes them to the user.
+"""
+
+from __future__ import annotations
+
+_MATERIAL = dict(mass_mode="DENSITY", stiffness_mode="MATERIAL")
+
+#: Preset name → settings.
+PRESETS: dict[str, dict[str, object]] = {
+    "COTTON": dict(_MATERIAL, density=0.15, stiffness=2000.0, shear_stiffness=200.0,
+                   bending_stiffness=2.0, damping=1.0, air_drag=0.5, max_stretch=0.03,
+                   pin_stiffness=0.0, solver="FAST", substeps=1, iterations=10),
+    "SILK": dict(_MATERIAL, density=0.06, stiffness=800.0, shear_stiffness=40.0,
+                 bending_stiffness=0.2, damping=0.3, air_drag=1.0, max_stretch=0.05,
+                 pin_stiffness=0.0, solver="FAST", substeps=1, iterations=10),
+    "DENIM": dict(_MATERIAL, density=0.45, stiffness=8000.0, shear_stiffness=1500.0,
+                  bending_stiffness=20.0, damping=3.0, air_drag=0.3, max_stretch=0.02,
+                  pin_stiffness=0.0, solver="FAST", substeps=1, iterations=10),
+    "RUBBER": dict(_MATERIAL, density=0.8, stiffness=1000.0, shear_stiffness=300.0,
+                   bending_stiffness=5.0, damping=0.5, air_drag=0.2, max_stretch=0.0,
+                   pin_stiffness=0.0, solver="FAST", substeps=1, iterations=10),
+    "ROPE": dict(_MATERIAL, density=0.1, stiffness=20000.0, shear_stiffness=0.0,
+                 bending_stiffness=50.0, damping=2.0, air_drag=0.1, max_stretch=0.01,
+                 pin_stiffness=0.0, solver="FAST", substeps=2, iterations=20),
+    "FLAG": dict(_MATERIAL, density=0.12, stiffness=3000.0, shear_stiffness=300.0,
+                 bending_stiffness=1.0, damping=1.0, air_drag=1.0, max_stretch=0.02,
+                 pin_stiffness=0.0, solver="FAST", substeps=1, iterations=10),
+}
+
+#: Largest edge strain while hanging (the 48 frames, settling included; see the module
+#: docstring): preset → (10² quads, 40² quads), fractions. The 40² figures are larger because
+#: a pinned corner is a point load: its strain grows with resolution until ``max_stretch``
+#: caps it (RUBBER has no cap: rubber stretches).
+MEASURED: dict[str, tuple[float, float]] = {
+    "COTTON": (0.0089, 0.0303), "SILK": (0.0093, 0.0354), "DENIM": (0.0067, 0.0200),
+    "RUBBER": (0.0725, 0.2606), "ROPE": (0.0001, 0.0001), "FLAG": (0.0060, 0.0205),
+}
+
+_LOOK = {
+    "COTTON": ("Cotton", "Medium-weight woven cotton (150 g/m²): drapes in soft folds"),
+    "SILK": ("Silk", "Light, flowing fabric (60 g/m²) with almost no bending resistance"),
+    "DENIM": ("Denim / Leather", "Heavy, stiff cloth (450 g/m²) that keeps broad folds"),
+    "RUBBER": ("Rubber", "Heavy, stretchy sheet (800 g/m², no strain limit): sags under its weight"),
+    "ROPE": ("Rope", "Stiff along its length (polyline: 100 g/m, 20 kN per unit strain), bends "
+             "freely"),
+    "FLAG": ("Flag", "Light polyester flag fabric (120 g/m²), stiff in-plane, flutters freely"),
+}
+
+
+def _description(name: str) -> str:
+    text = _LOOK[name][1]
+    coarse, fine = MEASURED[name]
+    return (f"{text}. Hanging from two corners: max strain {100 * coarse:.1f}% (10² quads), "
+            f"{100 * fine:.1f}% (40²)")
+
+
+#: Preset name → tooltip, with the measured strain.
+DESCRIPTIONS = {name: _description(name) for name in PRESETS}
+

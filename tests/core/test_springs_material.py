@@ -1,0 +1,173 @@
+"""Material model (DENSITY mass, MATERIAL stiffness), strain limiting, soft pins, pre-roll,
+convergence reporting and the shared linear solvers: physics, not snapshots."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.linalg import spsolve
+
+from core.springs import INTEGRATORS, NewtonImplicitEuler, Simulator, build_model, build_springs, simulate
+from core.springs.linsolve import factor_spd, pcg
+from core.springs.shapes import grid, rope, triangulate
+
+G = 9.81
+SOLVERS = list(INTEGRATORS)
+
+
+def springs_of(g):
+    return build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+
+
+def sheet(n, size=1.0, pins=(0, None), stretch_x=1.0, **kw):
+    """An n×n sheet hanging in XZ, ``size`` m tall, ``stretch_x`` × as wide; pinned top corners."""
+    g = grid(n, size)
+    pos = g.positions * [stretch_x, 1.0, 1.0]
+    pin = kw.pop("pinned", None)
+    if pin is None:
+        pin = np.zeros(len(pos))
+        pin[[0, n]] = 1.0
+    return build_model(pos, springs_of(g), triangles=triangulate(g), pinned=pin, **kw)
+
+
+CLOTH = dict(density=0.2, stiffness=200.0, shear_stiffness=20.0, bending_stiffness=0.5, damping=0.5,
+             air_drag=2.0, stiffness_mode="MATERIAL")
+
+
+def test_density_gives_the_same_mass_at_any_resolution():
+    for n in (20, 40, 80):
+        m = sheet(n, stretch_x=1.5, **CLOTH)
+        assert m.total_mass == pytest.approx(0.2 * 1.5 * 1.0, rel=1e-12)
+    # a rope (no faces): density per metre of edge
+    r = rope(10, 2.0)
+    ss = build_springs(11, r.edges, r.loop_starts, r.loop_totals, r.loop_vertices)
+    m = build_model(r.positions, ss, stiffness=1.0, shear_stiffness=0, bending_stiffness=0, damping=0,
+                    density=0.3)
+    assert m.total_mass == pytest.approx(0.6) and m.masses[0] == pytest.approx(0.5 * m.masses[5])
+
+
+def test_same_material_hangs_to_the_same_shape_at_20_40_80():
+    lows, masses = [], []
+    for n in (20, 40, 80):
+        m = sheet(n, **CLOTH)
+        sim = Simulator(m, "FAST", fps=24, iterations=10)
+        for _ in range(72):
+            d = sim.advance()
+        assert d.kinetic_energy < 1e-6  # at rest
+        lows.append(sim.state.x[:, 2].min())
+        masses.append(m.total_mass)
+    assert np.ptp(lows) < 0.03 * 1.0  # 3 % of the 1 m sheet
+    assert np.ptp(masses) < 1e-12
+    # the same per-spring N/m and per-vertex kg do not: the fine sheet is 16× heavier
+    spring = [sheet(n, vertex_mass=0.2 / 21**2, stiffness=200, shear_stiffness=20,
+                    bending_stiffness=0.5, damping=0.5, air_drag=2.0).total_mass for n in (20, 80)]
+    assert spring[1] / spring[0] > 14
+
+
+@pytest.mark.parametrize("n,stretch_x", [(8, 1.0), (16, 1.0), (8, 2.5)])
+def test_material_stretch_matches_the_membrane_under_its_own_weight(n, stretch_x):
+    # pinned along the whole top edge, stretch springs only: a hanging membrane of
+    # density ρ and modulus E extends by ρ g H² / (2E) whatever the cells' size and shape
+    rho, E, H = 0.5, 40.0, 1.0
+    top = np.zeros((n + 1) ** 2)
+    top[: n + 1] = 1.0
+    m = sheet(n, H, stretch_x=stretch_x, pinned=top, density=rho, stiffness=E, shear_stiffness=0.0,
+              bending_stiffness=0.0, damping=0.0, air_drag=0.0, stiffness_mode="MATERIAL")
+    newton = NewtonImplicitEuler(linear_solver="DIRECT")
+    st = m.initial_state()
+    for _ in range(30):  # large steps: backward Euler goes straight to the static state
+        newton.step(m, st, 10.0, iterations=30)
+    extension = -st.x[:, 2].min() - H
+    assert extension == pytest.approx(rho * G * H * H / (2 * E), rel=0.06)
+
+
+@pytest.mark.parametrize("name", SOLVERS)
+def test_strain_never_exceeds_max_stretch(name):
+    limit = 0.05
+    kw = dict(density=2.0, stiffness=15.0, shear_stiffness=2.0, bending_stiffness=0.0, damping=0.2,
+              air_drag=1.0, stiffness_mode="MATERIAL")
+    sub = 20 if name in ("EXPLICIT", "SYMPLECTIC") else 1
+    _, free = simulate(sheet(6, **kw), name, 12, fps=24, substeps=sub, iterations=5)
+    out, diags = simulate(sheet(6, max_stretch=limit, **kw), name, 12, fps=24, substeps=sub,
+                          iterations=5)
+    assert max(d.max_strain for d in free) > 4 * limit  # heavily loaded: the limit matters
+    assert max(d.max_strain for d in diags) <= limit + 1e-3
+    assert all(d.converged or name in ("NEWTON", "FAST") for d in diags)
+    assert np.all(np.isfinite(out))
+
+
+@pytest.mark.parametrize("name", SOLVERS)
+def test_soft_pin_equilibrium_is_m_g_over_k(name):
+    # two loose vertices on soft pins of weight 1 and 0.5: offsets m g / (k w)
+    pos = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    k, mass = 50.0, 0.1
+    m = build_model(pos, build_springs(2, [], [], [], []), stiffness=0, shear_stiffness=0,
+                    bending_stiffness=0, damping=0, vertex_mass=mass, pinned=np.array([1.0, 0.5]),
+                    pin_stiffness=k, air_drag=8.0)
+    assert len(m.pinned_index) == 0 and list(m.anchor_index) == [0, 1]
+    sub = 10 if name in ("EXPLICIT", "SYMPLECTIC") else 1
+    out, _ = simulate(m, name, 120, fps=24, substeps=sub)
+    drop = pos[:, 2] - out[-1, :, 2]
+    assert drop == pytest.approx(mass * G / (k * np.array([1.0, 0.5])), rel=1e-3)
+
+
+def test_soft_pins_with_weight_half_sag_more_and_follow_their_targets():
+    n = 6
+    lows = {}
+    for w in (1.0, 0.5):
+        pin = np.zeros((n + 1) ** 2)
+        pin[: n + 1] = w  # the top row
+        m = sheet(n, pinned=pin, pin_stiffness=20.0, **CLOTH)
+        traj = np.repeat(m.rest_positions[m.target_index][None], 48, axis=0)
+        traj[:, :, 0] += np.linspace(0.0, 0.3, 48)[:, None]  # the targets slide 0.3 m along x
+        out, _ = simulate(m, "FAST", 48, fps=24, pin_trajectory=traj)
+        lows[w] = out[-1, :, 2].min()
+        top = out[-1, m.target_index]
+        assert np.abs(top[:, 0] - traj[-1, :, 0]).max() < 0.05  # pulled along
+        assert np.all(top[:, 2] < traj[-1, :, 2])  # and hanging below the target: soft
+    assert lows[0.5] < lows[1.0] - 0.01
+
+
+def test_pre_roll_frames_are_not_returned():
+    m = sheet(5, **CLOTH)
+    out, diags = simulate(m, "FAST", 4, fps=24, pre_roll=10)
+    assert out.shape[0] == 4 and len(diags) == 4
+    sim = Simulator(m, "FAST", fps=24)
+    for _ in range(10):
+        sim.advance()
+    assert np.abs(out[0] - sim.state.x).max() < 1e-12  # frame 0 = after the pre-roll
+    sim.advance()
+    assert np.abs(out[1] - sim.state.x).max() < 1e-12
+    # pins held at their frame-0 targets through the pre-roll
+    assert np.abs(out[0][m.pinned_index] - m.rest_positions[m.pinned_index]).max() == 0.0
+
+
+def test_convergence_is_reported():
+    m = sheet(12, density=0.2, stiffness=2000.0, shear_stiffness=200.0, bending_stiffness=1.0,
+              damping=0.5, air_drag=0.5, stiffness_mode="MATERIAL")
+    few = Simulator(m, "FAST", fps=24, iterations=1).advance()
+    many = Simulator(m, "FAST", fps=24, iterations=300).advance()
+    assert not few.converged and many.converged and many.residual < few.residual
+    newton = Simulator(m, "NEWTON", fps=24, iterations=40).advance()
+    assert newton.converged and np.isfinite(newton.max_residual)
+
+
+def test_shared_pcg_matches_a_direct_solve():
+    rng = np.random.default_rng(3)
+    n = 60
+    a = sp.random(n, n, density=0.1, random_state=4)
+    a = (a @ a.T + sp.identity(n) * 0.5).tocsc()
+    b = rng.standard_normal((n, 3))
+    exact = np.column_stack([spsolve(a, b[:, k]) for k in range(3)])
+    jacobi = 1.0 / a.diagonal()
+
+    def apply(u, out):
+        out[...] = a @ u
+        return out
+
+    res = pcg(apply, b, lambda r: jacobi[:, None] * r, rtol=1e-12, max_iterations=500)
+    assert res.converged and np.abs(res.x - exact).max() < 1e-9 * np.abs(exact).max()
+    # the shared factorisation as preconditioner: one iteration
+    res = pcg(apply, np.asfortranarray(b), factor_spd(a), rtol=1e-12)
+    assert res.iterations <= 2 and np.abs(res.x - exact).max() < 1e-9 * np.abs(exact).max()
+    # capped: says so
+    assert not pcg(apply, b, lambda r: r, rtol=1e-14, max_iterations=2).converged
