@@ -39,6 +39,8 @@ SECTIONS = [
      "bench.springs_presets"),
     ("Flag in the wind: Sinew against Blender's Cloth with the same Wind field", "bench.springs_fields"),
     ("Keyframe writing", "bench.keys"),
+    ("Cloth contact: Sinew against Blender's Cloth (drape over a sphere on the ground, skirt on a moving body)",
+     "bench.springs_contact"),
     ("Self-collision: a strip folding over a box, Sinew against Blender's Cloth", "bench.selfcollision_blender"),
 ]
 
@@ -198,6 +200,12 @@ def headline(all_rows: dict[str, list[dict]]) -> list[str]:
         from bench import springs_fields
 
         out += springs_fields.goals(all_rows.get("bench.springs_fields", []))
+    except Exception:  # the section failed; its traceback is in the report
+        pass
+    try:
+        from bench import springs_contact
+
+        out += springs_contact.goals(all_rows.get("bench.springs_contact", []))
     except Exception:  # the section failed; its traceback is in the report
         pass
     return out

@@ -266,6 +266,17 @@ def build_scene(frames: int):
     ball = bpy.data.objects.new("Ball", me)
     colliders.objects.link(ball)
     ball.location = (0.0, 7.0, 0.8)
+    # Marked as Blender marks colliders (a Collision modifier), with a grippier cloth
+    # friction than the default 5, and a floor under it for the hanging edges to land on.
+    ball.modifiers.new("Collision", "COLLISION")
+    ball.collision.cloth_friction = 30.0
+    fme = bpy.data.meshes.new("Floor")
+    fme.from_pydata([(-2.5, -2.5, 0.0), (2.5, -2.5, 0.0), (2.5, 2.5, 0.0), (-2.5, 2.5, 0.0)], [],
+                    [(0, 1, 2, 3)])
+    floor = link(bpy.data.objects.new("Floor", fme))
+    floor.location = (0.0, 7.0, 0.0)
+    floor.modifiers.new("Collision", "COLLISION")
+    floor.collision.cloth_friction = 30.0
     cloth = make_grid("Cloth", 28, 28, 2.4, 2.4)
     cloth.location = (0.0, 7.0, 2.4)
     sp = cloth.sinew_springs
@@ -359,6 +370,32 @@ def style_traces(scene_info, frames: int) -> None:
             trace.data.bevel_factor_end = value
             trace.data.keyframe_insert("bevel_factor_end", frame=frame)
     edit.keyframe_new_interpolation_type = previous
+
+
+def check_cloth(frames: int) -> list[str]:
+    """The falling cloth ends on its ball and the floor: nothing under the floor, and the
+    cloth still covers the top of the ball (Blender evaluating the baked result)."""
+    import bpy
+    import numpy as np
+
+    scene = bpy.context.scene
+    scene.frame_set(frames)
+    ob = bpy.data.objects["Cloth"]
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    me = ev.to_mesh()
+    co = np.empty(3 * len(me.vertices), dtype=np.float32)
+    me.vertices.foreach_get("co", co)
+    m = np.array([list(r) for r in ev.matrix_world])
+    ev.to_mesh_clear()
+    x = co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
+    ball = bpy.data.objects["Ball"].matrix_world.translation
+    problems = []
+    if x[:, 2].min() < -1e-4:
+        problems.append(f"cloth: a vertex is {-x[:, 2].min():.3f} m below the floor")
+    top = x[np.argmin(np.hypot(x[:, 0] - ball.x, x[:, 1] - ball.y))]
+    if not (ball.z + 0.8 <= top[2] <= ball.z + 0.9):
+        problems.append(f"cloth: not resting on the ball (height over its pole {top[2]:.3f} m)")
+    return problems
 
 
 def check_ik(scene_info, frames: int) -> list[str]:
@@ -549,7 +586,7 @@ def main() -> int:
     info = build_scene(frames)
     rows = bake(info, frames)
     style_traces(info, frames)
-    problems = check_ik(info, frames)
+    problems = check_ik(info, frames) + check_cloth(frames)
     blend = out / "demo.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(blend))
     pictures = [blend]

@@ -141,8 +141,7 @@ class SpringBakeJob(BakeJob):
         self.sim = Simulator(self.model, s.solver, fps=scene_fps(scene), substeps=s.substeps,
                              iterations=s.iterations, frame_start=frame_start,
                              self_collision=self_col)
-        self._colliders = [[TriangleMesh(v, t, thickness=th, friction=fr) for v, t, th, fr in cols]
-                           for cols in inp.colliders]
+        self._colliders = collider_frames(TriangleMesh, inp.colliders)
         self._field_forces: Any = None
         if field_objs:
             from ..core.springs import FieldForces
@@ -152,6 +151,8 @@ class SpringBakeJob(BakeJob):
         self.positions[0] = self.sim.state.x
         self.iterations = 0
         self.max_strain = 0.0
+        self.contacts = 0
+        self.max_penetration = 0.0
         self.unconverged = 0
         self.max_residual = 0.0
         self.self_contacts = 0
@@ -180,6 +181,8 @@ class SpringBakeJob(BakeJob):
         self.positions[i] = self.sim.state.x
         self.iterations += diag.iterations
         self.max_strain = max(self.max_strain, float(diag.max_strain))
+        self.contacts += int(diag.contacts)
+        self.max_penetration = max(self.max_penetration, float(diag.max_penetration))
         self.unconverged += 0 if diag.converged else 1
         if np.isfinite(diag.max_residual):
             self.max_residual = max(self.max_residual, float(diag.max_residual))
@@ -218,6 +221,12 @@ class SpringBakeJob(BakeJob):
         written = max(len(frames) - 1, 1)
         props.bake_iterations = self.iterations / written
         props.bake_max_strain = self.max_strain
+        props.bake_contacts = self.contacts
+        props.bake_max_penetration = self.max_penetration
+        contact = ""
+        if self._colliders and any(self._colliders):
+            contact = (f", {self.contacts} collider contacts, max penetration "
+                       f"{1000.0 * self.max_penetration:.1f} mm")
         props.bake_unconverged = self.unconverged
         props.bake_max_residual = self.max_residual
         props.bake_time = time.perf_counter() - self.started
@@ -236,7 +245,25 @@ class SpringBakeJob(BakeJob):
         if self.fields_skipped:
             field_note += f"; force fields not supported, skipped: {', '.join(self.fields_skipped)}"
         return (f"{obj.name}: {len(frames)} frames{pre}, {props.bake_iterations:.1f} iterations "
-                f"per frame, max strain {100.0 * self.max_strain:.2f}%{self_col}, {conv}{field_note}")
+                f"per frame, max strain {100.0 * self.max_strain:.2f}%{contact}{self_col}, {conv}{field_note}")
+
+
+def collider_frames(mesh_cls: type, frames: list) -> list[list]:
+    """Per frame, ``mesh_cls`` colliders (``core.springs.TriangleMesh``) from the
+    :func:`.read.read_colliders` tuples; a collider with the same triangles as on the
+    frame before moves (and deforms) linearly from there within the frame."""
+    out = []
+    before: list = []
+    for cols in frames:
+        row = []
+        for k, (v, t, th, fr) in enumerate(cols):
+            prev = None
+            if k < len(before) and before[k][0].shape == v.shape and np.array_equal(before[k][1], t):
+                prev = before[k][0]
+            row.append(mesh_cls(v, t, thickness=th, friction=fr, previous=prev))
+        out.append(row)
+        before = cols
+    return out
 
 
 def free_bake(obj: bpy.types.Object) -> bool:
@@ -251,6 +278,7 @@ def free_bake(obj: bpy.types.Object) -> bool:
     props.bake_output = ""
     props.bake_frame_start = props.bake_frame_end = 0
     props.bake_time = props.bake_iterations = props.bake_max_strain = 0.0
+    props.bake_contacts, props.bake_max_penetration = 0, 0.0
     props.bake_unconverged = 0
     props.bake_max_residual = 0.0
     return True

@@ -137,6 +137,11 @@ class SINEW_PG_springs(bpy.types.PropertyGroup):
     bake_time: FloatProperty(name="Bake Time", description="Seconds", default=0.0, options={"HIDDEN"})
     bake_iterations: FloatProperty(name="Iterations per Frame", default=0.0, options={"HIDDEN"})
     bake_max_strain: FloatProperty(name="Max Strain", default=0.0, options={"HIDDEN"})
+    bake_contacts: IntProperty(name="Collider Contacts", description="Vertex contacts with colliders, "
+                               "summed over the bake's substeps", default=0, options={"HIDDEN"})
+    bake_max_penetration: FloatProperty(name="Max Penetration", description="Deepest a vertex "
+                                        "ended inside a collider in any substep (m; 0 is the goal)",
+                                        default=0.0, options={"HIDDEN"}, unit="LENGTH")
     bake_unconverged: IntProperty(name="Unconverged Frames", description="Frames whose solve (or "
                                   "strain limit) did not reach its tolerance", default=0,
                                   options={"HIDDEN"})

@@ -146,14 +146,43 @@ def read_pin_weights(obj: bpy.types.Object, scene: bpy.types.Scene, group: str,
     return np.where(w > noise, w, 0.0)
 
 
-def read_colliders(objects: Sequence[bpy.types.Object], depsgraph: Any) -> list[tuple]:
-    """World-space triangle soups ``(vertices (m, 3), triangles (t, 3), thickness, friction)``.
+def collision_settings(settings: Any) -> tuple[float, float, float]:
+    """``(thickness m, friction coefficient μ, damping)`` of Blender ``CollisionSettings``.
 
-    Thickness and friction come from the object's Collision settings when it has a
-    Collision modifier (``thickness_outer``, ``friction``), else 0.02 m and 0.
+    Read as Blender's Cloth reads them (the same names in 3.4, 4.5 and 5.2): the outer
+    thickness, ``cloth_friction`` (Blender scales it by 0.01 into the Coulomb coefficient,
+    so the default 5 is μ = 0.05) and ``damping`` (0..1; returned for completeness: the
+    contact response is fully inelastic whatever its value, see ``core.springs.colliders``).
+    The particle friction
+    (``friction`` in 3.x, ``friction_factor`` later) is not the cloth's and is not read.
+    """
+    return (float(settings.thickness_outer), 0.01 * float(settings.cloth_friction),
+            float(settings.damping))
+
+
+#: Collider settings without a Collision modifier: Blender's defaults for one
+#: (outer thickness 0.02 m, cloth friction 5 → μ 0.05, damping 0.1).
+DEFAULT_COLLISION = (0.02, 0.05, 0.1)
+
+
+def collision_modifier(ob: bpy.types.Object) -> Any:
+    """The object's enabled Collision modifier, or None."""
+    for m in ob.modifiers:
+        if m.type == "COLLISION" and m.show_viewport:
+            return m
+    return None
+
+
+def read_colliders(objects: Sequence[bpy.types.Object], depsgraph: Any) -> list[tuple]:
+    """World-space triangle meshes ``(vertices (m, 3), triangles (t, 3), thickness, friction)``.
+
+    The evaluated mesh (modifiers, armature deformation, parents and animation applied)
+    in world space. Thickness and friction come from the object's Collision settings
+    when it has a Collision modifier (see :func:`collision_settings`), else
+    :data:`DEFAULT_COLLISION`.
     """
     out = []
-    for ob in objects:
+    for ob in objects:  # one entry per collider object, not per vertex
         ev = ob.evaluated_get(depsgraph)
         mesh = ev.to_mesh()
         try:
@@ -163,21 +192,34 @@ def read_colliders(objects: Sequence[bpy.types.Object], depsgraph: Any) -> list[
             mesh.loop_triangles.foreach_get("vertices", t)
         finally:
             ev.to_mesh_clear()
-        if not len(t):
-            continue
-        thickness, friction = 0.02, 0.0
-        if any(m.type == "COLLISION" for m in ob.modifiers) and ob.collision is not None:
-            thickness, friction = float(ob.collision.thickness_outer), float(ob.collision.friction)
+        thickness, friction, _ = DEFAULT_COLLISION
+        if collision_modifier(ob) is not None and ob.collision is not None:
+            thickness, friction, _ = collision_settings(ob.collision)
         out.append((to_world(matrix_array(ev.matrix_world), v), t.reshape(-1, 3).astype(np.int64),
                     thickness, friction))
     return out
 
 
-def collider_objects(obj: bpy.types.Object, collection: Any) -> list[bpy.types.Object]:
-    """Mesh objects of ``collection`` (and its children), without ``obj`` itself."""
-    if collection is None:
-        return []
-    return [ob for ob in collection.all_objects if ob.type == "MESH" and ob != obj]
+def collider_objects(obj: bpy.types.Object, collection: Any,
+                     scene: bpy.types.Scene | None = None) -> list[bpy.types.Object]:
+    """The colliders of ``obj``, as Blender marks them, without ``obj`` itself.
+
+    Mesh objects of ``collection`` (and its children), and every visible mesh object of
+    ``scene`` with an enabled Collision modifier (``collision.use`` on), in a stable
+    order without repeats.
+    """
+    found: dict[str, bpy.types.Object] = {}
+    if collection is not None:
+        for ob in collection.all_objects:
+            if ob.type == "MESH" and ob != obj:
+                found.setdefault(ob.name, ob)
+    if scene is not None:
+        for ob in scene.objects:
+            if (ob.type == "MESH" and ob != obj and ob.visible_get()
+                    and collision_modifier(ob) is not None and ob.collision is not None
+                    and ob.collision.use):
+                found.setdefault(ob.name, ob)
+    return list(found.values())
 
 
 @dataclass
@@ -197,7 +239,8 @@ class FrameInput:
     pin_weights : numpy.ndarray
         Shape ``(n,)``.
     colliders : list
-        Length ``F``; per frame a list of :func:`read_colliders` tuples.
+        Length ``F``; per frame a list of :func:`read_colliders` tuples, one per collider
+        object in the same order every frame.
     topology : Topology
     fields : list
         Length ``F`` (empty without a ``field_source``): per frame what
@@ -234,7 +277,7 @@ def read_input(scene: bpy.types.Scene, obj: bpy.types.Object, frame_start: int, 
     if len(topo.edges) == 0:
         raise TopologyError(f"{obj.name} has no edges: springs run along mesh edges")
     frames = np.arange(frame_start, frame_end + 1)
-    cols_objs = collider_objects(obj, collision_collection)
+    cols_objs = collider_objects(obj, collision_collection, scene)
     local = np.empty((len(frames), n, 3))
     mats = np.empty((len(frames), 4, 4))
     colliders = []

@@ -100,6 +100,7 @@ class SINEW_PT_springs_collisions(_SubPanel, bpy.types.Panel):
     def draw(self, context: bpy.types.Context) -> None:
         layout, props = self._props(context)
         layout.prop(props, "collision_collection", text="Collection")
+        layout.label(text="Objects with a Collision modifier collide too", icon="INFO")
         col = layout.column(align=True)
         col.prop(props, "self_collision")
         sub = col.column(align=True)
@@ -147,6 +148,9 @@ class SINEW_PT_springs_bake(_SubPanel, bpy.types.Panel):
                            f"({props.bake_output.title()})")
             col.label(text=f"Time {props.bake_time:.2f} s, {props.bake_iterations:.1f} iterations/frame")
             col.label(text=f"Max strain {100.0 * props.bake_max_strain:.2f}%")
+            if props.bake_contacts:
+                col.label(text=f"Contacts {props.bake_contacts}, max penetration "
+                               f"{1000.0 * props.bake_max_penetration:.1f} mm")
             if props.bake_unconverged:
                 col.label(text=f"{props.bake_unconverged} frames not converged "
                                f"(residual ≤ {props.bake_max_residual:.3g} N)", icon="ERROR")

@@ -202,7 +202,7 @@ class Integrator:
                 x_new[pi] = hard
             limited = limit_strain(model, x_new, v_new, h).converged
         if colliders:
-            resolve(colliders, x_new, v_new, x_old)
+            resolve(colliders, x_new, v_new, x_old, h, model)
         if len(pi):
             x_new[pi] = hard
             v_new[pi] = (hard - x_old[pi]) / h

@@ -1,21 +1,28 @@
-"""Colliders: half-spaces, spheres and triangle meshes, resolved by projection.
+"""Colliders: half-spaces, spheres and (moving, deforming) triangle meshes.
 
-After each solve every vertex closer to a collider than its ``thickness``
-(or inside it) is projected to the surface plus ``thickness`` along the
-outward normal; its inward normal velocity is removed and its tangential
-velocity is reduced by Coulomb friction, ``|Δv_t| ≤ friction · |Δv_n|``
-(a ``friction`` of 0 is frictionless; a large value sticks). Colliders are
+After each solve the contact stage (:func:`resolve`, called by every integrator
+between the solve and the exact pins) makes the end of the step collision-free.
+
+:class:`Plane` and :class:`Sphere` are analytic and static: every vertex closer than
+``thickness`` (or inside) is projected to the surface plus ``thickness``; a vertex whose
+step passes through the sphere is caught where the segment enters it.
+
+:class:`TriangleMesh` holds a collider's world-space vertices at the end of a frame and,
+when it moves or deforms, at the start of the frame (``previous``); every substep sees
+the corners interpolated linearly inside the frame (:meth:`TriangleMesh.window`), and
+:mod:`.contact` handles it continuously (vertex–face and edge–edge over the step, so a
+thin or fast collider is caught at one substep), with Coulomb friction relative to the
+collider's own motion. Meshes are one-sided: counter-clockwise corners seen from
+outside, as Blender stores closed meshes, so the outside is where the face normals
+point; a vertex crossing a face from behind is let through (cloth that starts inside a
+collider comes out).
+
+In all cases the normal response is fully inelastic (no bounce: what Blender's
+collision ``damping`` of 1 would give; lower values are not used to add bounce, since
+a bouncing contact only makes resting cloth jitter) and the tangential
+velocity relative to the collider is reduced by Coulomb friction,
+``|Δv_t| ≤ friction · |Δv_n|`` (0 is frictionless; a large value sticks). Colliders are
 resolved one after another in the order given.
-
-Triangle meshes are given in world space for each frame. The nearest surface
-point of a vertex is searched among the triangles whose centroids are the
-``k`` nearest (``scipy.spatial.cKDTree``), with a vectorised
-closest-point-on-triangle. The side is decided by the normal of the triangle
-holding that point (counter-clockwise corners seen from outside, as Blender
-stores closed meshes): a vertex is inside when ``(x − q)·n < 0``. This is
-right for closed, consistently oriented meshes and for one-sided open
-surfaces; vertices deeper than ``max_depth`` below an open surface are left
-alone.
 
 Self-collision (cloth against itself) is a separate stage after this one:
 :mod:`.selfcollision`, which reuses :func:`closest_points_on_triangles`.
@@ -30,8 +37,9 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..errors import SinewError
+from .contact import ContactStats, MeshWindow, Support, coulomb_velocity, resolve_mesh, revert_crossings
 
-__all__ = ["Plane", "Sphere", "TriangleMesh", "resolve", "closest_points_on_triangles"]
+__all__ = ["Plane", "Sphere", "TriangleMesh", "ColliderSet", "resolve", "closest_points_on_triangles"]
 
 
 def _apply_contact(x: np.ndarray, v: np.ndarray, idx: np.ndarray, target: np.ndarray,
@@ -40,14 +48,7 @@ def _apply_contact(x: np.ndarray, v: np.ndarray, idx: np.ndarray, target: np.nda
     if len(idx) == 0:
         return
     x[idx] = target
-    vi = v[idx]
-    vn = np.einsum("ij,ij->i", vi, normal)
-    inward = np.minimum(vn, 0.0)
-    vt = vi - vn[:, None] * normal
-    vt_len = np.sqrt(np.einsum("ij,ij->i", vt, vt))
-    dvn = -inward
-    scale = np.where(vt_len > 0, np.maximum(0.0, 1.0 - friction * dvn / np.where(vt_len > 0, vt_len, 1.0)), 1.0)
-    v[idx] = vt * scale[:, None] + np.maximum(vn, 0.0)[:, None] * normal
+    v[idx] = coulomb_velocity(v[idx], 0.0, normal, friction)
 
 
 @dataclass
@@ -83,10 +84,13 @@ class Plane:
         """Distance above the plane, shape ``(n,)``, m (negative inside)."""
         return (x - self.point) @ self.normal
 
-    def resolve(self, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray) -> None:
+    def resolve(self, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray,
+                stats: ContactStats | None = None) -> None:
         """Project and fix velocities in place (see module docstring)."""
         s = self.signed_distance(x)
         idx = np.flatnonzero(s < self.thickness)
+        if stats is not None:
+            stats.add(len(idx), 0.0, max(0.0, -float(s.min())) if len(s) else 0.0)
         if len(idx):
             target = x[idx] + (self.thickness - s[idx])[:, None] * self.normal
             _apply_contact(x, v, idx, target, np.broadcast_to(self.normal, (len(idx), 3)),
@@ -121,11 +125,26 @@ class Sphere:
         """Distance from the surface, shape ``(n,)``, m (negative inside)."""
         return np.linalg.norm(x - self.center, axis=1) - self.radius
 
-    def resolve(self, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray) -> None:
+    def resolve(self, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray,
+                stats: ContactStats | None = None) -> None:
         """Project and fix velocities in place (see module docstring)."""
+        # a step that passes through the sphere: stop it where the segment enters
+        seg = x - x_prev
+        a = np.einsum("ij,ij->i", seg, seg)
+        rel = x_prev - self.center
+        b = np.einsum("ij,ij->i", seg, rel)
+        r_out = self.radius + self.thickness
+        c = np.einsum("ij,ij->i", rel, rel) - r_out * r_out
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_in = (-b - np.sqrt(np.maximum(b * b - a * c, 0.0))) / a
+        through = (c >= 0) & (b < 0) & (b * b - a * c > 0) & (t_in >= 0) & (t_in <= 1)
+        x[through] = x_prev[through] + t_in[through, None] * seg[through]
         d = x - self.center
         r = np.sqrt(np.einsum("ij,ij->i", d, d))
-        idx = np.flatnonzero(r - self.radius < self.thickness)
+        if stats is not None and len(r):
+            stats.add(int(np.count_nonzero(r - self.radius < self.thickness)), 0.0,
+                      max(0.0, self.radius - float(r.min())))
+        idx = np.flatnonzero((r - self.radius < self.thickness) | through)
         if len(idx):
             ri = r[idx]
             up = np.array([0.0, 0.0, 1.0])
@@ -189,26 +208,36 @@ def closest_points_on_triangles(p: np.ndarray, a: np.ndarray, b: np.ndarray,
 
 @dataclass
 class TriangleMesh:
-    """A triangle mesh collider in world space (see module docstring).
+    """A triangle-mesh collider in world space for one frame (see module docstring).
 
     Parameters
     ----------
     vertices : array_like
-        Shape ``(m, 3)``, m.
+        Shape ``(m, 3)``, m, at the end of the frame.
     triangles : array_like
         Shape ``(t, 3)``, vertex indices, counter-clockwise seen from outside.
     thickness, friction : float
         As for :class:`Plane`.
+    previous : array_like, optional
+        Shape ``(m, 3)``, the same vertices at the start of the frame (a moving or
+        deforming collider); ``None`` for a static one.
     k : int
-        Candidate triangles per vertex (nearest centroids).
+        Candidate triangles per point for :meth:`nearest` (nearest centroids).
     max_depth : float
-        m; vertices further than this behind the surface are ignored.
+        m; for :meth:`signed_distance` queries only: points further than this behind
+        the surface count as outside.
+
+    Attributes
+    ----------
+    closed : bool
+        Every edge is shared by exactly two triangles.
     """
 
     vertices: np.ndarray
     triangles: np.ndarray
     thickness: float = 0.0
     friction: float = 0.0
+    previous: np.ndarray | None = None
     k: int = 8
     max_depth: float = np.inf
     _tree: cKDTree = field(init=False, repr=False)
@@ -221,16 +250,63 @@ class TriangleMesh:
         if len(self.triangles) and (self.triangles.min() < 0
                                     or self.triangles.max() >= len(self.vertices)):
             raise SinewError("collider triangle index out of range")
+        if self.previous is not None:
+            self.previous = np.asarray(self.previous, dtype=np.float64).reshape(-1, 3)
+            if self.previous.shape != self.vertices.shape or not np.all(np.isfinite(self.previous)):
+                raise SinewError("collider 'previous' vertices must be finite and match 'vertices'")
+        if not (np.isfinite(self.thickness) and self.thickness >= 0):
+            raise SinewError("collider thickness must be >= 0")
+        if not (np.isfinite(self.friction) and self.friction >= 0):
+            raise SinewError("collider friction must be >= 0")
         p = self.vertices[self.triangles]
         self._a, self._b, self._c = p[:, 0], p[:, 1], p[:, 2]
         nrm = np.cross(self._b - self._a, self._c - self._a)
         ln = np.linalg.norm(nrm, axis=1)
         self._normal = nrm / np.where(ln > 0, ln, 1.0)[:, None]
         self._tree = cKDTree(p.mean(axis=1)) if len(p) else None
+        self._ridges()
+
+    def _ridges(self) -> None:
+        """Edges, closedness and the ridge (convex or boundary) edges with their faces."""
+        t = self.triangles
+        if len(t) == 0:
+            self.closed = False
+            self._edges = np.zeros((0, 2), np.int64)
+            self._edge_faces = np.zeros((0, 2), np.int64)
+            return
+        half = np.concatenate([t[:, [0, 1]], t[:, [1, 2]], t[:, [2, 0]]])
+        face = np.tile(np.arange(len(t)), 3)
+        opposite = np.concatenate([t[:, 2], t[:, 0], t[:, 1]])
+        key = np.sort(half, axis=1)
+        uniq, inv, count = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+        inv = inv.reshape(-1)
+        self.closed = bool(np.all(count == 2))
+        order = np.argsort(inv, kind="stable")
+        starts = np.searchsorted(inv[order], np.arange(len(uniq)))
+        f1 = face[order][starts]
+        second = np.minimum(starts + 1, len(order) - 1)
+        has2 = count >= 2
+        f2 = np.where(has2, face[order][second], f1)
+        opp2 = opposite[order][second]
+        # convex: the second face's far corner lies behind the first face's plane
+        behind = np.einsum("ij,ij->i", self.vertices[opp2] - self._a[f1], self._normal[f1]) < 0
+        ridge = ~has2 | behind
+        self._edges = uniq[ridge]
+        self._edge_faces = np.stack([f1[ridge], f2[ridge]], 1)
+
+    def window(self, a0: float, a1: float) -> MeshWindow:
+        """The collider over the part ``[a0, a1]`` of the frame (fractions, 0 = start)."""
+        if self.previous is None:
+            c0 = c1 = self.vertices
+        else:
+            d = self.vertices - self.previous
+            c0, c1 = self.previous + a0 * d, self.previous + a1 * d
+        return MeshWindow(c0, c1, self.triangles, self._edges, self._edge_faces,
+                          float(self.thickness), float(self.friction), self.closed)
 
     def nearest(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Nearest surface points ``(n, 3)``, signed distances ``(n,)`` and the
-        outward normals ``(n, 3)`` there."""
+        outward normals ``(n, 3)`` there (at the end of the frame)."""
         kq = min(self.k, len(self.triangles))
         _, cand = self._tree.query(x, k=kq)
         cand = np.asarray(cand).reshape(len(x), kq)
@@ -247,6 +323,8 @@ class TriangleMesh:
         dist = np.sqrt(dist2[np.arange(len(x)), best])
         side = np.einsum("ij,ij->i", diff_best, nrm)
         sign = np.where(side < 0, -1.0, 1.0)
+        if not self.closed:  # open: only straight behind a face is inside
+            sign = np.where(np.abs(side) >= (1.0 - 1e-9) * dist, sign, 1.0)
         with np.errstate(invalid="ignore", divide="ignore"):
             out_dir = np.where((dist > 1e-12)[:, None],
                                sign[:, None] * diff_best / np.where(dist > 1e-12, dist, 1.0)[:, None],
@@ -254,35 +332,90 @@ class TriangleMesh:
         return q_best, sign * dist, out_dir
 
     def signed_distance(self, x: np.ndarray) -> np.ndarray:
-        """Signed distance to the surface, shape ``(n,)``, m (negative inside)."""
+        """Signed distance to the surface at the end of the frame, shape ``(n,)``, m
+        (negative inside; deeper than ``max_depth`` counts as outside)."""
         if self._tree is None:
             return np.full(len(x), np.inf)
-        return self.nearest(x)[1]
+        s = self.nearest(x)[1]
+        return np.where(s < -self.max_depth, -s, s)
 
-    def resolve(self, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray) -> None:
-        """Project and fix velocities in place (see module docstring)."""
-        if self._tree is None or len(x) == 0:
-            return
-        q, s, out_dir = self.nearest(x)
-        idx = np.flatnonzero((s < self.thickness) & (s > -self.max_depth))
-        if len(idx):
-            target = q[idx] + self.thickness * out_dir[idx]
-            _apply_contact(x, v, idx, target, out_dir[idx], self.friction)
+    def resolve(self, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray,
+                stats: ContactStats | None = None, *, h: float = 1.0,
+                edges: np.ndarray | None = None, movable: np.ndarray | None = None) -> None:
+        """Resolve contact over a whole frame in one step (static use; see :func:`resolve`)."""
+        resolve_mesh(self.window(0.0, 1.0), x, v, x_prev, h,
+                     np.zeros((0, 2), np.int64) if edges is None else edges,
+                     np.ones(len(x), bool) if movable is None else movable, stats)
+
+
+class ColliderSet(list):
+    """The colliders of one step, with the :class:`~.contact.ContactStats` they feed.
+
+    A list of :class:`Plane`, :class:`Sphere`, :class:`TriangleMesh` or
+    :class:`~.contact.MeshWindow` (a mesh over one substep); ``support`` is the contact
+    force carried between steps (:class:`~.contact.Support`), kept by the simulator.
+    """
+
+    def __init__(self, items=(), stats: ContactStats | None = None,
+                 support: Support | None = None) -> None:
+        super().__init__(items)
+        self.stats = ContactStats() if stats is None else stats
+        self.support = support
 
 
 def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
-            x_prev: np.ndarray) -> None:
-    """Resolve every collider in turn, in place.
+            x_prev: np.ndarray, h: float = 1.0, model: object | None = None) -> None:
+    """Resolve every collider in turn, in place (the contact stage of a step).
 
     Parameters
     ----------
-    colliders : sequence of Plane, Sphere or TriangleMesh
+    colliders : sequence of Plane, Sphere, TriangleMesh or MeshWindow
+        A :class:`ColliderSet` also collects contact statistics.
     x : numpy.ndarray
         Shape ``(n, 3)``, positions after the solve, m (modified).
     v : numpy.ndarray
         Shape ``(n, 3)``, velocities, m/s (modified).
     x_prev : numpy.ndarray
         Shape ``(n, 3)``, positions at the start of the step, m.
+    h : float
+        Step, s (for velocities relative to moving colliders).
+    model : Model, optional
+        Gives the cloth's mesh edges (edge–edge contact) and pinned vertices (never
+        moved here); without it vertices alone are handled.
     """
-    for col in colliders:
-        col.resolve(x, v, x_prev)
+    stats = getattr(colliders, "stats", None)
+    support = getattr(colliders, "support", None)
+    n = len(x)
+    if model is not None:
+        e = model.edge_springs if model.edge_springs >= 0 else model.spring_count
+        edges = model.springs[:e]
+        movable = ~np.asarray(model.pinned, dtype=bool)
+    else:
+        edges, movable = np.zeros((0, 2), np.int64), np.ones(n, bool)
+    cols = [c.window(0.0, 1.0) if isinstance(c, TriangleMesh) else c for c in colliders]
+    after = []  # positions right after each collider
+    for col in cols:
+        if isinstance(col, MeshWindow):
+            resolve_mesh(col, x, v, x_prev, h, edges, movable, stats, support)
+        else:
+            col.resolve(x, v, x_prev, stats)
+        after.append(x.copy())
+    meshes = [i for i, c in enumerate(cols) if isinstance(c, MeshWindow)]
+    if len(meshes) > 1:
+        # one collider's push can move a vertex into one resolved before it (a cloth in
+        # the crease between a ball and the ground): a second round over the vertices
+        # moved since, which only adds the deepest penetration left to the statistics
+        again = ContactStats()
+        moved_any = np.zeros(n, bool)
+        for i in meshes:
+            moved = np.any(x != after[i], axis=1)
+            if np.any(moved):
+                moved_any |= moved
+                resolve_mesh(cols[i], x, v, x_prev, h, edges, movable, again, None, only=moved)
+        if np.any(moved_any):  # where two colliders still disagree, the start of the step wins
+            for i in meshes:
+                revert_crossings(cols[i], x, v, x_prev, h, movable & moved_any)
+        if stats is not None:
+            stats.add(0, again.max_penetration)
+    if support is not None:
+        support.settle()

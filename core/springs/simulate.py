@@ -26,6 +26,8 @@ import numpy as np
 from ..errors import BakeCancelled, DivergenceError, SinewError
 from . import forces as F
 from .base import Integrator
+from .colliders import ColliderSet, TriangleMesh
+from .contact import ContactStats, Support
 from .model import Model, State
 from .selfcollision import SelfCollision
 
@@ -51,6 +53,11 @@ class FrameDiagnostics:
     max_strain : float
         Largest stretch of the mesh's edges, ``max(ℓ/L − 1, 0)`` (dimensionless; see
         :func:`.forces.edge_strain`).
+    contacts : int
+        Collider contacts over the frame's substeps (cloth vertices in contact, summed).
+    max_penetration : float
+        m, the deepest a vertex ends inside a collider after a substep's contact stage,
+        over the frame (0 is the goal).
     self_contacts : int
         Self-collision: contact or colliding pairs, summed over substeps (0 when off).
     self_crossings : int
@@ -69,6 +76,8 @@ class FrameDiagnostics:
     kinetic_energy: float
     potential_energy: float
     max_strain: float
+    contacts: int = 0
+    max_penetration: float = 0.0
     self_contacts: int = 0
     self_crossings: int = 0
     converged: bool = True
@@ -149,6 +158,7 @@ class Simulator:
         g = float(np.linalg.norm(model.gravity))
         x0 = self.state.x
         extent = float(np.linalg.norm(np.ptp(x0, axis=0))) if len(x0) else 0.0
+        self._support: Support | None = None  # contact force carried between steps
         self._energy0 = self.mechanical_energy()
         self._scale = (F.kinetic_energy(model, self.state.v) + F.spring_energy(model, x0)
                        + m_tot * g * (extent + 1.0)
@@ -235,7 +245,9 @@ class Simulator:
             substeps interpolate linearly from the current ones. ``None`` keeps
             the pins still.
         colliders : sequence
-            Colliders for this frame (world space).
+            Colliders for this frame (world space). A :class:`~.colliders.TriangleMesh`
+            with ``previous`` vertices moves linearly from them over the frame: each
+            substep sees its own part of that motion.
         external : numpy.ndarray or callable, optional
             External forces (N) on the vertices: an ``(n, 3)`` array held for the
             whole frame, or ``external(x, v, t, h) -> (n, 3) or None`` called at
@@ -263,15 +275,24 @@ class Simulator:
         residual = max_residual = float("nan")
         ok = True
         ext_work = 0.0
+        stats = ContactStats()
+        if colliders and self._support is None:
+            self._support = Support.zeros(model.masses)
+        movable = ~np.asarray(model.pinned, dtype=bool)
         sc, self_contacts, crossings = self.self_collision, 0, 0
         with np.errstate(over="ignore", invalid="ignore"):
             for k in range(1, self.substeps + 1):
                 target = prev + (nxt - prev) * (k / self.substeps)
+                cols = ColliderSet((c.window((k - 1) / self.substeps, k / self.substeps)
+                                    if isinstance(c, TriangleMesh) else c for c in colliders), stats,
+                                   self._support if colliders else None)
+                if colliders:  # the colliders' push from the last step acts in this solve
+                    self._support.kick(work.v, self.h, movable)
                 ext = self._external(external, work, (k - 0.5) / self.substeps, frame)
                 kw = {} if ext is None else {"external": ext}
                 x_start = work.x.copy() if (sc is not None or ext is not None) else None
                 info = self.integrator.step(model, work, self.h, pins=target,
-                                            iterations=self.iterations, colliders=colliders,
+                                            iterations=self.iterations, colliders=cols,
                                             **kw)
                 if ext is not None:
                     ext_work += float(np.sum(np.linalg.norm(ext, axis=1)
@@ -305,8 +326,10 @@ class Simulator:
         self.state = work
         self.frame = frame
         self._targets = nxt
-        return FrameDiagnostics(frame, total_its, residual, ke, pe, strain, self_contacts,
-                                crossings, converged=ok, max_residual=max_residual)
+        return FrameDiagnostics(frame, total_its, residual, ke, pe, strain,
+                                contacts=stats.contacts, max_penetration=stats.max_penetration,
+                                self_contacts=self_contacts, self_crossings=crossings,
+                                converged=ok, max_residual=max_residual)
 
 
 def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, fps: float,

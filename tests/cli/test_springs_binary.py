@@ -133,3 +133,50 @@ def test_cotton_preset_with_pre_roll_on_the_blender_binary(blender, tmp_path):
     assert out["mass_mode"] == "DENSITY" and out["frames"] == [1, 12]
     assert 0.0 < out["strain"] <= min(out["limit"], out["documented"]) + 1e-3
     assert out["moved"] > 1e-3  # frame 1 is already the pre-rolled, hanging state
+
+
+_COLLIDER_SCRIPT = """
+import json, sys
+sys.path.insert(0, {root!r})
+import bpy, numpy as np
+import blender_addon
+blender_addon.register()
+bpy.ops.wm.read_homefile(use_empty=True)
+scene = bpy.context.scene
+bpy.ops.mesh.primitive_uv_sphere_add(radius=0.4, segments=16, ring_count=8)
+ball = bpy.context.active_object
+ball.modifiers.new("Collision", "COLLISION")  # default settings
+bpy.ops.mesh.primitive_grid_add(x_subdivisions=8, y_subdivisions=8, size=1.2, location=(0, 0, 0.6))
+ob = bpy.context.active_object
+ob.sinew_springs.enabled = True
+scene.frame_start, scene.frame_end = 1, 15
+assert bpy.ops.sinew.bake_springs() == {{"FINISHED"}}
+out = {{"version": bpy.app.version_string, "contacts": ob.sinew_springs.bake_contacts,
+        "penetration": ob.sinew_springs.bake_max_penetration, "frames": {{}}}}
+for f in (1, 8, 15):
+    scene.frame_set(f)
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    me = ev.to_mesh()
+    co = np.empty(3 * len(me.vertices), dtype=np.float32)
+    me.vertices.foreach_get("co", co)
+    m = np.array([list(r) for r in ev.matrix_world])
+    ev.to_mesh_clear()
+    x = co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
+    out["frames"][str(f)] = x.tolist()
+print("COLLIDER-RESULT " + json.dumps(out))
+"""
+
+
+def test_collision_modifier_collider_on_the_blender_binary(blender):
+    proc = blender(script=_COLLIDER_SCRIPT.format(root=str(ROOT)))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("COLLIDER-RESULT "))
+    out = json.loads(line[len("COLLIDER-RESULT "):])
+    import numpy as np
+
+    assert out["contacts"] > 0 and out["penetration"] == 0.0
+    for f in ("8", "15"):
+        x = np.array(out["frames"][f])
+        # outside the sphere: its 16×8 polygon lies inside the 0.4 m sphere, so radius > 0.4
+        assert np.linalg.norm(x, axis=1).min() > 0.4, f
+    assert np.array(out["frames"]["15"])[:, 2].max() < 0.6  # it fell onto the ball

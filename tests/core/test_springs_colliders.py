@@ -97,3 +97,157 @@ def test_contact_removes_inward_velocity_and_applies_friction():
     assert np.allclose(x[0], [0, 0, 0]) and np.allclose(x[1], [0, 0, 1])
     assert np.allclose(v[0], [0.5, 0, 0])  # |Δv_t| = μ |Δv_n|
     assert np.allclose(v[1], [1.0, 0, -1.0])  # untouched
+
+
+# ----------------------------------------------------------------------------- continuous contact
+def quad(size=1.0, z=0.0, tilt=0.0, offset=(0.0, 0.0)):
+    """A square (two triangles, normal up before tilting about the y axis by ``tilt``)."""
+    h = size / 2
+    v = np.array([[-h, -h, 0], [h, -h, 0], [h, h, 0], [-h, h, 0]], dtype=float)
+    c, s = np.cos(tilt), np.sin(tilt)
+    rot = np.array([[c, 0, s], [0, 1, 0], [-s, 0, c]])
+    v = v @ rot.T + [offset[0], offset[1], z]
+    return v, np.array([[0, 1, 2], [0, 2, 3]])
+
+
+def cloth_model(n=4, size=0.4, z=0.5, mass=0.05, drag=0.0, rot=None, stiffness=200.0):
+    g = grid(n, size, plane="XY")
+    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    pos = g.positions if rot is None else g.positions @ rot.T
+    return build_model(pos + [0.0, 0.0, z], ss, stiffness=stiffness, shear_stiffness=stiffness / 4,
+                       bending_stiffness=1.0, damping=0.1, total_mass=mass, triangles=triangulate(g),
+                       air_drag=drag)
+
+
+@pytest.mark.parametrize("solver", ["FAST", "NEWTON", "IMPLICIT", "SYMPLECTIC"])
+def test_fast_cloth_is_caught_by_a_thin_triangle_at_one_substep(solver):
+    from core.springs import State
+
+    m = cloth_model(z=0.5)
+    v, t = quad(size=2.0)
+    plate = TriangleMesh(v, t, thickness=0.01)
+    state = m.initial_state()
+    state = State(state.x, np.tile([0.0, 0.0, -60.0], (len(state.x), 1)))  # 2.5 m per frame
+    sim = Simulator(m, solver, fps=24, substeps=1, iterations=10, state=state)
+    d = sim.advance(colliders=[plate])
+    assert sim.state.x[:, 2].min() >= 0.01 - 1e-9  # stopped in front, not below the plate
+    assert sim.state.v[:, 2].min() >= -1e-9  # the inward velocity is gone
+    assert d.contacts == len(sim.state.x) and d.max_penetration == 0.0  # caught, none inside
+    without = Simulator(m, solver, fps=24, substeps=1, iterations=10, state=state)
+    without.advance()
+    assert without.state.x[:, 2].max() < -1.0  # the same step without the plate passes it
+
+
+def test_moving_thin_triangle_sweeps_a_resting_vertex_along():
+    m = cloth_model(n=2, size=0.1, z=0.0)
+    v, t = quad(size=2.0, z=-0.5)
+    # the plate rises 1 m within one frame: it passes the cloth's height at mid-frame
+    plate = TriangleMesh(v + [0, 0, 1.0], t, thickness=0.01, previous=v)
+    sim = Simulator(m, "FAST", fps=24, substeps=1, iterations=10)
+    sim.advance(colliders=[plate])
+    assert sim.state.x[:, 2].min() >= 0.5 + 0.01 - 1e-9  # pushed up with it, on top
+    assert sim.state.v[:, 2].min() >= 24.0 - 1e-6  # moving up with the plate (1 m per 1/24 s)
+
+
+def test_edge_caught_on_a_thin_ridge_at_one_substep():
+    """A two-vertex rope falls fast across a knife-edge ridge its vertices pass beside."""
+    from core.springs import State
+
+    pos = np.array([[-0.5, 0.0, 0.3], [0.5, 0.0, 0.3]])
+    ss = build_springs(2, np.array([[0, 1]]), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                       np.zeros(0, np.int64))
+    m = build_model(pos, ss, stiffness=100.0, shear_stiffness=0.0, bending_stiffness=0.0,
+                    vertex_mass=0.01, damping=0.0, air_drag=0.0)
+    # a thin wedge, ridge along y at z = 0, 4 cm wide at its base 1 m below
+    ridge = np.array([[0, -1, 0], [0, 1, 0], [0.02, -1, -1], [0.02, 1, -1], [-0.02, -1, -1], [-0.02, 1, -1]],
+                     dtype=float)
+    tris = np.array([[0, 2, 3], [0, 3, 1], [0, 1, 5], [0, 5, 4]])
+    wedge = TriangleMesh(ridge, tris, thickness=0.01)
+    state = State(pos.copy(), np.tile([0.0, 0.0, -30.0], (2, 1)))  # 1.25 m per frame
+    sim = Simulator(m, "FAST", fps=24, substeps=1, iterations=10, state=state)
+    free = Simulator(m, "FAST", fps=24, substeps=1, iterations=10, state=state)
+    free.advance()
+    assert free.state.x[:, 2].max() < -0.5  # without the ridge the edge passes it in one step
+    for f in range(24):
+        d = sim.advance(colliders=[wedge])
+        a, b = sim.state.x
+        assert a[0] < 0 < b[0]
+        z_at_ridge = a[2] + (b[2] - a[2]) * (0 - a[0]) / (b[0] - a[0])
+        assert z_at_ridge >= 0.01 - 1e-6, f  # over the ridge, never through it
+        if f == 0:
+            assert d.contacts == 2
+
+
+@pytest.mark.parametrize("degrees, holds", [(20.0, True), (35.0, False)])
+def test_friction_holds_below_the_friction_angle_and_slides_above(degrees, holds):
+    mu, th = 0.5, 0.01  # friction angle atan(0.5) = 26.6°
+    theta = np.radians(degrees)
+    c, s = np.cos(theta), np.sin(theta)
+    rot = np.array([[c, 0, s], [0, 1, 0], [-s, 0, c]])
+    normal = rot @ [0, 0, 1.0]
+    v, t = quad(size=6.0, tilt=theta)
+    slope = TriangleMesh(v, t, thickness=th, friction=mu)
+    m = cloth_model(n=4, size=0.4, z=0.0, rot=rot, stiffness=500.0)
+    from core.springs import State
+
+    x0 = m.rest_positions + th * normal
+    sim = Simulator(m, "FAST", fps=24, substeps=2, iterations=20, state=State(x0, np.zeros_like(x0)))
+    e0 = sim.mechanical_energy()
+    down = rot @ [1.0, 0, 0]  # down the slope
+    energies, travel = [], []
+    for _ in range(24):
+        sim.advance(colliders=[slope])
+        energies.append(sim.mechanical_energy())
+        travel.append(float(np.mean((sim.state.x - x0) @ down)))
+        assert slope.signed_distance(sim.state.x).min() >= th - 1e-9
+    assert np.all(np.diff([e0] + energies) <= 1e-9)  # no energy gained
+    if holds:
+        assert np.abs(travel).max() < 1e-6
+    else:  # a Coulomb block: constant acceleration g (sin θ − μ cos θ) down the slope
+        accel = np.diff(travel, 2)[-10:] * 24**2
+        np.testing.assert_allclose(accel, 9.81 * (s - mu * c), rtol=0.03)
+
+
+@pytest.mark.parametrize("mu", [0.5, 0.0])
+def test_body_moving_sideways_carries_the_cloth_on_it(mu):
+    th = 0.01
+    v, t = quad(size=3.0)
+    m = cloth_model(n=4, size=0.4, z=th, stiffness=500.0)
+    sim = Simulator(m, "FAST", fps=24, substeps=2, iterations=10)
+    x_start = sim.state.x.copy()
+    # the plate accelerates at 2 m/s² (< μ g) for 0.5 s, then moves at 1 m/s for 0.5 s
+    times = np.arange(25) / 24
+    shift = np.where(times < 0.5, 0.5 * 2 * times**2, 0.25 + (times - 0.5))
+    for f in range(1, 25):
+        plate = TriangleMesh(v + [shift[f], 0, 0], t, thickness=th, friction=mu,
+                             previous=v + [shift[f - 1], 0, 0])
+        sim.advance(colliders=[plate])
+        assert plate.signed_distance(sim.state.x).min() >= th - 1e-9
+    moved = float(np.mean(sim.state.x[:, 0] - x_start[:, 0]))
+    if mu > 0:
+        assert moved == pytest.approx(shift[-1], abs=0.02)  # carried along with the body
+        assert float(np.mean(sim.state.v[:, 0])) == pytest.approx(1.0, abs=0.05)
+    else:
+        assert abs(moved) < 1e-6  # frictionless: the body slides away under it
+
+
+@pytest.mark.parametrize("substeps", [1, 3])
+def test_cloth_dropped_fast_on_a_mesh_sphere_ends_outside_at_every_frame(substeps):
+    from core.springs import State
+
+    verts, tris = uv_sphere(0.45, rings=12, segments=24)
+    ball = TriangleMesh(verts, tris, thickness=0.01, friction=0.2)
+    m = cloth_model(n=12, size=1.2, z=0.9, mass=5.0, drag=0.1, stiffness=2000.0)
+    state = State(m.rest_positions.copy(), np.tile([0.0, 0.0, -3.0], (len(m.rest_positions), 1)))
+    sim = Simulator(m, "FAST", fps=24, substeps=substeps, iterations=10, state=state)
+    pen = []
+    free = Simulator(m, "FAST", fps=24, substeps=substeps, iterations=10, state=state)
+    for _ in range(24):
+        free.advance()
+    assert ball.signed_distance(free.state.x).min() > 0.5  # without the ball it falls past it
+    for _ in range(24):
+        d = sim.advance(colliders=[ball])
+        # outside, by the thickness up to the edge–edge averaging's last 10 %
+        assert ball.signed_distance(sim.state.x).min() >= 0.009
+        pen.append(d.max_penetration)
+    assert max(pen) == 0.0  # reported: nothing ended inside

@@ -1,0 +1,262 @@
+"""Cloth contact in Blender: Sinew against Blender's own Cloth on the same scenes (not a test).
+
+In one bpy process, each scene is built twice, once for Blender's Cloth modifier at its
+defaults (frames stepped with ``frame_set``) and once for Sinew (``bpy.ops.sinew.bake_springs``
+with the ``COTTON`` preset applied by name through ``sinew.springs_preset``, so it follows
+the preset's current values):
+
+* **drape**: a 40×40-cut 2 m grid 0.2 m above a UV sphere (r 0.5) resting on a ground plane,
+  both colliders with a Collision modifier at default settings, 120 frames;
+* **skirt**: an open cylinder (r 0.34, 0.6 m long, 32×12) pinned at its top ring and
+  parented to a cylinder body (r 0.3, 16 sides, Collision modifier) keyed to move 1.5 m out
+  and back in 15 frames, 40 frames.
+
+Per scene and contender: ms per frame (Sinew: read + simulate + write keys), the time
+ratio Sinew/Blender (goal ≤ 0.5), the most cloth vertices inside a collider at any frame
+(the colliders' own polygons, evaluated by Blender; goal 0 for Sinew), for the skirt also
+the most edges passing through the body, and the largest edge stretch ``max(ℓ/L − 1)``.
+
+``.venv/bpy-5.2/bin/python bench/springs_contact.py [--quick]``; importable as
+``run(quick) -> list[dict]``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-bench-"))
+
+import bpy  # noqa: E402
+import numpy as np  # noqa: E402
+
+PRESET = "COTTON"
+
+
+def _install() -> None:
+    from bench import install_addon
+
+    install_addon()
+
+
+def _world(ob) -> np.ndarray:
+    """Evaluated vertices of ``ob`` in world space ``(n, 3)``."""
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    me = ev.to_mesh()
+    co = np.empty(3 * len(me.vertices), dtype=np.float32)
+    me.vertices.foreach_get("co", co)
+    m = np.array([list(r) for r in ev.matrix_world])
+    ev.to_mesh_clear()
+    return co.reshape(-1, 3).astype(np.float64) @ m[:3, :3].T + m[:3, 3]
+
+
+def _edges(me) -> np.ndarray:
+    e = np.empty(2 * len(me.edges), dtype=np.int64)
+    me.edges.foreach_get("vertices", e)
+    return e.reshape(-1, 2)
+
+
+def _planes(ob) -> tuple[np.ndarray, np.ndarray]:
+    """Face centres and outward unit normals ``(f, 3)`` of ``ob``'s evaluated mesh, world space."""
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    me = ev.to_mesh()
+    nrm = np.empty(3 * len(me.polygons))
+    cen = np.empty(3 * len(me.polygons))
+    me.polygons.foreach_get("normal", nrm)
+    me.polygons.foreach_get("center", cen)
+    m = np.array([list(r) for r in ev.matrix_world])
+    ev.to_mesh_clear()
+    cen = cen.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
+    nrm = nrm.reshape(-1, 3) @ np.linalg.inv(m[:3, :3])
+    return cen, nrm / np.linalg.norm(nrm, axis=1)[:, None]
+
+
+def _inside_convex(points: np.ndarray, planes: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """True for points strictly inside the convex polyhedron given by its face planes."""
+    cen, nrm = planes
+    out = np.full(len(points), -np.inf)
+    for start in range(0, len(points), 4096):  # chunks bound the (k, f) temporary
+        p = points[start:start + 4096]
+        out[start:start + 4096] = np.max(np.einsum("kfi,fi->kf", p[:, None, :] - cen[None], nrm), axis=1)
+    return out < 0
+
+
+def _stretch(x: np.ndarray, edges: np.ndarray, rest: np.ndarray) -> float:
+    return float(np.max(np.linalg.norm(x[edges[:, 0]] - x[edges[:, 1]], axis=1) / rest - 1.0))
+
+
+def _clear() -> None:
+    bpy.ops.wm.read_homefile(use_empty=True)
+
+
+def _collision(ob) -> None:
+    ob.modifiers.new("Collision", "COLLISION")  # default settings
+
+
+def drape_scene():
+    scene = bpy.context.scene
+    bpy.ops.mesh.primitive_plane_add(size=6.0)
+    ground = bpy.context.active_object
+    _collision(ground)
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=0.5, location=(0, 0, 0.5))
+    ball = bpy.context.active_object
+    _collision(ball)
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=40, y_subdivisions=40, size=2.0, location=(0, 0, 1.2))
+    cloth = bpy.context.active_object
+    scene.frame_set(1)
+
+    def inside(x):
+        return int(np.count_nonzero(_inside_convex(x, _planes(ball)) | (x[:, 2] < 0.0)))
+
+    return cloth, inside, None
+
+
+def skirt_scene():
+    scene = bpy.context.scene
+    bpy.ops.mesh.primitive_cylinder_add(radius=0.3, depth=1.2, vertices=16, location=(0, 0, 0))
+    body = bpy.context.active_object
+    _collision(body)
+    for f, x in ((1, 0.0), (8, 1.5), (15, 0.0)):
+        body.location = (x, 0.0, 0.0)
+        body.keyframe_insert("location", frame=f)
+    around, rings, radius, top, height = 32, 12, 0.34, 0.5, 0.6
+    ang = np.linspace(0, 2 * np.pi, around, endpoint=False)
+    z = top - np.linspace(0, height, rings)
+    verts = [(radius * np.cos(a), radius * np.sin(a), zz) for zz in z for a in ang]
+    faces = [(r * around + i, r * around + (i + 1) % around, (r + 1) * around + (i + 1) % around,
+              (r + 1) * around + i) for r in range(rings - 1) for i in range(around)]
+    me = bpy.data.meshes.new("Skirt")
+    me.from_pydata(verts, [], faces)
+    cloth = bpy.data.objects.new("Skirt", me)
+    scene.collection.objects.link(cloth)
+    cloth.parent = body
+    cloth.vertex_groups.new(name="pins").add(list(range(around)), 1.0, "REPLACE")
+    bpy.context.view_layer.objects.active = cloth
+    scene.frame_set(1)
+    edges = _edges(me)
+    t = np.linspace(0.0, 1.0, 7)[1:-1]
+
+    def inside(x):
+        return int(np.count_nonzero(_inside_convex(x, _planes(body))))
+
+    def edges_inside(x):
+        pts = x[edges[:, 0], None] + t[None, :, None] * (x[edges[:, 1]] - x[edges[:, 0]])[:, None]
+        hit = _inside_convex(pts.reshape(-1, 3), _planes(body)).reshape(len(edges), len(t))
+        return int(np.count_nonzero(hit.any(axis=1)))
+
+    return cloth, inside, edges_inside
+
+
+SCENES = {"drape": (drape_scene, 120), "skirt": (skirt_scene, 40)}
+
+
+def measure(cloth, inside, edges_inside, frames: int) -> dict:
+    """Play frames 1..frames (already baked or cached): worst penetrations and stretch."""
+    scene = bpy.context.scene
+    edges = _edges(cloth.data)
+    scene.frame_set(1)
+    x0 = _world(cloth)
+    rest = np.linalg.norm(x0[edges[:, 0]] - x0[edges[:, 1]], axis=1)
+    worst, worst_e, stretch = 0, 0, 0.0
+    for f in range(1, frames + 1):
+        scene.frame_set(f)
+        x = _world(cloth)
+        worst = max(worst, inside(x))
+        if edges_inside is not None:
+            worst_e = max(worst_e, edges_inside(x))
+        stretch = max(stretch, _stretch(x, edges, rest))
+    return {"vertices_inside_max": worst, "edges_through_max": worst_e if edges_inside else float("nan"),
+            "max_strain": stretch}
+
+
+def _build(name: str, frames: int):
+    """A fresh scene ``name`` for ``frames`` frames: ``(cloth, inside, edges_inside)``."""
+    _clear()
+    build, _ = SCENES[name]
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, frames
+    return build()
+
+
+def blender_cloth(name: str, frames: int) -> dict:
+    cloth, inside, edges_inside = _build(name, frames)
+    scene = bpy.context.scene
+    mod = cloth.modifiers.new("Cloth", "CLOTH")
+    if cloth.vertex_groups.get("pins") is not None:
+        mod.settings.vertex_group_mass = "pins"
+    mod.point_cache.frame_start, mod.point_cache.frame_end = 1, frames
+    scene.frame_set(1)
+    elapsed = 0.0
+    for f in range(2, frames + 1):
+        t = time.perf_counter()
+        scene.frame_set(f)
+        bpy.context.evaluated_depsgraph_get()
+        elapsed += time.perf_counter() - t
+    row = {"scene": name, "contender": "Blender Cloth (defaults)", "frames": frames,
+           "ms_per_frame": 1000 * elapsed / (frames - 1)}
+    row.update(measure(cloth, inside, edges_inside, frames))  # the cache plays back
+    return row
+
+
+def sinew(name: str, frames: int) -> dict:
+    cloth, inside, edges_inside = _build(name, frames)
+    bpy.context.view_layer.objects.active = cloth
+    s = cloth.sinew_springs
+    s.enabled = True
+    assert bpy.ops.sinew.springs_preset(preset=PRESET) == {"FINISHED"}
+    if cloth.vertex_groups.get("pins") is not None:
+        s.pin_group = "pins"
+    t = time.perf_counter()
+    res = bpy.ops.sinew.bake_springs(frame_start=1, frame_end=frames)
+    elapsed = time.perf_counter() - t
+    assert res == {"FINISHED"}, res
+    row = {"scene": name, "contender": f"Sinew ({PRESET.lower()} preset, {s.solver}, {s.substeps} substep)",
+           "frames": frames, "ms_per_frame": 1000 * elapsed / (frames - 1),
+           "reported_contacts": s.bake_contacts, "reported_penetration_m": s.bake_max_penetration}
+    row.update(measure(cloth, inside, edges_inside, frames))
+    return row
+
+
+def run(quick: bool = False) -> list[dict]:
+    """Each scene: Blender's Cloth then Sinew, once each; one row per contender and scene."""
+    _install()
+    rows = []
+    for name, (_, frames) in SCENES.items():
+        if quick:
+            frames = min(frames, 12)
+        b = blender_cloth(name, frames)
+        s = sinew(name, frames)
+        b["time_ratio"] = 1.0
+        s["time_ratio"] = s["ms_per_frame"] / b["ms_per_frame"]
+        rows += [b, s]
+    _clear()
+    return rows
+
+
+def goals(rows: list[dict]) -> list[str]:
+    """Headline lines for tools/bench.py: the issue-15 goals against this run's figures."""
+    out = []
+    for r in rows:
+        if r["contender"].startswith("Sinew"):
+            ok_t = "met" if r["time_ratio"] <= 0.5 else "NOT met"
+            ok_p = "met" if r["vertices_inside_max"] == 0 and not (r.get("edges_through_max", 0) or 0) > 0 else "NOT met"
+            out.append(f"contact {r['scene']}: {r['time_ratio']:.2f}× Blender Cloth's time (goal ≤ 0.5×: {ok_t}); "
+                       f"{r['vertices_inside_max']} vertices inside a collider at worst (goal 0: {ok_p}); "
+                       f"max strain {100 * r['max_strain']:.1f}%")
+    return out
+
+
+if __name__ == "__main__":
+    from tools.bench import table
+
+    result = run(quick="--quick" in sys.argv[1:])
+    print(table(result))
+    print("\n".join(goals(result)))
+    sys.stdout.flush()
+    os._exit(0)

@@ -1,0 +1,721 @@
+"""Continuous contact between the cloth and moving triangle-mesh colliders.
+
+One step moves every cloth vertex from ``x₀`` to ``x₁`` (the solver's result) while
+each collider vertex moves linearly from ``C₀`` to ``C₁`` (its positions at the start
+and end of the step). :func:`resolve_mesh` then makes the end of the step
+collision-free, in passes until nothing changes (at most :data:`PASSES`):
+
+1. **Vertex–face, continuous.** A vertex that crosses a triangle from its front
+   (the side its normal points to) during the step is found as the earliest root in
+   ``[0, 1]`` of the cubic ``det[b(t) − a(t), c(t) − a(t), x(t) − a(t)] = 0`` of
+   linearly moving points (Provot 1997, "Collision and self-collision handling in
+   cloth model dedicated to design garments"; Bridson, Fedkiw & Anderson 2002,
+   "Robust treatment of collisions, contact and friction for cloth animation"), with
+   the point inside the triangle at that time. It is put back in front of the
+   triangle's end position, ``thickness`` above its plane.
+2. **Vertex–face, proximity.** A vertex closer than ``thickness`` to the end surface
+   (or behind it, not deeper than the mesh allows, see :class:`~.colliders.TriangleMesh`)
+   is moved to the nearest surface point plus ``thickness`` along the outward normal.
+3. **Edge–edge.** A cloth edge against a convex collider edge (one whose two faces
+   make a ridge, or a boundary edge): crossing during the step (the same cubic for
+   the four end points, with the two segments meeting at that time) or ending closer
+   than ``thickness`` on the body's side of the ridge pushes the cloth edge's two
+   vertices along the common normal, weighted by where the edge is hit so that the
+   hit point moves by the needed amount (Bridson et al. 2002, §7.2).
+
+A vertex still crossing a triangle after the last pass is put back where it started,
+carried by the collider (``x₀ + q₁ − q₀`` for the nearest collider point ``q``): that
+position was outside, so nothing ends inside whatever the step size.
+
+**Friction** (Coulomb, coefficient ``μ``) acts on the motion relative to the collider
+point in contact, ``(x₁ − x₀) − (q₁ − q₀)``: its tangential part is shortened by
+``μ`` times the normal correction, so a vertex sticks where ``|tangential| ≤ μ |normal|``
+(for cloth resting on a slope: ``tan θ ≤ μ``) and is carried along by a moving
+collider. Velocities of vertices in contact are then set relative to the collider's
+velocity ``(q₁ − q₀)/h``: the inward normal part is removed (fully inelastic, no
+bounce), the outward part kept, and the tangential part shortened by ``μ`` times the
+removed normal speed (Bridson et al. 2002, §7.2). Nothing adds energy in the
+collider's frame.
+
+The broad phase (:func:`box_pairs`) finds overlapping axis-aligned boxes of the
+swept vertices/edges and swept triangles/edges with ``scipy.spatial.cKDTree`` on box
+centres, one tree per size class; the narrow phase is numpy over the candidate pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+__all__ = ["ContactStats", "Support", "MeshWindow", "BoxTree", "box_pairs", "revert_crossings",
+           "coulomb_velocity", "first_coplanar_time", "resolve_mesh"]
+
+#: Detection/response passes per step; then the fail-safe.
+PASSES = 4
+_EPS_BARY = 1e-6
+
+
+@dataclass
+class ContactStats:
+    """What the contact stage did (accumulated over steps).
+
+    Attributes
+    ----------
+    contacts : int
+        Cloth vertices in contact with a collider, summed over steps (a vertex touching
+        one collider in several passes of a step counts once).
+    max_penetration : float
+        m, the deepest a cloth vertex ends behind a collider surface after the contact
+        stage (0 is the goal), checked on the vertices near each collider.
+    deepest_caught : float
+        m, the deepest the solver put a vertex behind a surface before the response
+        undid it (how much the contact stage had to do).
+    """
+
+    contacts: int = 0
+    max_penetration: float = 0.0
+    deepest_caught: float = 0.0
+
+    def add(self, contacts: int, penetration: float, caught: float = 0.0) -> None:
+        self.contacts += int(contacts)
+        self.max_penetration = max(self.max_penetration, float(penetration))
+        self.deepest_caught = max(self.deepest_caught, float(caught))
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.einsum("ij,ij->i", a, b)
+
+
+def _unit(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ln = np.sqrt(_dot(a, a))
+    return a / np.where(ln > 0, ln, 1.0)[:, None], ln
+
+
+class BoxTree:
+    """Axis-aligned boxes ``(nb, 3)`` indexed for overlap queries by other boxes.
+
+    Boxes are sorted into size classes (powers of two of their half-diagonal), one
+    ``cKDTree`` of centres per class, so that a few huge boxes (a ground plane's two
+    triangles) do not widen every query.
+    """
+
+    def __init__(self, lo: np.ndarray, hi: np.ndarray) -> None:
+        self.lo, self.hi = lo, hi
+        self.groups = _size_classes(lo, hi)
+
+    def pairs(self, alo: np.ndarray, ahi: np.ndarray,
+              subset: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs ``(ia, ib)`` of overlapping boxes: query boxes ``alo, ahi`` ``(na, 3)``
+        (only rows ``subset`` if given) against the indexed ones."""
+        empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        rows = np.arange(len(alo)) if subset is None else np.asarray(subset, dtype=np.int64)
+        if len(rows) == 0 or not self.groups:
+            return empty
+        out_a, out_b = [], []
+        for ga, ta, rma in _size_classes(alo[rows], ahi[rows]):  # a handful of classes
+            for gb, tb, rmb in self.groups:
+                m = ta.sparse_distance_matrix(tb, rma + rmb, output_type="ndarray")
+                if len(m):
+                    out_a.append(rows[ga[m["i"]]])
+                    out_b.append(gb[m["j"]])
+        if not out_a:
+            return empty
+        ia, ib = np.concatenate(out_a), np.concatenate(out_b)
+        keep = np.all((alo[ia] <= self.hi[ib]) & (self.lo[ib] <= ahi[ia]), axis=1)
+        return ia[keep].astype(np.int64), ib[keep].astype(np.int64)
+
+
+def _size_classes(lo: np.ndarray, hi: np.ndarray) -> list[tuple[np.ndarray, cKDTree, float]]:
+    """``(indices, tree of centres, largest half-diagonal)`` per power-of-two size class."""
+    if len(lo) == 0:
+        return []
+    c = 0.5 * (lo + hi)
+    r = 0.5 * np.linalg.norm(hi - lo, axis=1)
+    r0 = max(float(np.median(r)), 1e-9)
+    k = np.maximum(np.ceil(np.log2(np.maximum(r, 1e-300) / r0)), 0).astype(np.int64)
+    out = []
+    for cls in np.unique(k):
+        g = np.flatnonzero(k == cls)
+        out.append((g, cKDTree(c[g]), float(r[g].max())))
+    return out
+
+
+def box_pairs(alo: np.ndarray, ahi: np.ndarray, blo: np.ndarray,
+              bhi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs of overlapping axis-aligned boxes (see :class:`BoxTree`).
+
+    Parameters
+    ----------
+    alo, ahi : numpy.ndarray
+        Shape ``(na, 3)``, corners of the first set of boxes.
+    blo, bhi : numpy.ndarray
+        Shape ``(nb, 3)``.
+
+    Returns
+    -------
+    ia, ib : numpy.ndarray
+        Shape ``(k,)`` each, int64: box ``ia[j]`` of the first set overlaps ``ib[j]``.
+    """
+    return BoxTree(blo, bhi).pairs(alo, ahi)
+
+
+def _cubic(c: tuple[np.ndarray, ...], t: np.ndarray) -> np.ndarray:
+    return ((c[3] * t + c[2]) * t + c[1]) * t + c[0]
+
+
+def first_coplanar_time(p: np.ndarray, dp: np.ndarray) -> np.ndarray:
+    """Earliest time ``t ∈ [0, 1]`` at which four linearly moving points are coplanar.
+
+    Parameters
+    ----------
+    p : numpy.ndarray
+        Shape ``(k, 4, 3)``, the points at ``t = 0``, m.
+    dp : numpy.ndarray
+        Shape ``(k, 4, 3)``, their displacements over the step, m.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(k,)``, ``nan`` where the points are never coplanar in ``[0, 1]``.
+
+    Notes
+    -----
+    ``f(t) = (u × v)·w`` with ``u, v, w`` the vectors from point 0 to points 1, 2, 3 is a
+    cubic in ``t``. ``[0, 1]`` is cut at the roots of ``f′`` into monotone pieces; the
+    first piece whose ends differ in sign (or touch 0) is bisected to 1e-10 of the step.
+    """
+    u0, v0, w0 = (p[:, i] - p[:, 0] for i in (1, 2, 3))
+    du, dv, dw = (dp[:, i] - dp[:, 0] for i in (1, 2, 3))
+    uv0 = np.cross(u0, v0)
+    mix = np.cross(du, v0) + np.cross(u0, dv)
+    duv = np.cross(du, dv)
+    c = (_dot(uv0, w0), _dot(mix, w0) + _dot(uv0, dw), _dot(duv, w0) + _dot(mix, dw), _dot(duv, dw))
+    k = len(p)
+    # roots of f'(t) = 3 c3 t² + 2 c2 t + c1
+    a, b, cc = 3 * c[3], 2 * c[2], c[1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        disc = b * b - 4 * a * cc
+        sq = np.sqrt(np.maximum(disc, 0.0))
+        quad = np.abs(a) > 1e-300
+        r1 = np.where(quad, (-b - sq) / (2 * a), np.where(np.abs(b) > 1e-300, -cc / b, np.nan))
+        r2 = np.where(quad, (-b + sq) / (2 * a), np.nan)
+        r1 = np.where(quad & (disc < 0), np.nan, r1)
+        r2 = np.where(quad & (disc < 0), np.nan, r2)
+    crit = np.sort(np.stack([r1, r2], 1), axis=1)  # nan sorts last
+    crit = np.where(np.isfinite(crit) & (crit > 0) & (crit < 1), crit, 1.0)
+    crit = np.sort(crit, axis=1)
+    bps = np.concatenate([np.zeros((k, 1)), crit, np.ones((k, 1))], 1)
+    scale = np.abs(c[0]) + np.abs(c[1]) + np.abs(c[2]) + np.abs(c[3])
+    tol = 1e-12 * scale
+    t_out = np.full(k, np.nan)
+    for j in range(3):  # three monotone pieces
+        lo, hi = bps[:, j].copy(), bps[:, j + 1].copy()
+        flo, fhi = _cubic(c, lo), _cubic(c, hi)
+        todo = np.isnan(t_out) & (hi >= lo) & ((flo * fhi <= 0) | (np.abs(flo) <= tol)
+                                               | (np.abs(fhi) <= tol))
+        if not np.any(todo):
+            continue
+        idx = np.flatnonzero(todo)
+        lo, hi, flo = lo[idx], hi[idx], flo[idx]
+        cs = tuple(ci[idx] for ci in c)
+        at_lo = np.abs(flo) <= tol[idx]
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            fm = _cubic(cs, mid)
+            left = (flo * fm <= 0)
+            hi = np.where(left, mid, hi)
+            lo = np.where(left, lo, mid)
+            flo = np.where(left, flo, fm)
+        t_out[idx] = np.where(at_lo, bps[idx, j], 0.5 * (lo + hi))
+    return t_out
+
+
+def _barycentric(p: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Barycentric coordinates ``(k, 3)`` of ``p`` projected onto triangles ``(a, b, c)``."""
+    v0, v1, v2 = b - a, c - a, p - a
+    d00, d01, d11 = _dot(v0, v0), _dot(v0, v1), _dot(v1, v1)
+    d20, d21 = _dot(v2, v0), _dot(v2, v1)
+    den = d00 * d11 - d01 * d01
+    den = np.where(np.abs(den) > 1e-300, den, np.inf)
+    v = (d11 * d20 - d01 * d21) / den
+    w = (d00 * d21 - d01 * d20) / den
+    return np.stack([1.0 - v - w, v, w], 1)
+
+
+def segment_parameters(p0: np.ndarray, p1: np.ndarray, q0: np.ndarray,
+                       q1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Parameters ``(s, u)`` in ``[0, 1]`` of the closest points of segments
+    ``p0 + s (p1 − p0)`` and ``q0 + u (q1 − q0)`` (all ``(k, 3)``; Ericson 2004, §5.1.9)."""
+    d1, d2, r = p1 - p0, q1 - q0, p0 - q0
+    a, e, f = _dot(d1, d1), _dot(d2, d2), _dot(d2, r)
+    c, b = _dot(d1, r), _dot(d1, d2)
+    den = a * e - b * b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.where(den > 1e-14 * (a * e + 1e-300), np.clip((b * f - c * e) / den, 0, 1), 0.0)
+        u = np.where(e > 0, (b * s + f) / e, 0.0)
+        s = np.where(u < 0, np.where(a > 0, np.clip(-c / a, 0, 1), 0.0), s)
+        s = np.where(u > 1, np.where(a > 0, np.clip((b - c) / a, 0, 1), 0.0), s)
+    return np.nan_to_num(s), np.clip(np.nan_to_num(u), 0, 1)
+
+
+@dataclass
+class MeshWindow:
+    """A triangle-mesh collider over one step: corners at the start and end of the step.
+
+    Attributes
+    ----------
+    c0, c1 : numpy.ndarray
+        Shape ``(m, 3)``, collider vertices at the start and end of the step, m.
+    triangles : numpy.ndarray
+        Shape ``(t, 3)``, counter-clockwise seen from outside.
+    edges : numpy.ndarray
+        Shape ``(e, 2)``, the collider's ridge edges (convex or boundary): the ones a
+        cloth edge can catch on.
+    edge_faces : numpy.ndarray
+        Shape ``(e, 2)``, the triangles on each side of ``edges`` (the same twice for a
+        boundary edge).
+    thickness, friction : float
+        m; Coulomb coefficient.
+    closed : bool
+        Every edge has two triangles: behind the surface is inside at any depth. For open
+        meshes only points straight behind a face (the nearest point inside it) count.
+    """
+
+    c0: np.ndarray
+    c1: np.ndarray
+    triangles: np.ndarray
+    edges: np.ndarray
+    edge_faces: np.ndarray
+    thickness: float
+    friction: float
+    closed: bool
+
+
+def _normals(c: np.ndarray, tris: np.ndarray) -> np.ndarray:
+    return _unit(np.cross(c[tris[:, 1]] - c[tris[:, 0]], c[tris[:, 2]] - c[tris[:, 0]]))[0]
+
+
+def _friction(x: np.ndarray, rel_start: np.ndarray, n: np.ndarray, push: np.ndarray,
+              mu: float) -> np.ndarray:
+    """Shorten the tangential part of ``x − rel_start`` by ``μ · push`` (positions ``(k, 3)``)."""
+    d = x - rel_start
+    dt = d - _dot(d, n)[:, None] * n
+    ln = np.sqrt(_dot(dt, dt))
+    cut = np.minimum(ln, mu * np.maximum(push, 0.0))
+    return x - dt * (cut / np.where(ln > 0, ln, 1.0))[:, None]
+
+
+def _nearest(win: MeshWindow, x: np.ndarray, verts: np.ndarray, tris_idx: np.ndarray,
+             cpt) -> tuple[np.ndarray, ...]:
+    """Per candidate pair: nearest point on the end triangle, barycentrics, signed distance,
+    outward direction and whether the nearest point is inside the face."""
+    t = win.triangles[tris_idx]
+    a, b, c = win.c1[t[:, 0]], win.c1[t[:, 1]], win.c1[t[:, 2]]
+    p = x[verts]
+    q = cpt(p, a, b, c)
+    nrm = _unit(np.cross(b - a, c - a))[0]
+    diff = p - q
+    dist = np.sqrt(_dot(diff, diff))
+    side = _dot(diff, nrm)
+    sign = np.where(side < 0, -1.0, 1.0)
+    interior = np.abs(side) >= (1.0 - 1e-9) * dist
+    out_dir = np.where((dist > 1e-12)[:, None], sign[:, None] * diff / np.where(dist > 1e-12, dist, 1)[:, None],
+                       nrm)
+    out_dir = np.where(interior[:, None], nrm, out_dir)
+    bary = _barycentric(q, a, b, c)
+    return q, bary, sign * dist, out_dir, interior
+
+
+def _group_min(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Index (into ``keys``) of the smallest ``values`` per key; rows sorted by key."""
+    order = np.lexsort((values, keys))
+    first = np.ones(len(order), bool)
+    first[1:] = keys[order][1:] != keys[order][:-1]
+    return order[first]
+
+
+@dataclass
+class Support:
+    """The collider's push on each vertex, carried from one step to the next.
+
+    Post-solve projection alone lets the solver pull a resting vertex into the collider
+    every step (it does not know the collider is there) and the projection then stores
+    that pull back in the springs: energy grows. So the normal force each collider
+    exerts is estimated and applied in the next solve, like gravity: a dual-ascent
+    estimate of the contact force (the constraint's Lagrange multiplier, updated from
+    the constraint error as in augmented-Lagrangian methods), per vertex
+    ``λ ← max(0, λ + m (thickness − s)/h²)`` with ``s`` the solver's distance from the
+    surface. Applied as the velocity change ``h λ/m`` before the solve (the same as an
+    external force ``λ`` over the step in every integrator here). Once ``λ`` balances
+    the load, the solve lands on the surface and the projection has nothing left to do.
+    The gain is a fraction of ``m/h²``, the vertex's inertia alone; a larger one (the
+    full ``m/h²``, or adding its springs' stiffness, the diagonal of the implicit
+    system) overshoots, because neighbouring vertices are pushed at once and the cloth
+    is thrown off. So a very light cloth on
+    very stiff springs at one substep takes a few steps to be held, and its springs can
+    store the projection's work meanwhile: more substeps cure that.
+
+    Attributes
+    ----------
+    force : numpy.ndarray
+        Shape ``(n, 3)``, N, the push of the colliders for the next step.
+    masses : numpy.ndarray
+        Shape ``(n,)``, kg.
+    touched : numpy.ndarray
+        Shape ``(n,)``, bool, vertices near a collider in the current step.
+    """
+
+    force: np.ndarray
+    masses: np.ndarray
+    touched: np.ndarray
+
+    @classmethod
+    def zeros(cls, masses: np.ndarray) -> Support:
+        n = len(masses)
+        return cls(np.zeros((n, 3)), np.asarray(masses, dtype=np.float64), np.zeros(n, bool))
+
+    def gain(self, idx: np.ndarray, h: float) -> np.ndarray:
+        """``m/h²`` of vertices ``idx``, N/m."""
+        return self.masses[idx] / (h * h)
+
+    def kick(self, v: np.ndarray, h: float, movable: np.ndarray) -> None:
+        """Apply the carried push to the velocities ``(n, 3)`` before a solve; reset ``touched``."""
+        v[movable] += (h / self.masses[movable])[:, None] * self.force[movable]
+        self.touched[:] = False
+
+    def settle(self) -> None:
+        """After all colliders: vertices no collider was near any more lose their push."""
+        self.force[~self.touched] = 0.0
+
+
+#: Fraction of the deadbeat gain ``m/h²`` used in the support update: the full gain would
+#: settle a lone vertex in one step, but neighbours pushed at once overshoot and the cloth
+#: jitters on the collider; 0.3 settles both a heavy drape and a light one (measured).
+_SUPPORT_GAIN = 0.3
+
+#: Band above the thickness (fraction of it) in which resting vertices keep their support.
+_BAND = 0.5
+
+
+def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarray, h: float,
+                 edges: np.ndarray, movable: np.ndarray, stats: ContactStats | None = None,
+                 support: Support | None = None, only: np.ndarray | None = None) -> None:
+    """Make the end of one step collision-free against one collider (module docstring).
+
+    Parameters
+    ----------
+    win : MeshWindow
+    x : numpy.ndarray
+        Shape ``(n, 3)``, cloth positions at the end of the step, m (modified).
+    v : numpy.ndarray
+        Shape ``(n, 3)``, velocities, m/s (modified).
+    x_old : numpy.ndarray
+        Shape ``(n, 3)``, positions at the start of the step (collision-free), m.
+    h : float
+        Step, s.
+    edges : numpy.ndarray
+        Shape ``(e, 2)``, the cloth's mesh edges.
+    movable : numpy.ndarray
+        Shape ``(n,)``, bool: False for pinned vertices (set afterwards, never moved here).
+    stats : ContactStats, optional
+        Accumulates contacts and the deepest penetration.
+    support : Support, optional
+        The carried contact force: read (it acted in this solve) and updated.
+    only : numpy.ndarray, optional
+        Shape ``(n,)``, bool: examine only these vertices (and edges touching them).
+    """
+    from .colliders import closest_points_on_triangles as cpt
+
+    n = len(x)
+    th, mu = float(win.thickness), float(win.friction)
+    tris = win.triangles
+    if len(tris) == 0 or n == 0:
+        return
+    t0c = win.c0[tris]
+    t1c = win.c1[tris]
+    band = th * (1.0 + _BAND) + 1e-9
+    tlo = np.minimum(t0c.min(1), t1c.min(1)) - band
+    thi = np.maximum(t0c.max(1), t1c.max(1)) + band
+    in_contact = np.zeros(n, bool)
+    n_contact = np.zeros((n, 3))
+    q0_contact = np.zeros((n, 3))
+    q1_contact = np.zeros((n, 3))
+    deficit = np.full(n, np.nan)  # thickness − solver's distance, first pass
+    rubbed = np.zeros(n, bool)  # the carried push's friction is spent once per step
+    penetration = 0.0
+    ce = win.edges
+    tri_tree = BoxTree(tlo, thi)
+    cache: dict = {}
+    active = movable.copy() if only is None else movable & only  # then those just moved
+    for it in range(PASSES):
+        x_pass = x.copy()
+        sub = np.flatnonzero(active)
+        # ---------- vertex–face, continuous
+        vlo, vhi = np.minimum(x_old, x), np.maximum(x_old, x)
+        iv, it_ = tri_tree.pairs(vlo, vhi, sub)
+        if len(iv):
+            tr = tris[it_]
+            p = np.stack([win.c0[tr[:, 0]], win.c0[tr[:, 1]], win.c0[tr[:, 2]], x_old[iv]], 1)
+            p1 = np.stack([win.c1[tr[:, 0]], win.c1[tr[:, 1]], win.c1[tr[:, 2]], x[iv]], 1)
+            tc = first_coplanar_time(p, p1 - p)
+            hit = np.isfinite(tc)
+            if np.any(hit):
+                sel = np.flatnonzero(hit)
+                t = tc[sel][:, None, None]
+                pt = p[sel] + t * (p1[sel] - p[sel])
+                bary = _barycentric(pt[:, 3], pt[:, 0], pt[:, 1], pt[:, 2])
+                nt = _unit(np.cross(pt[:, 1] - pt[:, 0], pt[:, 2] - pt[:, 0]))[0]
+                rel = (p1[sel, 3] - p[sel, 3]) - np.einsum("ki,kij->kj", bary, p1[sel, :3] - p[sel, :3])
+                # crossing into the front face, inside the triangle, and starting in front
+                start_side = _dot(p[sel, 3] - p[sel, 0], _normals(win.c0, tr[sel]))
+                ok = (np.all(bary >= -_EPS_BARY, 1) & (_dot(rel, nt) < 0) & (start_side >= -1e-9))
+                sel, bary, tt = sel[ok], bary[ok], tc[sel][ok]
+                if len(sel):
+                    best = _group_min(iv[sel], tt, n)
+                    sel, bary = sel[best], bary[best]
+                    vi = iv[sel]
+                    q0 = np.einsum("ki,kij->kj", bary, p[sel, :3])
+                    q1 = np.einsum("ki,kij->kj", bary, p1[sel, :3])
+                    n1 = _normals(win.c1, tris[it_[sel]])
+                    s_end = _dot(x[vi] - q1, n1)
+                    penetration = max(penetration, float(np.max(np.maximum(-s_end, 0.0))))
+                    push = th - s_end
+                    if it == 0:
+                        deficit[vi] = push
+                    xn = x[vi] + push[:, None] * n1
+                    xn = _friction(xn, x_old[vi] + (q1 - q0), n1,
+                                   push + ~rubbed[vi] * _carried(support, vi, n1, h), mu)
+                    rubbed[vi] = True
+                    x[vi] = xn
+                    in_contact[vi] = True
+                    n_contact[vi], q0_contact[vi], q1_contact[vi] = n1, q0, q1
+        # ---------- vertex–face, proximity at the end
+        iv, it_ = tri_tree.pairs(x - band, x + band, sub)
+        if len(iv):
+            q, bary, sd, out_dir, interior = _nearest(win, x, iv, it_, cpt)
+            best = _group_min(iv, np.abs(sd), n)
+            iv, it_, q, bary, sd, out_dir = iv[best], it_[best], q[best], bary[best], sd[best], out_dir[best]
+            interior = interior[best]
+            valid = (sd >= 0) | win.closed | interior
+            if it == 0:  # resting vertices inside the band keep (and adjust) their support
+                rest = valid & (sd < band) & np.isnan(deficit[iv])
+                deficit[iv[rest]] = th - sd[rest]
+                n_contact[iv[rest]] = out_dir[rest]
+                tr = tris[it_[rest]]
+                q0_contact[iv[rest]] = np.einsum("ki,kij->kj", bary[rest], win.c0[tr])
+                q1_contact[iv[rest]] = q[rest]
+            pushed = valid & (sd < th - 1e-12)
+            act = valid & (sd < band)  # pushed out, or resting: friction either way
+            if np.any(act):
+                pushed = pushed[act]
+                iv, it_, q, bary, sd, out_dir = iv[act], it_[act], q[act], bary[act], sd[act], out_dir[act]
+                penetration = max(penetration, float(np.max(np.maximum(-sd, 0.0))))
+                tr = tris[it_]
+                q0 = np.einsum("ki,kij->kj", bary, win.c0[tr])
+                push = np.maximum(th - sd, 0.0)
+                xn = np.where(pushed[:, None], q + th * out_dir, x[iv])
+                xn = _friction(xn, x_old[iv] + (q - q0), out_dir,
+                               push + ~rubbed[iv] * _carried(support, iv, out_dir, h), mu)
+                rubbed[iv] = True
+                x[iv] = xn
+                ip = iv[pushed]
+                in_contact[ip] = True
+                n_contact[ip], q0_contact[ip], q1_contact[ip] = out_dir[pushed], q0[pushed], q[pushed]
+        # ---------- edge–edge against ridges
+        if len(ce) and len(edges):
+            _edge_edge(win, x, x_old, edges, movable, active, in_contact, n_contact,
+                       q0_contact, q1_contact, cache)
+        active = np.any(x != x_pass, axis=1)
+        if not np.any(active):
+            break
+    else:
+        _fail_safe(win, x, x_old, movable, in_contact, n_contact, q0_contact, q1_contact, cpt)
+    near = np.flatnonzero(np.isfinite(deficit) & movable)
+    if support is not None and len(near):
+        # dual ascent on the contact force along the current normal
+        nrm = n_contact[near]
+        lam = np.einsum("ij,ij->i", support.force[near], nrm)
+        lam = np.maximum(0.0, lam + _SUPPORT_GAIN * support.gain(near, h) * deficit[near])
+        support.force[near] = lam[:, None] * nrm
+        support.touched[near] = True
+    resting = np.zeros(n, bool)
+    resting[near] = True
+    idx = np.flatnonzero((in_contact | resting) & movable)
+    nrm = n_contact[idx]
+    if len(idx):
+        v[idx] = coulomb_velocity(v[idx], (q1_contact[idx] - q0_contact[idx]) / h, nrm, mu,
+                                  in_contact[idx], _carried(support, idx, nrm, h) / h)
+    if stats is not None:
+        final = 0.0
+        check = np.flatnonzero((in_contact | resting) & movable)
+        iv, it_ = tri_tree.pairs(x - band, x + band, check)
+        if len(iv):
+            _, _, sd, _, interior = _nearest(win, x, iv, it_, cpt)
+            best = _group_min(iv, np.abs(sd), n)
+            sd, interior = sd[best], interior[best]
+            inside = (sd < 0) & (win.closed | interior)
+            if np.any(inside):
+                final = float(-sd[inside].min())
+        stats.add(int(np.count_nonzero(in_contact | resting)), final, penetration)
+
+
+def coulomb_velocity(v: np.ndarray, vc: np.ndarray | float, nrm: np.ndarray, mu: float,
+                     stop: np.ndarray | bool = True, pressed: np.ndarray | float = 0.0) -> np.ndarray:
+    """Velocities ``(k, 3)`` after an inelastic contact with Coulomb friction.
+
+    Relative to the collider's velocity ``vc``: where ``stop``, the inward normal part is
+    removed (the outward part kept); the tangential part shrinks by ``μ`` times the normal
+    speed removed plus ``pressed`` (m/s, the normal speed a carried push took away),
+    never reversing (Bridson et al. 2002, §7.2).
+    """
+    vr = v - vc
+    vn = _dot(vr, nrm)
+    dvn = np.where(stop, np.maximum(-vn, 0.0), 0.0) + pressed
+    vn_new = np.where(stop, np.maximum(vn, 0.0), vn)
+    vt = vr - vn[:, None] * nrm
+    ln = np.sqrt(_dot(vt, vt))
+    scale = np.maximum(0.0, 1.0 - mu * dvn / np.where(ln > 0, ln, 1.0))
+    return vc + vt * scale[:, None] + vn_new[:, None] * nrm
+
+
+def _carried(support: Support | None, idx: np.ndarray, nrm: np.ndarray, h: float) -> np.ndarray:
+    """Normal displacement ``h² λ/m`` the carried push gave vertices ``idx`` this step, m."""
+    if support is None:
+        return np.zeros(len(idx))
+    lam = np.maximum(np.einsum("ij,ij->i", support.force[idx], nrm), 0.0)
+    return h * h * lam / support.masses[idx]
+
+
+def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndarray,
+               movable: np.ndarray, active: np.ndarray, in_contact: np.ndarray,
+               n_contact: np.ndarray, q0_contact: np.ndarray, q1_contact: np.ndarray,
+               cache: dict) -> None:
+    """Cloth edges (with an ``active`` end) against the collider's ridge edges (module
+    docstring, step 3). ``cache`` keeps the ridge boxes' tree between passes."""
+    th = float(win.thickness)
+    ce = win.edges
+    sub = np.flatnonzero(active[edges[:, 0]] | active[edges[:, 1]])
+    if len(sub) == 0:
+        return
+    a0, b0 = x_old[edges[:, 0]], x_old[edges[:, 1]]
+    a1, b1 = x[edges[:, 0]], x[edges[:, 1]]
+    elo = np.minimum(np.minimum(a0, b0), np.minimum(a1, b1))
+    ehi = np.maximum(np.maximum(a0, b0), np.maximum(a1, b1))
+    if "ridges" not in cache:
+        c0, d0, c1, d1 = win.c0[ce[:, 0]], win.c0[ce[:, 1]], win.c1[ce[:, 0]], win.c1[ce[:, 1]]
+        clo = np.minimum(np.minimum(c0, d0), np.minimum(c1, d1)) - th
+        chi = np.maximum(np.maximum(c0, d0), np.maximum(c1, d1)) + th
+        ef = win.edge_faces
+        n_ridge = _unit(_normals(win.c1, win.triangles[ef[:, 0]])
+                        + _normals(win.c1, win.triangles[ef[:, 1]]))[0]
+        cache["ridges"] = (BoxTree(clo, chi), n_ridge)
+    tree, n_ridge_all = cache["ridges"]
+    ie, ic = tree.pairs(elo, ehi, sub)
+    if len(ie) == 0:
+        return
+    e, k = edges[ie], ce[ic]
+    n_ridge = n_ridge_all[ic]
+    pa0, pb0, pa1, pb1 = x_old[e[:, 0]], x_old[e[:, 1]], x[e[:, 0]], x[e[:, 1]]
+    qc0, qd0, qc1, qd1 = win.c0[k[:, 0]], win.c0[k[:, 1]], win.c1[k[:, 0]], win.c1[k[:, 1]]
+    # end-of-step closest points and the common normal, pointing out of the ridge
+    s, u = segment_parameters(pa1, pb1, qc1, qd1)
+    cross = np.cross(pb1 - pa1, qd1 - qc1)
+    nn, ln = _unit(cross)
+    l1 = np.linalg.norm(pb1 - pa1, axis=1) * np.linalg.norm(qd1 - qc1, axis=1)
+    usable = (ln > 1e-6 * l1) & (s > 1e-6) & (s < 1 - 1e-6) & (u > 1e-6) & (u < 1 - 1e-6)
+    nn = nn * np.where(_dot(nn, n_ridge) < 0, -1.0, 1.0)[:, None]
+    sep = _dot(pa1 + s[:, None] * (pb1 - pa1) - (qc1 + u[:, None] * (qd1 - qc1)), nn)
+    sep0 = _dot(pa0 + s[:, None] * (pb0 - pa0) - (qc0 + u[:, None] * (qd0 - qc0)), nn)
+    near = (sep < th - 1e-12) & (sep > -th)
+    flip = usable & (sep0 > 0) & (sep <= -th)
+    crossed = np.zeros(len(e), bool)
+    if np.any(flip):  # passed the ridge during the step: confirm the edges met (cubic)
+        f = np.flatnonzero(flip)
+        p = np.stack([pa0[f], pb0[f], qc0[f], qd0[f]], 1)
+        p1 = np.stack([pa1[f], pb1[f], qc1[f], qd1[f]], 1)
+        crossed[f] = np.isfinite(first_coplanar_time(p, p1 - p))
+    act = usable & (crossed | near) & (movable[e[:, 0]] | movable[e[:, 1]])
+    if not np.any(act):
+        return
+    e, s, nn, sep, u, k = e[act], s[act], nn[act], sep[act], u[act], k[act]
+    need = th - sep
+    wa, wb = (1.0 - s) * movable[e[:, 0]], s * movable[e[:, 1]]
+    den = wa * wa + wb * wb
+    lam = need / np.where(den > 0, den, 1.0)
+    n = len(x)
+    dx = np.zeros((n, 3))
+    cnt = np.zeros(n)
+    np.add.at(dx, e[:, 0], (lam * wa)[:, None] * nn)
+    np.add.at(dx, e[:, 1], (lam * wb)[:, None] * nn)
+    np.add.at(cnt, e[:, 0], wa > 0)
+    np.add.at(cnt, e[:, 1], wb > 0)
+    moved = np.flatnonzero(cnt > 0)
+    x[moved] += dx[moved] / cnt[moved, None]
+    # contact frame for the velocity update: the ridge point's motion
+    q1 = win.c1[k[:, 0]] + u[:, None] * (win.c1[k[:, 1]] - win.c1[k[:, 0]])
+    q0 = win.c0[k[:, 0]] + u[:, None] * (win.c0[k[:, 1]] - win.c0[k[:, 0]])
+    for col in (0, 1):
+        vi = e[:, col]
+        in_contact[vi] = True
+        n_contact[vi], q0_contact[vi], q1_contact[vi] = nn, q0, q1
+
+
+def _fail_safe(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, movable: np.ndarray,
+               in_contact: np.ndarray, n_contact: np.ndarray, q0_contact: np.ndarray,
+               q1_contact: np.ndarray, cpt) -> None:
+    """Vertices still crossing after the passes go back to their start, carried by the
+    collider point they are in contact with."""
+    vlo, vhi = np.minimum(x_old, x), np.maximum(x_old, x)
+    tris = win.triangles
+    t0c, t1c = win.c0[tris], win.c1[tris]
+    iv, it_ = box_pairs(vlo, vhi, np.minimum(t0c.min(1), t1c.min(1)), np.maximum(t0c.max(1), t1c.max(1)))
+    keep = movable[iv]
+    iv, it_ = iv[keep], it_[keep]
+    if len(iv) == 0:
+        return
+    tr = tris[it_]
+    p = np.stack([win.c0[tr[:, 0]], win.c0[tr[:, 1]], win.c0[tr[:, 2]], x_old[iv]], 1)
+    p1 = np.stack([win.c1[tr[:, 0]], win.c1[tr[:, 1]], win.c1[tr[:, 2]], x[iv]], 1)
+    tc = first_coplanar_time(p, p1 - p)
+    sel = np.flatnonzero(np.isfinite(tc))
+    if len(sel) == 0:
+        return
+    t = tc[sel][:, None, None]
+    pt = p[sel] + t * (p1[sel] - p[sel])
+    bary = _barycentric(pt[:, 3], pt[:, 0], pt[:, 1], pt[:, 2])
+    start_side = _dot(p[sel, 3] - p[sel, 0], _normals(win.c0, tr[sel]))
+    ok = np.all(bary >= -_EPS_BARY, 1) & (start_side >= -1e-9) & (_dot(p1[sel, 3] - p1[sel, 0],
+                                                                        _normals(win.c1, tr[sel])) < 0)
+    vi = iv[sel[ok]]
+    if len(vi) == 0:
+        return
+    q0 = np.einsum("ki,kij->kj", bary[ok], p[sel[ok], :3])
+    q1 = np.einsum("ki,kij->kj", bary[ok], p1[sel[ok], :3])
+    x[vi] = x_old[vi] + (q1 - q0)
+    in_contact[vi] = True
+    n_contact[vi] = _normals(win.c1, tr[sel[ok]])
+    q0_contact[vi], q1_contact[vi] = q0, q1
+
+
+def revert_crossings(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarray, h: float,
+                     movable: np.ndarray) -> int:
+    """The last word after every collider has been resolved: vertices whose step still
+    crosses a face of ``win`` into it (another collider pushed them there) go back to
+    where they started, carried by this collider, and take its velocity.
+
+    Returns
+    -------
+    int
+        How many vertices were put back.
+    """
+    from .colliders import closest_points_on_triangles as cpt
+
+    n = len(x)
+    in_contact = np.zeros(n, bool)
+    n_contact, q0c, q1c = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3))
+    _fail_safe(win, x, x_old, movable, in_contact, n_contact, q0c, q1c, cpt)
+    idx = np.flatnonzero(in_contact)
+    v[idx] = (q1c[idx] - q0c[idx]) / h
+    return len(idx)
