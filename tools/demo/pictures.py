@@ -1,7 +1,7 @@
 """Pictures of the shot: the contact sheet, the animated strip (GIF) and the per-bake figures.
 
 Frames are rendered with Workbench (EEVEE takes minutes per frame headless); the lab's
-writing arms are rendered through their own camera and pasted into the top-left corner of
+writing arms are rendered through their own camera and pasted into the top-right corner of
 each frame as an inset.
 """
 
@@ -27,7 +27,7 @@ def _render(scene, camera, width: int, height: int, path: Path) -> np.ndarray:
 
 
 def render_frame(frame: int, size: tuple[int, int], tmp: Path, inset: bool = True) -> np.ndarray:
-    """One frame of the shot (RGB uint8, (h, w, 3)) with the lab inset in its top-left corner."""
+    """One frame of the shot (RGB uint8, (h, w, 3)) with the lab inset in its top-right corner."""
     import bpy
 
     scene = bpy.context.scene
@@ -38,8 +38,9 @@ def render_frame(frame: int, size: tuple[int, int], tmp: Path, inset: bool = Tru
     if inset:
         iw, ih = w // 3, h // 3
         small = _render(scene, lab, iw, ih, tmp / f"lab_{frame:04d}_{w}.png")
-        img[4:4 + ih, 4:4 + iw] = small
-        img[4:4 + ih, 4 + iw] = img[4 + ih, 4:5 + iw] = 40
+        x0 = w - iw - 4
+        img[4:4 + ih, x0:x0 + iw] = small
+        img[4:5 + ih, x0 - 1] = img[4 + ih, x0 - 1:x0 + iw] = 40
     scene.camera = main
     return img
 
@@ -81,7 +82,7 @@ def plot_shot(out: Path, m: dict[str, np.ndarray], pending: dict[str, str]) -> P
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 6.5), sharex=True)
-    frames = np.arange(1, len(m["cape depth"]) + 1)
+    frames = np.arange(1, len(m["cape clearance"]) + 1)
     ax = axes[0, 0]
     for k in (k for k in m if k.startswith("tip ")):
         ax.semilogy(frames, np.maximum(m[k], 1e-9), label=k[4:])
@@ -89,10 +90,11 @@ def plot_shot(out: Path, m: dict[str, np.ndarray], pending: dict[str, str]) -> P
     ax.set_title("IK: tips on their control bones / the lantern")
     ax.legend(fontsize=8)
     ax = axes[0, 1]
-    ax.plot(frames, 1000 * m["cape depth"], label="cape inside the body")
-    ax.plot(frames, 1000 * m["drape depth"], label="drape inside ball / floor")
-    ax.set_ylabel("deepest vertex (mm)")
-    ax.set_title("Contact: penetration per frame")
+    ax.plot(frames, 1000 * m["cape clearance"], label="cape to the body")
+    ax.plot(frames, 1000 * m["drape clearance"], label="drape to the ball and floor")
+    ax.axhline(0.0, color="k", lw=0.8)
+    ax.set_ylabel("closest vertex (mm, < 0 inside)")
+    ax.set_title("Contact: clearance per frame")
     ax.legend(fontsize=8)
     ax = axes[1, 0]
     for name in ("Cape", "Flag", "Drape"):

@@ -66,6 +66,11 @@ for _side in ("L", "R"):
 STEP = 30
 WALK_SPEED = 0.2
 HIPS_DROP = 0.05
+
+# Where the flag pole and the drape's ball stand (world x, y); the character walks along y = 0
+# from x = 0.6 to x = -1.4 (240 frames), seen from the front right so the cape shows.
+FLAG_AT = (-3.2, 2.4)
+DRAPE_AT = (2.0, 0.9)
 LIFT = 0.07
 
 
@@ -354,20 +359,20 @@ def build_flag(frames: int):
 
     me = bpy.data.meshes.new(FLAG_POLE)
     bm = bmesh.new()
-    bmesh.ops.create_cone(bm, cap_ends=True, segments=12, radius1=0.035, radius2=0.035, depth=3.2)
+    bmesh.ops.create_cone(bm, cap_ends=True, segments=12, radius1=0.035, radius2=0.035, depth=2.8)
     bm.to_mesh(me)
     bm.free()
     pole = link(bpy.data.objects.new(FLAG_POLE, me))
-    pole.location = (2.9, 1.4, 1.6)
+    pole.location = (FLAG_AT[0], FLAG_AT[1], 1.4)
     pole.color = (0.35, 0.3, 0.25, 1.0)
     nx, ny = 20, 13
     uv, quads = grid(nx, ny)
-    verts = [(2.935 + 1.2 * u, 1.4, 3.1 - 0.8 * v) for u, v in uv]
+    verts = [(FLAG_AT[0] + 0.035 + 1.2 * u, FLAG_AT[1], 2.7 - 0.8 * v) for u, v in uv]
     flag = mesh_object(FLAG, verts, quads)
     flag.vertex_groups.new(name="pin").add([i for i, (u, _v) in enumerate(uv) if u == 0.0], 1.0, "REPLACE")
     flag.color = (0.1, 0.3, 0.75, 1.0)
     # A field blows along its object's local Z: here along +X, a little into +Y (onto the flag's face).
-    bpy.ops.object.effector_add(type="WIND", location=(2.4, 0.6, 2.7),
+    bpy.ops.object.effector_add(type="WIND", location=(FLAG_AT[0] - 0.6, FLAG_AT[1] - 0.8, 2.3),
                                 rotation=(math.radians(-25), math.radians(90), 0.0))
     wind = bpy.context.object
     wind.name = WIND
@@ -381,7 +386,7 @@ def build_drape():
     import bmesh
     import bpy
 
-    floor = mesh_object(FLOOR, [(-9, -6, 0), (9, -6, 0), (9, 8, 0), (-9, 8, 0)], [(0, 1, 2, 3)])
+    floor = mesh_object(FLOOR, [(-40, -20, 0), (40, -20, 0), (40, 60, 0), (-40, 60, 0)], [(0, 1, 2, 3)])
     floor.color = (0.55, 0.57, 0.6, 1.0)
     me = bpy.data.meshes.new(BALL)
     bm = bmesh.new()
@@ -391,11 +396,12 @@ def build_drape():
     for poly in me.polygons:
         poly.use_smooth = True
     ball = link(bpy.data.objects.new(BALL, me))
-    ball.location = (-2.9, 1.2, 0.45)
+    ball.location = (DRAPE_AT[0], DRAPE_AT[1], 0.45)
     ball.color = (0.75, 0.75, 0.72, 1.0)
     n = 26
     uv, quads = grid(n, n)
-    drape = mesh_object(DRAPE, [(-2.9 + 1.5 * (u - 0.5), 1.2 + 1.5 * (v - 0.5), 1.25) for u, v in uv], quads)
+    drape = mesh_object(DRAPE, [(DRAPE_AT[0] + 1.5 * (u - 0.5), DRAPE_AT[1] + 1.5 * (v - 0.5), 1.25) for u, v in uv],
+                        quads)
     drape.color = (0.2, 0.55, 0.35, 1.0)
     return drape, ball, floor
 
@@ -539,8 +545,8 @@ def build_shot(frames: int) -> Shot:
     arm.hide_render = True
 
     cam = link(bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera")))
-    cam.location = (0.2, -7.6, 2.3)
-    cam.rotation_euler = (Vector((0.2, 1.0, 1.05)) - cam.location).to_track_quat("-Z", "Y").to_euler()
+    cam.location = (3.4, -5.4, 1.8)
+    cam.rotation_euler = (Vector((-0.5, 1.0, 1.25)) - cam.location).to_track_quat("-Z", "Y").to_euler()
     cam.data.lens = 30
     scene.camera = shot.camera = cam
     world = bpy.data.worlds.new("World")
