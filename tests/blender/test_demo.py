@@ -65,3 +65,17 @@ def test_check_helpers_measure_known_shapes():
     assert checks._self_crossings(crossing, [(0, 1, 2, 3), (4, 5, 6, 7)]) == 1
     hinge = np.array([(0, 0, 0), (1, 0, 0), (1, 1, 0), (0, 1, 0), (-1, 1, 0.5), (-1, 0, 0.5)], dtype=np.float64)
     assert checks._self_crossings(hinge, [(0, 1, 2, 3), (0, 3, 4, 5)]) == 0
+
+
+def test_blender_pole_angle_of_the_demo_rig():
+    """Blender's own IK constraint aims the knees with −90° (Rigify's value) and the elbow with ~−106°."""
+    from tools.demo import shot
+
+    bpy.ops.wm.read_homefile(use_empty=True)
+    arm, _body, lantern = shot.build_character(4)
+    for tip, (length, control, pole) in shot.LEG_CHAINS.items():
+        angle = shot.blender_pole_angle(arm, tip, length, arm, control, pole)
+        assert abs(np.degrees(angle) + 90.0) <= 1.0, (tip, np.degrees(angle))
+        assert not arm.pose.bones[tip].constraints, "the measuring constraint must be removed"
+    angle = shot.blender_pole_angle(arm, shot.ARM_TIP_ROTATION, 3, lantern, "", shot.ARM_POLE)
+    assert -115.0 < np.degrees(angle) < -95.0, np.degrees(angle)

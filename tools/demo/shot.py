@@ -69,7 +69,7 @@ HIPS_DROP = 0.05
 
 # Where the flag pole and the drape's ball stand (world x, y); the character walks along y = 0
 # from x = 0.6 to x = -1.4 (240 frames), seen from the front right so the cape shows.
-FLAG_AT = (-3.2, 2.4)
+FLAG_AT = (-4.3, 0.8)
 DRAPE_AT = (2.0, 0.9)
 LIFT = 0.07
 
@@ -313,7 +313,7 @@ def build_character(frames: int):
 
     me = bpy.data.meshes.new(LANTERN)
     bm = bmesh.new()
-    bmesh.ops.create_icosphere(bm, subdivisions=2, radius=0.05)
+    bmesh.ops.create_icosphere(bm, subdivisions=2, radius=0.07)
     bm.to_mesh(me)
     bm.free()
     lantern = link(bpy.data.objects.new(LANTERN, me))
@@ -427,7 +427,8 @@ def configure_ik_chains(arm, lantern) -> list[str]:
         s.target_mode, s.max_iterations, s.tolerance = "OBJECT", 200, 1e-5
         if features.on("rig"):
             s.target, s.target_bone = arm, control
-            s.pole_target, s.pole_bone, s.pole_angle = arm, pole, 0.0
+            s.pole_target, s.pole_bone = arm, pole
+            s.pole_angle = blender_pole_angle(arm, tip, length, arm, control, pole)
         else:
             s.target = follower(arm, control)
             s.pole_target = follower(arm, pole)
@@ -436,7 +437,8 @@ def configure_ik_chains(arm, lantern) -> list[str]:
         tip = ARM_TIP_ROTATION
         s = arm.pose.bones[tip].sinew_ik
         s.chain_length, s.use_rotation, s.rotation_weight = 3, True, 0.5
-        s.pole_target, s.pole_bone, s.pole_angle = arm, ARM_POLE, 0.0
+        s.pole_target, s.pole_bone = arm, ARM_POLE
+        s.pole_angle = blender_pole_angle(arm, tip, 3, lantern, "", ARM_POLE)
     else:
         tip = ARM_TIP
         s = arm.pose.bones[tip].sinew_ik
@@ -447,6 +449,53 @@ def configure_ik_chains(arm, lantern) -> list[str]:
     tips.append(tip)
     _ = bpy
     return tips
+
+
+def blender_pole_angle(arm, tip: str, chain_length: int, target, target_bone: str, pole_bone: str,
+                       frame: int = 1) -> float:
+    """The ``pole_angle`` (radians) that makes Blender's own IK constraint aim the chain's middle
+    joint (knee, elbow) at ``pole_bone`` at ``frame``, to the degree (10° steps, then 1°).
+
+    Blender measures the pole angle from the root bone's own axes, so the value depends on the
+    rig (Rigify's legs: −90°; the metarig's arm: about −102°); the rig feature gives Sinew the
+    same value, with Blender's meaning, so both solvers bend the joint the same way.
+    """
+    import bpy
+    import numpy as np
+
+    pb = arm.pose.bones[tip]
+    con = pb.constraints.new("IK")
+    con.target, con.chain_count = target, chain_length
+    if target_bone:
+        con.subtarget = target_bone
+    con.pole_target, con.pole_subtarget = arm, pole_bone
+    bones = [pb]
+    while len(bones) < chain_length:
+        bones.append(bones[-1].parent)
+    scene = bpy.context.scene
+    frame0 = scene.frame_current
+    scene.frame_set(frame)
+    def miss(deg: float) -> float:
+        """Angle (radians) between the middle joint's bend and the pole, about the root–tip axis."""
+        con.pole_angle = math.radians(deg)
+        dg = bpy.context.evaluated_depsgraph_get()
+        dg.update()
+        ev = arm.evaluated_get(dg).pose.bones
+        root, mid = np.array(ev[bones[-1].name].head), np.array(ev[bones[-2].name].head)
+        end, pole = np.array(ev[tip].tail), np.array(ev[pole_bone].head)
+        u = (end - root) / np.linalg.norm(end - root)
+        bend = (mid - root) - np.dot(mid - root, u) * u
+        aim = (pole - root) - np.dot(pole - root, u) * u
+        cos = np.dot(bend, aim) / (np.linalg.norm(bend) * np.linalg.norm(aim))
+        return math.acos(float(np.clip(cos, -1.0, 1.0)))
+
+    try:
+        coarse = min((miss(deg), deg) for deg in range(-180, 180, 10))[1]
+        best = min((miss(deg), deg) for deg in range(coarse - 10, coarse + 11))
+    finally:
+        pb.constraints.remove(con)
+        scene.frame_set(frame0)
+    return math.radians(best[1])
 
 
 def follower(arm, bone: str):
