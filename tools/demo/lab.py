@@ -159,7 +159,7 @@ def build_lab(frames: int):
     arm_fab, tip_fab = make_arm("ArmFABRIK", (ox + 4.5, oy - 1.4, oz), bones=8, length=0.55)
     s = arm_fab.pose.bones[tip_fab].sinew_ik
     s.enabled, s.chain_length, s.solver, s.target_mode, s.target = True, 0, "FABRIK", "CURVE", word_ob
-    s.max_iterations, s.tolerance, s.trace = 100, 1e-5, True
+    s.max_iterations, s.tolerance, s.trace = 400, 1e-5, True
 
     cam = link(bpy.data.objects.new("LabCamera", bpy.data.cameras.new("LabCamera")))
     cam.location = (ox, oy - 9.0, oz + 2.4)

@@ -400,7 +400,7 @@ def build_drape():
     ball.color = (0.75, 0.75, 0.72, 1.0)
     n = 26
     uv, quads = grid(n, n)
-    drape = mesh_object(DRAPE, [(DRAPE_AT[0] + 1.5 * (u - 0.5), DRAPE_AT[1] + 1.5 * (v - 0.5), 1.25) for u, v in uv],
+    drape = mesh_object(DRAPE, [(DRAPE_AT[0] + 1.5 * (u - 0.5), DRAPE_AT[1] + 1.5 * (v - 0.5), 1.05) for u, v in uv],
                         quads)
     drape.color = (0.2, 0.55, 0.35, 1.0)
     return drape, ball, floor
@@ -531,10 +531,9 @@ TODAY = {
 def configure_springs(cape, flag, drape, body, ball, floor) -> list:
     """Set up the spring meshes; returns them in bake order.
 
-    Colliders: with ``contact`` on, the body, ball and floor carry Blender's Collision modifier
-    (thickness and friction as a user sets them) and the cloths use every collider in the
-    scene; off (today: a Collision modifier makes the bake fail), each cloth lists its
-    colliders in a ``collision_collection``. ``selfcol``: the cape collides with itself.
+    Colliders: each cloth lists its colliders in a ``collision_collection``; with ``contact``
+    on, they also carry Blender's Collision modifier, whose thickness and friction the bake
+    then uses (today a Collision modifier makes the bake fail). ``selfcol``: the cape collides with itself.
     ``material``: density, material stiffness and a strain limit (:data:`MATERIAL`).
     ``fields``: the flag (and the cape) feel the scene's force fields.
     """
@@ -550,18 +549,21 @@ def configure_springs(cape, flag, drape, body, ball, floor) -> list:
                 setattr(s, key, value)
     cape.sinew_springs.pin_group = "pin"
     flag.sinew_springs.pin_group = "pin"
+    for cloth, colliders in ((cape, (body,)), (drape, (ball, floor))):
+        col = bpy.data.collections.new(f"{cloth.name}Colliders")
+        bpy.context.scene.collection.children.link(col)
+        for ob in colliders:
+            col.objects.link(ob)
+        cloth.sinew_springs.collision_collection = col
     if features.on("contact"):
+        # Continuous contact holds at any substep count: two are enough for the stretch, and
+        # each costs a collision pass against the deforming body.
+        for ob in (cape, drape):
+            ob.sinew_springs.substeps = 2
         for ob, thickness, friction in ((body, 0.015, 5.0), (ball, 0.01, 8.0), (floor, 0.01, 8.0)):
             ob.modifiers.new("Collision", "COLLISION")
             ob.collision.thickness_outer = thickness
             ob.collision.cloth_friction = friction
-    else:
-        for cloth, colliders in ((cape, (body,)), (drape, (ball, floor))):
-            col = bpy.data.collections.new(f"{cloth.name}Colliders")
-            bpy.context.scene.collection.children.link(col)
-            for ob in colliders:
-                col.objects.link(ob)
-            cloth.sinew_springs.collision_collection = col
     if features.on("selfcol"):
         cape.sinew_springs.self_collision = True
         cape.sinew_springs.self_distance = 0.005
