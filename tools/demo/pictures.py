@@ -105,6 +105,7 @@ def plot_shot(out: Path, m: dict[str, np.ndarray], pending: dict[str, str]) -> P
     ax.legend(fontsize=8)
     ax = axes[1, 1]
     ax.plot(frames, m["flag reach"], label="flag: free edge from the pole (m)")
+    ax.plot(frames, m["flag downwind"], label="flag: downwind of its windless twin (m)")
     ax.plot(frames, m["drape speed"], label="drape: fastest vertex (m/s)")
     ax.set_xlabel("frame")
     ax.set_title("Wind and rest")

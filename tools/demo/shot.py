@@ -33,6 +33,7 @@ BODY = "HeroBody"
 LANTERN = "Lantern"
 CAPE = "Cape"
 FLAG = "Flag"
+FLAG_CALM = "FlagNoWind"     # the same flag baked without force fields (the checks' reference)
 FLAG_POLE = "FlagPole"
 WIND = "Wind"
 DRAPE = "Drape"
@@ -353,7 +354,11 @@ def build_cape(arm, body):
 
 
 def build_flag(frames: int):
-    """A flag on a pole, its pole edge pinned, in a Wind field blowing across it."""
+    """A flag on a pole, its pole edge pinned, in a Wind field blowing across it.
+
+    A hidden copy (:data:`FLAG_CALM`) is baked with the same settings but no force fields: the
+    checks measure how far the wind moved the flag against it.
+    """
     import bmesh
     import bpy
 
@@ -371,6 +376,10 @@ def build_flag(frames: int):
     flag = mesh_object(FLAG, verts, quads)
     flag.vertex_groups.new(name="pin").add([i for i, (u, _v) in enumerate(uv) if u == 0.0], 1.0, "REPLACE")
     flag.color = (0.1, 0.3, 0.75, 1.0)
+    calm = link(bpy.data.objects.new(FLAG_CALM, flag.data.copy()))
+    calm.vertex_groups.new(name="pin").add([i for i, (u, _v) in enumerate(uv) if u == 0.0], 1.0, "REPLACE")
+    calm.hide_render = True
+    calm.hide_set(True)
     # A field blows along its object's local Z: here along +X, a little into +Y (onto the flag's face).
     bpy.ops.object.effector_add(type="WIND", location=(FLAG_AT[0] - 0.6, FLAG_AT[1] - 0.8, 2.3),
                                 rotation=(math.radians(-25), math.radians(90), 0.0))
@@ -378,7 +387,7 @@ def build_flag(frames: int):
     wind.name = WIND
     wind.field.strength = 6.0
     wind.field.flow = 0.0
-    return flag, wind
+    return flag, calm, wind
 
 
 def build_drape():
@@ -509,12 +518,13 @@ def follower(arm, bone: str):
     return ob
 
 
-#: Second-round spring settings per element, applied by ``configure_springs`` when the feature
-#: that owns them is on. Values are first guesses for the lead to tune after merging.
-MATERIAL = {
-    CAPE: dict(mass_mode="DENSITY", density=0.25, stiffness_mode="MATERIAL", max_stretch=0.05, pre_roll=0),
-    FLAG: dict(mass_mode="DENSITY", density=0.15, stiffness_mode="MATERIAL", max_stretch=0.03, pre_roll=24),
-    DRAPE: dict(mass_mode="DENSITY", density=0.2, stiffness_mode="MATERIAL", max_stretch=0.05, pre_roll=0),
+#: Second-round spring settings per element, applied by ``configure_springs`` when the
+#: ``material`` feature is on: a preset of the Cloth panel (DENSITY + MATERIAL, with a strain
+#: limit), then these overrides. First guesses for the lead to judge on the pictures.
+MATERIAL: dict[str, dict[str, object]] = {
+    CAPE: dict(preset="COTTON", substeps=2),
+    FLAG: dict(preset="FLAG", substeps=2, pre_roll=24),
+    DRAPE: dict(preset="COTTON", substeps=2),
 }
 
 #: Today's settings (per-spring N/m, kg per vertex), chosen so each cloth looks like cloth here.
@@ -528,27 +538,36 @@ TODAY = {
 }
 
 
-def configure_springs(cape, flag, drape, body, ball, floor) -> list:
+def configure_springs(cape, flag, calm, drape, body, ball, floor) -> list:
     """Set up the spring meshes; returns them in bake order.
 
     Colliders: each cloth lists its colliders in a ``collision_collection``; with ``contact``
     on, they also carry Blender's Collision modifier, whose thickness and friction the bake
     then uses (today a Collision modifier makes the bake fail). ``selfcol``: the cape collides with itself.
-    ``material``: density, material stiffness and a strain limit (:data:`MATERIAL`).
-    ``fields``: the flag (and the cape) feel the scene's force fields.
+    ``material``: a preset (density, material stiffness, a strain limit) per cloth (:data:`MATERIAL`).
+    ``fields``: the flag and the cape feel the scene's Wind field (the drape and the flag's
+    calm twin never do).
     """
     import bpy
 
-    for ob in (cape, flag, drape):
+    for ob in (cape, flag, calm, drape):
         s = ob.sinew_springs
         s.enabled = True
-        for key, value in TODAY[ob.name].items():
-            setattr(s, key, value)
+        name = FLAG if ob is calm else ob.name
         if features.on("material"):
-            for key, value in MATERIAL[ob.name].items():
-                setattr(s, key, value)
-    cape.sinew_springs.pin_group = "pin"
-    flag.sinew_springs.pin_group = "pin"
+            settings = dict(MATERIAL[name])
+            bpy.context.view_layer.objects.active = ob
+            bpy.ops.sinew.springs_preset(preset=settings.pop("preset"))
+        else:
+            settings = dict(TODAY[name])
+            if hasattr(s, "mass_mode"):
+                # The material branch makes DENSITY + MATERIAL the default of new objects:
+                # today's values are kg per vertex and N/m per spring.
+                settings.update(mass_mode="VERTEX", stiffness_mode="SPRING")
+        for key, value in settings.items():
+            setattr(s, key, value)
+    for ob in (cape, flag, calm):
+        ob.sinew_springs.pin_group = "pin"
     for cloth, colliders in ((cape, (body,)), (drape, (ball, floor))):
         col = bpy.data.collections.new(f"{cloth.name}Colliders")
         bpy.context.scene.collection.children.link(col)
@@ -567,11 +586,13 @@ def configure_springs(cape, flag, drape, body, ball, floor) -> list:
     if features.on("selfcol"):
         cape.sinew_springs.self_collision = True
         cape.sinew_springs.self_distance = 0.005
-    if features.on("fields"):
-        for ob in (flag, cape):
-            ob.sinew_springs.use_force_fields = True
+    # The wind blows on the flag and the cape only; the fields branch makes use_force_fields
+    # default to True, so it is set either way once the add-on has it.
+    for ob, windy in ((flag, True), (cape, True), (calm, False), (drape, False)):
+        if features.on("fields") or hasattr(ob.sinew_springs, "use_force_fields"):
+            ob.sinew_springs.use_force_fields = windy and features.on("fields")
             ob.sinew_springs.field_weight = 1.0
-    return [cape, flag, drape]
+    return [cape, flag, calm, drape]
 
 
 # ---------------------------------------------------------------------------- the whole shot
@@ -588,11 +609,11 @@ def build_shot(frames: int) -> Shot:
     shot = Shot(frames)
     arm, body, lantern = build_character(frames)
     cape = build_cape(arm, body)
-    flag, _wind = build_flag(frames)
+    flag, calm, _wind = build_flag(frames)
     drape, ball, floor = build_drape()
     shot.armature = arm
     shot.ik_tips = configure_ik_chains(arm, lantern)
-    shot.springs = configure_springs(cape, flag, drape, body, ball, floor)
+    shot.springs = configure_springs(cape, flag, calm, drape, body, ball, floor)
     arm.hide_render = True
 
     cam = link(bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera")))
