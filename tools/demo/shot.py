@@ -426,13 +426,15 @@ def configure_ik_chains(arm, lantern) -> list[str]:
     chain runs to the hand with ``use_rotation`` toward the lantern's orientation. Off (today):
     an empty per control bone follows it through a Copy Location constraint (Sinew then reads
     the targets by stepping the scene), and the arm chain stops at the forearm.
+    Feature ``ik`` on: every chain keeps the add-on's default solver (the one that gives natural
+    poses); off: :data:`IK_SOLVER`.
     """
-    import bpy
-
     tips = []
     for tip, (length, control, pole) in LEG_CHAINS.items():
         s = arm.pose.bones[tip].sinew_ik
-        s.enabled, s.chain_length, s.solver = True, length, IK_SOLVER
+        s.enabled, s.chain_length = True, length
+        if not features.on("ik"):
+            s.solver = IK_SOLVER
         s.target_mode, s.max_iterations, s.tolerance = "OBJECT", 200, 1e-5
         if features.on("rig"):
             s.target, s.target_bone = arm, control
@@ -453,10 +455,11 @@ def configure_ik_chains(arm, lantern) -> list[str]:
         s = arm.pose.bones[tip].sinew_ik
         s.chain_length = 2
         s.pole_target = follower(arm, ARM_POLE)
-    s.enabled, s.solver, s.target_mode, s.target = True, IK_SOLVER, "OBJECT", lantern
+    s.enabled, s.target_mode, s.target = True, "OBJECT", lantern
+    if not features.on("ik"):
+        s.solver = IK_SOLVER
     s.max_iterations, s.tolerance = 200, 1e-5
     tips.append(tip)
-    _ = bpy
     return tips
 
 
