@@ -30,7 +30,8 @@ def test_demo_quick(tmp_path):
     log = proc.stdout[-6000:] + proc.stderr[-4000:]
     assert proc.returncode == 0, log
     assert "check failed" not in proc.stdout, log
-    for name in ("demo.blend", "demo_frames.png", "demo.gif", "demo_shot.png", "demo_ik.png", "demo_springs.png"):
+    for name in ("demo.blend", "demo.abc", "demo_frames.png", "demo.gif", "demo_shot.png", "demo_ik.png",
+                 "demo_springs.png"):
         path = tmp_path / "out" / name
         assert path.is_file() and path.stat().st_size > 10_000, name
     # Every bake reported its summary line.

@@ -13,8 +13,8 @@ Run by ``python3 build.py demo`` inside the bpy 5.2 environment::
    plays it back (``checks.py``), renders the contact sheet and the animated strip with the
    lab inset (``pictures.py``) and plots the measured figures.
 
-Writes ``out/demo.blend``, ``out/demo_frames.png``, ``out/demo.gif``, ``out/demo_shot.png``,
-``out/demo_ik.png``, ``out/demo_springs.png``; prints a summary. Exits 1 if a bake fails or a
+Writes ``out/demo.blend``, ``out/demo.abc`` (Alembic), ``out/demo_frames.png``, ``out/demo.gif``,
+``out/demo_shot.png``, ``out/demo_ik.png``, ``out/demo_springs.png``; prints a summary. Exits 1 if a bake fails or a
 check that is not pending fails (``checks.PENDING_CHECKS``).
 """
 
@@ -126,10 +126,16 @@ def main() -> int:
     measured = checks.measure(frames)
     results = checks.evaluate(measured)
     check_lines, failures = checks.report(results)
-    pictures_written = [blend, ik_plot, spring_plot, pictures.plot_shot(out, measured, checks.PENDING_CHECKS)]
+    written = [blend, ik_plot, spring_plot, pictures.plot_shot(out, measured, checks.PENDING_CHECKS)]
+    # The path to other tools: the baked shot through Blender's own Alembic exporter
+    # (tests/blender/test_alembic.py checks that a re-import plays the same positions).
+    abc = out / "demo.abc"
+    if bpy.ops.wm.alembic_export(filepath=str(abc), start=1, end=frames, selected=False) != {"FINISHED"}:
+        raise SystemExit(f"demo: the Alembic export to {abc} failed")
+    written.append(abc)
     if not args.no_render:
-        pictures_written.append(pictures.contact_sheet(out, frames))
-        pictures_written.append(pictures.animation(out, frames, step=8 if args.quick else 6))
+        written.append(pictures.contact_sheet(out, frames))
+        written.append(pictures.animation(out, frames, step=8 if args.quick else 6))
 
     print()
     print(f"Sinew demo: {frames} frames, {time.perf_counter() - t_start:.1f} s in all "
@@ -153,7 +159,7 @@ def main() -> int:
         print(f"  {r['solver']:10s} {r['substeps']:3d} substeps {r['ms_per_frame']:7.2f} ms/frame  "
               f"max strain {r['max_strain']:.3f}  {r['status']}")
     print()
-    for p in pictures_written:
+    for p in written:
         print(f"wrote {p}")
     for p in problems + failures:
         print(f"demo: check failed: {p}")
