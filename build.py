@@ -385,7 +385,7 @@ def demo(args: argparse.Namespace) -> int:
     py = ensure_venv("bpy-5.2")
     zips = build(["linux-x64"])
     OUT.mkdir(exist_ok=True)
-    cmd = [str(py), str(ROOT / "tools" / "demo.py"), "--out", str(OUT), "--zip", str(zips["linux-x64"])]
+    cmd = [str(py), "-m", "tools.demo", "--out", str(OUT), "--zip", str(zips["linux-x64"])]
     if args.quick:
         cmd.append("--quick")
     return subprocess.run(cmd, cwd=ROOT).returncode

@@ -1,0 +1,175 @@
+"""Sinew's demo: build the shot in code, bake it headless, save it, check it, picture it.
+
+Run by ``python3 build.py demo`` inside the bpy 5.2 environment::
+
+    python -m tools.demo --out out [--quick] [--zip dist/sinew-...-linux_x64.zip] [--feature NAME]
+
+1. Builds the shot (``shot.py``: a Rigify metarig character walking with IK legs and a
+   reaching arm, a cape, a flag in a Wind field, a cloth draped on a ball on the floor) and
+   the lab inset (``lab.py``: two arms writing SINEW), with the add-on installed from its zip.
+2. Bakes every IK armature and spring mesh through the add-on's operators, plots the lab's
+   core figures and saves ``out/demo.blend``.
+3. Disables the add-on, reopens the saved file and measures it frame by frame as Blender
+   plays it back (``checks.py``), renders the contact sheet and the animated strip with the
+   lab inset (``pictures.py``) and plots the measured figures.
+
+Writes ``out/demo.blend``, ``out/demo.abc`` (Alembic), ``out/demo_frames.png``, ``out/demo.gif``,
+``out/demo_shot.png``, ``out/demo_ik.png``, ``out/demo_springs.png``; prints a summary. Exits 1 if a bake fails or a
+check that is not pending fails (``checks.PENDING_CHECKS``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+ADDON = "bl_ext.user_default.sinew"
+
+
+def install_addon(zip_path: Path):
+    """Install the built extension into a temporary user folder, like a user would."""
+    import bpy
+
+    result = bpy.ops.extensions.package_install_files(repo="user_default", filepath=str(zip_path),
+                                                      enable_on_install=True)
+    if result != {"FINISHED"}:
+        raise SystemExit(f"demo: installing {zip_path} failed: {result}")
+    return sys.modules[ADDON]
+
+
+def summary(ob) -> str:
+    """What the bake left on the object (the panels' figures)."""
+    if ob.type == "ARMATURE":
+        parts = []
+        for pb in ob.pose.bones:
+            s = pb.sinew_ik
+            if s.enabled:
+                parts.append(f"{pb.name} {s.solver} it {s.last_iterations_mean:.1f} err {s.last_error_max:.1e} m")
+        return "; ".join(parts)
+    s = ob.sinew_springs
+    return f"{s.solver}, {s.bake_iterations:.0f} it/frame, max strain {100 * s.bake_max_strain:.1f} %"
+
+
+def bake(objects: list, frames: int) -> list[dict]:
+    """Bake each object through the add-on's operator; stop with the operator's message on failure."""
+    import bpy
+
+    rows = []
+    for ob in objects:
+        bpy.context.view_layer.objects.active = ob
+        op = bpy.ops.sinew.bake_ik if ob.type == "ARMATURE" else bpy.ops.sinew.bake_springs
+        t0 = time.perf_counter()
+        try:
+            result = op(frame_start=1, frame_end=frames)
+        except RuntimeError as exc:
+            raise SystemExit(f"demo: baking {ob.name} failed: {exc}") from None
+        if result != {"FINISHED"}:
+            raise SystemExit(f"demo: baking {ob.name} failed ({result}); its message is printed above")
+        rows.append({"object": ob.name, "kind": "IK" if ob.type == "ARMATURE" else "springs",
+                     "seconds": time.perf_counter() - t0, "summary": summary(ob)})
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=str(ROOT / "out"))
+    parser.add_argument("--quick", action="store_true", help="48 frames instead of 240, fewer pictures")
+    parser.add_argument("--zip", help="the built extension zip (default: newest dist/*linux_x64.zip)")
+    parser.add_argument("--no-render", action="store_true")
+    parser.add_argument("--feature", action="append", default=[],
+                        help="switch a second-round feature on for this run (see tools/demo/features.py)")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    zip_path = Path(args.zip) if args.zip else sorted((ROOT / "dist").glob("sinew-*-linux_x64.zip"))[-1]
+    os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-demo-user-"))
+    import bpy  # isort: skip  (Blender's modules, addon_utils included, come with bpy)
+    import addon_utils
+
+    from tools.demo import checks, features, lab, pictures, shot
+
+    for name in args.feature:
+        if name not in features.FEATURES:
+            parser.error(f"unknown feature {name!r} (one of {', '.join(features.FEATURES)})")
+        features.FEATURES[name] = True
+    t_start = time.perf_counter()
+    frames = 48 if args.quick else 240
+    bpy.ops.wm.read_homefile(use_empty=True)
+    addon = install_addon(zip_path)
+    feature_lines = features.report_features()
+
+    the_shot = shot.build_shot(frames)
+    the_lab = lab.build_lab(frames)
+    rows = bake([the_shot.armature, *(ob for ob, _ in the_lab["arms"]), *the_shot.springs], frames)
+    lab.style_traces(the_lab, frames)
+    problems = lab.check_lab(the_lab)
+    ik_plot, ik_rows = lab.plot_ik(out, addon, the_lab["word"], the_lab["knots"], frames)
+    spring_plot, spring_rows = lab.plot_springs(out, addon, frames)
+    bpy.context.scene.frame_set(1)
+    blend = out / "demo.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(blend))
+    t_baked = time.perf_counter()
+
+    # Everything below sees the saved file as a user without Sinew would.
+    addon_utils.disable(ADDON, default_set=True)
+    bpy.ops.wm.open_mainfile(filepath=str(blend))
+    if hasattr(bpy.types.PoseBone, "sinew_ik"):
+        raise SystemExit("demo: the add-on is still registered after disabling it")
+    measured = checks.measure(frames)
+    results = checks.evaluate(measured)
+    check_lines, failures = checks.report(results)
+    written = [blend, ik_plot, spring_plot, pictures.plot_shot(out, measured, checks.PENDING_CHECKS)]
+    # The path to other tools: the baked shot through Blender's own Alembic exporter
+    # (tests/blender/test_alembic.py checks that a re-import plays the same positions).
+    abc = out / "demo.abc"
+    if bpy.ops.wm.alembic_export(filepath=str(abc), start=1, end=frames, selected=False) != {"FINISHED"}:
+        raise SystemExit(f"demo: the Alembic export to {abc} failed")
+    written.append(abc)
+    if not args.no_render:
+        written.append(pictures.contact_sheet(out, frames))
+        written.append(pictures.animation(out, frames, step=8 if args.quick else 6))
+
+    print()
+    print(f"Sinew demo: {frames} frames, {time.perf_counter() - t_start:.1f} s in all "
+          f"({t_baked - t_start:.1f} s to build and bake)")
+    for line in feature_lines:
+        print(line)
+    print(f"{'object':12s} {'kind':8s} {'time':>8s}  result")
+    for r in rows:
+        print(f"{r['object']:12s} {r['kind']:8s} {r['seconds']:7.2f}s  {r['summary']}")
+    print()
+    print("Checks on the saved file, played back without the add-on:")
+    for line in check_lines:
+        print(line)
+    print()
+    print("IK solvers on the word (core, same chain and targets):")
+    for r in ik_rows:
+        print(f"  {r['solver']:7s} {1000 * r['seconds'] / frames:7.3f} ms/frame  iterations mean {r['mean_iter']:.1f}"
+              f" max {r['max_iter']}  max tip error {r['max_error']:.2e} m")
+    print(f"Spring integrators on a 17×17 hanging cloth (core, {min(frames, 96)} frames):")
+    for r in spring_rows:
+        print(f"  {r['solver']:10s} {r['substeps']:3d} substeps {r['ms_per_frame']:7.2f} ms/frame  "
+              f"max strain {r['max_strain']:.3f}  {r['status']}")
+    print()
+    for p in written:
+        print(f"wrote {p}")
+    for p in problems + failures:
+        print(f"demo: check failed: {p}")
+    return 1 if problems or failures else 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # bpy 4.5 can deadlock in its exit handlers (a delayed-close thread): nothing is left
+    # to clean up, so end the process directly.
+    os._exit(code)
