@@ -35,12 +35,12 @@ from __future__ import annotations
 
 #: Feature name -> switched on. Names are the branches that deliver them.
 FEATURES: dict[str, bool] = {
-    "rig": False,       # issue 14: target_bone / pole_bone / pole_angle / use_rotation / rotation_weight
-    "contact": False,   # issue 15: colliders marked by a Collision modifier (today's bake crashes on one)
-    "selfcol": False,   # issue 15: self_collision / self_distance on the cape
-    "material": False,  # issue 16: mass_mode / density / stiffness_mode / max_stretch / presets / pre_roll
-    "fields": False,    # issue 16: use_force_fields / field_weight (the flag's Wind field acts)
-    "ik": False,        # issue 13: natural poses; the legs and arm use the default solver
+    "rig": True,        # issue 14: target_bone / pole_bone / pole_angle / use_rotation / rotation_weight
+    "contact": True,    # issue 15: colliders marked by a Collision modifier (today's bake crashes on one)
+    "selfcol": True,    # issue 15: self_collision / self_distance on the cape
+    "material": True,   # issue 16: mass_mode / density / stiffness_mode / max_stretch / presets / pre_roll
+    "fields": True,     # issue 16: use_force_fields / field_weight (the flag's Wind field acts)
+    "ik": True,         # issue 13: natural poses; the legs and arm use the default solver
 }
 
 #: What each feature needs from the add-on: (owner, property names). ``owner`` is ``"ik"``
