@@ -22,10 +22,10 @@ from . import features, shot
 #: Check name -> why it is pending (the branch that makes it pass). Delete an entry once its
 #: branch is merged and its feature switched on.
 PENDING_CHECKS: dict[str, str] = {
-    "drape at rest on the ball": "issue 17: with every branch merged the light drape still twitches "
-                                 "on the ball (contact's carried push)",
-    "flag moved by the wind": "issue 17: with every branch merged the FLAG preset's flag is not yet "
-                              "pushed downwind of its windless twin in the quick run",
+    "drape at rest on the ball": "issue 17: with every branch merged the drape slides off the ball "
+                                 "and bunches on the floor",
+    "flag moved by the wind": "issue 17: with every branch merged the FLAG preset's flag is not "
+                              "carried downwind of its windless twin and folds against its pole",
     "flag and drape stretch under 10 %": "issue 17: the drape stretches ~15 % where it hits the ball",
 }
 
