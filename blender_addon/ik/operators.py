@@ -34,25 +34,7 @@ def _bake_groups(inputs: list[ChainInput]) -> list[list[int]]:
     A group whose chain roots hang below another group's bones (an arm below a spine chain) is
     solved after it, as Blender's IK solves its trees parent first.
     """
-    owner: dict[str, int] = {}
-    label = list(range(len(inputs)))
-
-    def find(i: int) -> int:
-        while label[i] != i:
-            label[i] = label[label[i]]
-            i = label[i]
-        return i
-
-    for i, ci in enumerate(inputs):
-        for bone in ci.bones:
-            if bone in owner:
-                label[find(i)] = find(owner[bone])
-            else:
-                owner[bone] = i
-    groups: dict[int, list[int]] = {}
-    for i in range(len(inputs)):
-        groups.setdefault(find(i), []).append(i)
-    pending = list(groups.values())
+    pending = core_group.bone_groups([ci.bones for ci in inputs])
     ordered: list[list[int]] = []
     done: set[str] = set()
     while pending:

@@ -127,17 +127,18 @@ class SpringBakeJob(BakeJob):
         springs = build_springs(topo.vertex_count, topo.edges, topo.loop_starts, topo.loop_totals,
                                 topo.loop_vertices, shear=s.shear_stiffness > 0,
                                 bending=s.bending_stiffness > 0)
+        triangles = triangulate(topo)
         self.model = build_model(inp.world[0], springs, stiffness=s.stiffness,
                                  shear_stiffness=s.shear_stiffness,
                                  bending_stiffness=s.bending_stiffness, damping=s.damping,
                                  pinned=inp.pin_weights, air_drag=s.air_drag,
-                                 gravity=scene_gravity(scene), triangles=triangulate(topo),
+                                 gravity=scene_gravity(scene), triangles=triangles,
                                  stiffness_mode=s.stiffness_mode, pin_stiffness=s.pin_stiffness,
                                  max_stretch=s.max_stretch, **s.mass_arguments())
         self_col = None
         if s.self_collision and len(topo.loop_totals):
             # neighbours are decided on the first frame's shape (world space)
-            self_col = SelfCollision.build(inp.world[0], triangulate(topo), s.self_distance)
+            self_col = SelfCollision.build(inp.world[0], triangles, s.self_distance)
         self.sim = Simulator(self.model, s.solver, fps=scene_fps(scene), substeps=s.substeps,
                              iterations=s.iterations, frame_start=frame_start,
                              self_collision=self_col)

@@ -15,7 +15,7 @@ result.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +29,7 @@ from .dls import effector_state, solve_tree
 from .limits import from_angles, limit_angles
 from .tree import Tree
 
-__all__ = ["GroupMember", "GroupProgress", "GroupResult", "iter_bake_group", "bake_group", "groups_of"]
+__all__ = ["GroupMember", "GroupProgress", "GroupResult", "iter_bake_group", "bake_group", "groups_of", "bone_groups"]
 
 #: Fewest frames solved per vectorised call.
 _MIN_BLOCK = 2048
@@ -129,26 +129,46 @@ def groups_of(members: list[GroupMember]) -> list[list[int]]:
     list of list of int
         Each inner list in increasing order; groups ordered by their first member.
     """
-    parent = list(range(len(members)))
+    return bone_groups([m.bones for m in members], [m.parent for m in members])
+
+
+def bone_groups(bones: Sequence[Sequence[str]], parents: Sequence[str | None] | None = None
+                ) -> list[list[int]]:
+    """Connected components of chains given by their bone names (union-find).
+
+    Parameters
+    ----------
+    bones : sequence of sequence of str
+        Each chain's bone names.
+    parents : sequence of (str or None), optional
+        The parent bone of each chain's first bone; when given, a chain whose parent is a bone
+        of another chain joins that chain's component too.
+
+    Returns
+    -------
+    list of list of int
+        Each inner list in increasing order; components ordered by their first chain.
+    """
+    label = list(range(len(bones)))
 
     def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
+        while label[i] != i:
+            label[i] = label[label[i]]
+            i = label[i]
         return i
 
     owner: dict[str, int] = {}
-    for k, m in enumerate(members):
-        for b in m.bones:
+    for k, names in enumerate(bones):
+        for b in names:
             if b in owner:
-                parent[find(k)] = find(owner[b])
+                label[find(k)] = find(owner[b])
             else:
                 owner[b] = k
-    for k, m in enumerate(members):
-        if m.parent is not None and m.parent in owner:
-            parent[find(k)] = find(owner[m.parent])
+    for k, parent in enumerate(parents or ()):
+        if parent is not None and parent in owner:
+            label[find(k)] = find(owner[parent])
     out: dict[int, list[int]] = {}
-    for k in range(len(members)):
+    for k in range(len(bones)):
         out.setdefault(find(k), []).append(k)
     return sorted(out.values(), key=lambda g: g[0])
 

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SinewError, TopologyError
-from .topology import SpringSet, material_scale, vertex_measures
+from .topology import SpringSet, material_scale, vertex_areas, vertex_measures
 
 __all__ = ["Model", "State", "build_model", "lumped_masses"]
 
@@ -211,14 +211,7 @@ def lumped_masses(positions: np.ndarray, triangles: np.ndarray, total_mass: floa
     n = len(positions)
     if n == 0:
         return np.zeros(0)
-    tri = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
-    if len(tri) and (tri.min() < 0 or tri.max() >= n):
-        raise TopologyError(f"triangle vertex index out of range [0, {n})")
-    share = np.zeros(n)
-    if len(tri):
-        p = positions[tri]
-        area = 0.5 * np.linalg.norm(np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]), axis=1)
-        share = np.bincount(tri.reshape(-1), weights=np.repeat(area / 3.0, 3), minlength=n)
+    share = vertex_areas(positions, triangles)
     has = share > 0
     if not np.any(has):
         share = np.ones(n)

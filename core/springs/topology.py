@@ -77,7 +77,7 @@ import numpy as np
 
 from ..errors import TopologyError
 
-__all__ = ["SpringSet", "build_springs", "vertex_measures", "material_scale"]
+__all__ = ["SpringSet", "build_springs", "vertex_areas", "vertex_measures", "material_scale"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -290,6 +290,38 @@ def build_springs(
     )
 
 
+def vertex_areas(positions: np.ndarray, triangles: np.ndarray) -> np.ndarray:
+    """Area lumped at each vertex: a third of every triangle's area to each corner (seed 004).
+
+    Parameters
+    ----------
+    positions : numpy.ndarray
+        Shape ``(n, 3)``, m.
+    triangles : numpy.ndarray
+        Shape ``(t, 3)``, vertex indices.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(n,)``, m²; 0 for a vertex in no triangle.
+
+    Raises
+    ------
+    TopologyError
+        A triangle index outside ``[0, n)``.
+    """
+    x = np.asarray(positions, dtype=np.float64)
+    n = len(x)
+    tri = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
+    if len(tri) and (tri.min() < 0 or tri.max() >= n):
+        raise TopologyError(f"triangle vertex index out of range [0, {n})")
+    if not len(tri):
+        return np.zeros(n)
+    p = x[tri]
+    ta = 0.5 * np.linalg.norm(np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]), axis=1)
+    return np.bincount(tri.reshape(-1), weights=np.repeat(ta / 3.0, 3), minlength=n)
+
+
 def vertex_measures(positions: np.ndarray, triangles: np.ndarray,
                     structural: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rest measure owned by each vertex and its dimension (module docstring).
@@ -314,14 +346,7 @@ def vertex_measures(positions: np.ndarray, triangles: np.ndarray,
     """
     x = np.asarray(positions, dtype=np.float64)
     n = len(x)
-    tri = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
-    if len(tri) and (tri.min() < 0 or tri.max() >= n):
-        raise TopologyError(f"triangle vertex index out of range [0, {n})")
-    area = np.zeros(n)
-    if len(tri):
-        p = x[tri]
-        ta = 0.5 * np.linalg.norm(np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]), axis=1)
-        area = np.bincount(tri.reshape(-1), weights=np.repeat(ta / 3.0, 3), minlength=n)
+    area = vertex_areas(x, triangles)
     st = np.asarray(structural, dtype=np.int64).reshape(-1, 2)
     length = np.zeros(n)
     if len(st):
