@@ -79,6 +79,16 @@ def _evaluated(ob) -> np.ndarray:
     return x
 
 
+def _world(ob) -> np.ndarray:
+    """Evaluated vertices of ``ob`` in world space ``(n, 3)``."""
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    me = ev.to_mesh()
+    x = _positions(me)
+    ev.to_mesh_clear()
+    m = np.array([list(r) for r in ev.matrix_world])
+    return x @ m[:3, :3].T + m[:3, 3]
+
+
 def _strain(x: np.ndarray, edges: np.ndarray, rest: np.ndarray) -> float:
     return float(np.max(np.abs(np.linalg.norm(x[edges[:, 0]] - x[edges[:, 1]], axis=1) / rest - 1)))
 

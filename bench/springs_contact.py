@@ -36,6 +36,8 @@ os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-b
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench.springs_blender import _edges, _world  # noqa: E402
+
 PRESET = "COTTON"
 
 
@@ -43,23 +45,6 @@ def _install() -> None:
     from bench import install_addon
 
     install_addon()
-
-
-def _world(ob) -> np.ndarray:
-    """Evaluated vertices of ``ob`` in world space ``(n, 3)``."""
-    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    me = ev.to_mesh()
-    co = np.empty(3 * len(me.vertices), dtype=np.float32)
-    me.vertices.foreach_get("co", co)
-    m = np.array([list(r) for r in ev.matrix_world])
-    ev.to_mesh_clear()
-    return co.reshape(-1, 3).astype(np.float64) @ m[:3, :3].T + m[:3, 3]
-
-
-def _edges(me) -> np.ndarray:
-    e = np.empty(2 * len(me.edges), dtype=np.int64)
-    me.edges.foreach_get("vertices", e)
-    return e.reshape(-1, 2)
 
 
 def _planes(ob) -> tuple[np.ndarray, np.ndarray]:

@@ -39,30 +39,11 @@ os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-b
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench.springs_blender import _edges, _positions, _world  # noqa: E402
+
 CUTS = (30, 20)
 STRENGTH = 300.0
 PRESETS = ("FLAG", "COTTON")  # first one the add-on offers
-
-
-def _positions(me) -> np.ndarray:
-    co = np.empty(3 * len(me.vertices), dtype=np.float32)
-    me.vertices.foreach_get("co", co)
-    return co.reshape(-1, 3).astype(np.float64)
-
-
-def _edges(me) -> np.ndarray:
-    e = np.empty(2 * len(me.edges), dtype=np.int64)
-    me.edges.foreach_get("vertices", e)
-    return e.reshape(-1, 2)
-
-
-def _world(ob) -> np.ndarray:
-    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    me = ev.to_mesh()
-    x = _positions(me)
-    ev.to_mesh_clear()
-    m = np.array([list(r) for r in ev.matrix_world])
-    return x @ m[:3, :3].T + m[:3, 3]
 
 
 def _scene(name: str) -> tuple[bpy.types.Object, np.ndarray, np.ndarray]:
