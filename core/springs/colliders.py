@@ -17,9 +17,9 @@ outside, as Blender stores closed meshes, so the outside is where the face norma
 point; a vertex crossing a face from behind is let through (cloth that starts inside a
 collider comes out).
 
-In all cases the normal response is fully inelastic (no bounce: what Blender's
-collision ``damping`` of 1 would give; lower values are not used to add bounce, since
-a bouncing contact only makes resting cloth jitter) and the tangential
+In all cases the normal response is fully inelastic (no bounce, as in Blender's Cloth,
+whose collision response has no restitution and does not read the Collision modifier's
+``damping``: that one is Soft Body's) and the tangential
 velocity relative to the collider is reduced by Coulomb friction,
 ``|Δv_t| ≤ friction · |Δv_n|`` (0 is frictionless; a large value sticks). Colliders are
 resolved one after another in the order given.
