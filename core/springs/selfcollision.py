@@ -208,7 +208,7 @@ def crossing_pairs(x: np.ndarray, triangles: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     p = x[tri]
     i, j = box_pairs(p.min(axis=1), p.max(axis=1))
-    share = np.any(tri[i][:, :, None] == tri[j][:, None, :], axis=(1, 2))
+    share = _share_vertex(tri, i, tri, j)
     i, j = i[~share], j[~share]
     hit = triangles_intersect(p[i], p[j])
     return np.stack([i[hit], j[hit]], axis=1)
@@ -225,6 +225,19 @@ def _relative_motion(x0: np.ndarray, x1: np.ndarray, idx: np.ndarray) -> np.ndar
     dx = (x1 - x0)[idx]  # (k, 4, 3)
     rel = dx - dx[:, :1]
     return np.sqrt(np.max(np.einsum("kij,kij->ki", rel, rel), axis=1))
+
+
+def _share_vertex(a: np.ndarray, ia: np.ndarray, b: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    """Whether element ``a[ia[j]]`` and element ``b[ib[j]]`` (rows of vertex indices, e.g.
+    triangles ``(t, 3)``, edges ``(e, 2)``) have a vertex in common, ``(k,)``; column by
+    column (a broadcast ``(k, p, q)`` comparison reduced with ``numpy.any`` is ~5× slower)."""
+    ca = [a[ia, r] for r in range(a.shape[1])]
+    cb = [b[ib, r] for r in range(b.shape[1])]
+    out = np.zeros(len(ia), dtype=bool)
+    for u in ca:
+        for w in cb:
+            out |= u == w
+    return out
 
 
 def _member(keys: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -336,12 +349,12 @@ class SelfCollision:
         tri, edges = self.triangles, self.edges
         t_lo, t_hi = lo[tri].min(axis=1), hi[tri].max(axis=1)
         iv, it = box_pairs(lo - g, hi + g, t_lo, t_hi)
-        ok = ~np.any(tri[it] == iv[:, None], axis=1)
+        ok = ~_share_vertex(iv[:, None], np.arange(len(iv)), tri, it)
         iv, it = iv[ok], it[ok]
         vf_keys = iv * np.int64(len(tri)) + it
         e_lo, e_hi = lo[edges].min(axis=1) - 0.5 * g, hi[edges].max(axis=1) + 0.5 * g
         ea, eb = box_pairs(e_lo, e_hi)
-        ok = ~np.any(edges[ea][:, :, None] == edges[eb][:, None, :], axis=(1, 2))
+        ok = ~_share_vertex(edges, ea, edges, eb)
         ea, eb = ea[ok], eb[ok]
         ee_keys = ea * np.int64(len(edges)) + eb
         if exclude:
