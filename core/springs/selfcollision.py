@@ -227,6 +227,14 @@ def _relative_motion(x0: np.ndarray, x1: np.ndarray, idx: np.ndarray) -> np.ndar
     return np.sqrt(np.max(np.einsum("kij,kij->ki", rel, rel), axis=1))
 
 
+def _member(keys: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Whether each of ``keys`` ``(k,)`` is in the sorted ``table`` (binary search)."""
+    if len(table) == 0 or len(keys) == 0:
+        return np.zeros(len(keys), dtype=bool)
+    pos = np.minimum(np.searchsorted(table, keys), len(table) - 1)
+    return table[pos] == keys
+
+
 # -- the stage -------------------------------------------------------------------------
 
 
@@ -337,12 +345,10 @@ class SelfCollision:
         ea, eb = ea[ok], eb[ok]
         ee_keys = ea * np.int64(len(edges)) + eb
         if exclude:
-            if len(self.excluded_vf):
-                keep = ~np.isin(vf_keys, self.excluded_vf, assume_unique=False)
-                iv, it, vf_keys = iv[keep], it[keep], vf_keys[keep]
-            if len(self.excluded_ee):
-                keep = ~np.isin(ee_keys, self.excluded_ee, assume_unique=False)
-                ea, eb, ee_keys = ea[keep], eb[keep], ee_keys[keep]
+            keep = ~_member(vf_keys, self.excluded_vf)
+            iv, it, vf_keys = iv[keep], it[keep], vf_keys[keep]
+            keep = ~_member(ee_keys, self.excluded_ee)
+            ea, eb, ee_keys = ea[keep], eb[keep], ee_keys[keep]
         idx = np.concatenate([np.concatenate([iv[:, None], tri[it]], axis=1),
                               np.concatenate([edges[ea], edges[eb]], axis=1)]).astype(np.int64)
         is_vf = np.zeros(len(idx), dtype=bool)
@@ -410,10 +416,13 @@ class SelfCollision:
             return
         moving = w > 0  # (k, 4)
 
+        slot = np.where(moving, idx, n_v)  # n_v: a vertex that does not move, counted once
+
         def share(rows: np.ndarray) -> np.ndarray:
             """1 / (most pairs in ``rows`` any vertex of each pair is in), ``(k,)``."""
-            count = np.bincount(idx[rows[:, None] & moving], minlength=n_v)
-            return 1.0 / np.maximum(np.max(np.where(moving, count[idx], 1), axis=1), 1)
+            count = np.bincount(slot[rows].reshape(-1), minlength=n_v + 1)
+            count[n_v] = 1
+            return 1.0 / np.maximum(count[slot].max(axis=1), 1)
 
         k = len(idx)
         rows = np.repeat(np.arange(k), 4)
