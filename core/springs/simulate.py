@@ -353,8 +353,9 @@ class Simulator:
         passed through another layer on the way, so it stays movable and self-collision
         puts it back on its side. Held vertices self-collision moved anyway then see the
         colliders once more (only they: a collider pushing other vertices after
-        self-collision would make new crossings; :func:`~.colliders.resolve_again`).
-        Returns the self-contacts.
+        self-collision would make new crossings; :func:`~.colliders.resolve_again`), and
+        where that put some back, self-collision runs once more with them immovable too
+        (the pass can push a vertex into the layer above). Returns the self-contacts.
         """
         model = self.model
         pinned = np.asarray(model.pinned, dtype=bool)
@@ -367,6 +368,8 @@ class Simulator:
         pushed = moved if cols.held is None else moved & cols.held
         if len(cols) and np.any(pushed) and np.all(np.isfinite(work.x)):
             back = resolve_again(cols, work.x, work.v, x_start, self.h, model, pushed)
+            if np.any(back):  # what it put back is immovable now: self-collision once more
+                contacts += sc.resolve(x_start, work.x, work.v, model.masses, pinned | back).contacts
         # resting on a collider: held by it, and not moved off it by another layer
         self._held = None if cols.held is None else cols.held & (~moved | back)
         return contacts
