@@ -155,6 +155,30 @@ class Sphere:
             _apply_contact(x, v, idx, target, normal, self.friction)
 
 
+def _edge_topology(t: np.ndarray) -> tuple:
+    """A triangle mesh's unique edges ``(e, 2)`` with, per edge, its first face, second face
+    (the first again on a boundary), the second face's corner off the edge, whether it has
+    two faces, and whether every edge has exactly two (closed). Depends on ``t`` ``(t, 3)``
+    only, so a moving collider computes it once."""
+    if len(t) == 0:
+        empty = np.zeros(0, np.int64)
+        return np.zeros((0, 2), np.int64), empty, empty, empty, np.zeros(0, bool), False
+    half = np.concatenate([t[:, [0, 1]], t[:, [1, 2]], t[:, [2, 0]]])
+    face = np.tile(np.arange(len(t)), 3)
+    opposite = np.concatenate([t[:, 2], t[:, 0], t[:, 1]])
+    key = np.sort(half, axis=1)
+    uniq, inv, count = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+    inv = inv.reshape(-1)
+    order = np.argsort(inv, kind="stable")
+    starts = np.searchsorted(inv[order], np.arange(len(uniq)))
+    f1 = face[order][starts]
+    second = np.minimum(starts + 1, len(order) - 1)
+    has2 = count >= 2
+    f2 = np.where(has2, face[order][second], f1)
+    opp2 = opposite[order][second]
+    return uniq, f1, f2, opp2, has2, bool(np.all(count == 2))
+
+
 @dataclass
 class TriangleMesh:
     """A triangle-mesh collider in world space for one frame (see module docstring).
@@ -189,7 +213,7 @@ class TriangleMesh:
     previous: np.ndarray | None = None
     k: int = 8
     max_depth: float = np.inf
-    _tree: cKDTree = field(init=False, repr=False)
+    _topology: tuple | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.vertices = np.asarray(self.vertices, dtype=np.float64).reshape(-1, 3)
@@ -212,44 +236,62 @@ class TriangleMesh:
         nrm = np.cross(self._b - self._a, self._c - self._a)
         ln = np.linalg.norm(nrm, axis=1)
         self._normal = nrm / np.where(ln > 0, ln, 1.0)[:, None]
-        self._tree = cKDTree(p.mean(axis=1)) if len(p) else None
+        self._tree_built = False
+        self._static: MeshWindow | None = None  # the window of a static collider, kept
+        if self._topology is None:
+            self._topology = _edge_topology(self.triangles)
         self._ridges()
 
+    def moved_to(self, vertices: np.ndarray, previous: np.ndarray | None = None) -> TriangleMesh:
+        """The same collider (triangles, thickness, friction) at new ``vertices`` ``(m, 3)``
+        (moving from ``previous`` within the frame, or static): the mesh's edge topology is
+        reused, and a static collider that has not moved at all is returned itself, with
+        the broad-phase structures it has already built (built once per bake)."""
+        vertices = np.asarray(vertices, dtype=np.float64).reshape(-1, 3)
+        if vertices.shape != self.vertices.shape:
+            raise SinewError("a collider keeps its vertex count from frame to frame")
+        if previous is not None and np.array_equal(previous, vertices):
+            previous = None  # still over the frame: the same window as a static one
+        if self.previous is None and previous is None and np.array_equal(vertices, self.vertices):
+            return self
+        return TriangleMesh(vertices, self.triangles, self.thickness, self.friction, previous, self.k,
+                            self.max_depth, _topology=self._topology)
+
     def _ridges(self) -> None:
-        """Edges, closedness and the ridge (convex or boundary) edges with their faces."""
-        t = self.triangles
-        if len(t) == 0:
-            self.closed = False
+        """Closedness and the ridge (convex or boundary) edges with their faces."""
+        uniq, f1, f2, opp2, has2, self.closed = self._topology
+        if len(uniq) == 0:
             self._edges = np.zeros((0, 2), np.int64)
             self._edge_faces = np.zeros((0, 2), np.int64)
             return
-        half = np.concatenate([t[:, [0, 1]], t[:, [1, 2]], t[:, [2, 0]]])
-        face = np.tile(np.arange(len(t)), 3)
-        opposite = np.concatenate([t[:, 2], t[:, 0], t[:, 1]])
-        key = np.sort(half, axis=1)
-        uniq, inv, count = np.unique(key, axis=0, return_inverse=True, return_counts=True)
-        inv = inv.reshape(-1)
-        self.closed = bool(np.all(count == 2))
-        order = np.argsort(inv, kind="stable")
-        starts = np.searchsorted(inv[order], np.arange(len(uniq)))
-        f1 = face[order][starts]
-        second = np.minimum(starts + 1, len(order) - 1)
-        has2 = count >= 2
-        f2 = np.where(has2, face[order][second], f1)
-        opp2 = opposite[order][second]
         # convex: the second face's far corner lies behind the first face's plane
         behind = np.einsum("ij,ij->i", self.vertices[opp2] - self._a[f1], self._normal[f1]) < 0
         ridge = ~has2 | behind
         self._edges = uniq[ridge]
         self._edge_faces = np.stack([f1[ridge], f2[ridge]], 1)
 
+    @property
+    def _tree(self) -> cKDTree | None:
+        """Triangle centroids indexed for :meth:`nearest`, built on first use."""
+        if not self._tree_built:
+            self._tree_obj = (cKDTree(self.vertices[self.triangles].mean(axis=1))
+                              if len(self.triangles) else None)
+            self._tree_built = True
+        return self._tree_obj
+
     def window(self, a0: float, a1: float) -> MeshWindow:
-        """The collider over the part ``[a0, a1]`` of the frame (fractions, 0 = start)."""
+        """The collider over the part ``[a0, a1]`` of the frame (fractions, 0 = start).
+
+        A static collider gives the same window every time, so the broad-phase structures
+        :mod:`.contact` keeps on it (:attr:`MeshWindow.cache`) live as long as it does."""
         if self.previous is None:
-            c0 = c1 = self.vertices
-        else:
-            d = self.vertices - self.previous
-            c0, c1 = self.previous + a0 * d, self.previous + a1 * d
+            if self._static is None:
+                self._static = MeshWindow(self.vertices, self.vertices, self.triangles, self._edges,
+                                          self._edge_faces, float(self.thickness),
+                                          float(self.friction), self.closed)
+            return self._static
+        d = self.vertices - self.previous
+        c0, c1 = self.previous + a0 * d, self.previous + a1 * d
         return MeshWindow(c0, c1, self.triangles, self._edges, self._edge_faces,
                           float(self.thickness), float(self.friction), self.closed)
 

@@ -53,7 +53,7 @@ the narrow phase is numpy over the candidate pairs, with :mod:`.proximity`'s ker
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -117,6 +117,11 @@ class MeshWindow:
     closed : bool
         Every edge has two triangles: behind the surface is inside at any depth. For open
         meshes only points straight behind a face (the nearest point inside it) count.
+    cache : dict
+        Broad-phase structures built from this window's geometry by :func:`resolve_mesh`
+        (box trees of its triangles, ridges and ridge points, and the candidate pairs found
+        so far): every contact pass of the step reuses them, and a static collider's
+        window, kept by its :class:`~.colliders.TriangleMesh`, the whole bake.
     """
 
     c0: np.ndarray
@@ -127,6 +132,7 @@ class MeshWindow:
     thickness: float
     friction: float
     closed: bool
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def _apart(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, grow: float) -> bool:
@@ -305,11 +311,13 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         return np.zeros(n, bool)
     if _apart(win, x, x_old, th * (1.0 + _BAND) + 1e-9):
         return np.zeros(n, bool)
-    t0c = win.c0[tris]
-    t1c = win.c1[tris]
     band = th * (1.0 + _BAND) + 1e-9
-    tlo = np.minimum(t0c.min(1), t1c.min(1)) - band
-    thi = np.maximum(t0c.max(1), t1c.max(1)) + band
+    cache = win.cache
+    if "triangles" not in cache:
+        t0c, t1c = win.c0[tris], win.c1[tris]
+        cache["triangles"] = BoxTree(np.minimum(t0c.min(1), t1c.min(1)) - band,
+                                     np.maximum(t0c.max(1), t1c.max(1)) + band)
+    tri_tree = cache["triangles"]
     in_contact = np.zeros(n, bool)
     n_contact = np.zeros((n, 3))
     q0_contact = np.zeros((n, 3))
@@ -318,8 +326,6 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
     rubbed = np.zeros(n, bool)  # the carried push's friction is spent once per step
     penetration = 0.0
     ce = win.edges
-    tri_tree = BoxTree(tlo, thi)
-    cache: dict = {}
     active = movable.copy() if only is None else movable & only  # then those just moved
     for it in range(PASSES):
         x_pass = x.copy()
