@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .proximity import BoxTree, box_pairs, first_coplanar_time, segment_parameters
+from .proximity import BoxTree, PairCache, first_coplanar_time, overlapping, segment_parameters
 from .proximity import barycentric as _barycentric
 from .proximity import dot as _dot
 from .proximity import unit as _unit
@@ -177,6 +177,26 @@ def _nearest(win: MeshWindow, x: np.ndarray, verts: np.ndarray, tris_idx: np.nda
     out_dir = np.where(interior[:, None], nrm, out_dir)
     bary = _barycentric(q, a, b, c)
     return q, bary, sign * dist, out_dir, interior
+
+
+def _triangle_tree(win: MeshWindow) -> tuple[BoxTree, np.ndarray, np.ndarray]:
+    """The window's triangles swept over the step: their boxes grown by the contact band
+    indexed (:class:`.proximity.BoxTree`), and the boxes themselves ``(t, 3)`` (kept in
+    ``win.cache``)."""
+    if "triangles" not in win.cache:
+        band = float(win.thickness) * (1.0 + _BAND) + 1e-9
+        t0c, t1c = win.c0[win.triangles], win.c1[win.triangles]
+        lo, hi = np.minimum(t0c.min(1), t1c.min(1)), np.maximum(t0c.max(1), t1c.max(1))
+        win.cache["triangles"] = (BoxTree(lo - band, hi + band), lo, hi)
+    return win.cache["triangles"]
+
+
+def _pair_cache(cache: dict, key: str, tree: BoxTree, rows: int) -> PairCache:
+    """The :class:`.proximity.PairCache` of ``rows`` query boxes against ``tree`` in ``cache``."""
+    pc = cache.get(key)
+    if pc is None or pc.rows != rows or pc.tree is not tree:
+        pc = cache[key] = PairCache(tree, rows)
+    return pc
 
 
 def _group_min(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
@@ -313,11 +333,8 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         return np.zeros(n, bool)
     band = th * (1.0 + _BAND) + 1e-9
     cache = win.cache
-    if "triangles" not in cache:
-        t0c, t1c = win.c0[tris], win.c1[tris]
-        cache["triangles"] = BoxTree(np.minimum(t0c.min(1), t1c.min(1)) - band,
-                                     np.maximum(t0c.max(1), t1c.max(1)) + band)
-    tri_tree = cache["triangles"]
+    tri_tree = _triangle_tree(win)[0]
+    vpairs = _pair_cache(cache, "vertices", tri_tree, n)
     in_contact = np.zeros(n, bool)
     n_contact = np.zeros((n, 3))
     q0_contact = np.zeros((n, 3))
@@ -332,7 +349,8 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         sub = np.flatnonzero(active)
         # ---------- vertex–face, continuous
         vlo, vhi = np.minimum(x_old, x), np.maximum(x_old, x)
-        iv, it_ = tri_tree.pairs(vlo, vhi, sub)
+        grow = band + (vhi - vlo)  # room for the later passes and, kept, the next step
+        iv, it_ = vpairs.pairs(vlo, vhi, sub, grow)
         if len(iv):
             tr = tris[it_]
             p = np.stack([win.c0[tr[:, 0]], win.c0[tr[:, 1]], win.c0[tr[:, 2]], x_old[iv]], 1)
@@ -370,7 +388,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
                     in_contact[vi] = True
                     n_contact[vi], q0_contact[vi], q1_contact[vi] = n1, q0, q1
         # ---------- vertex–face, proximity at the end
-        iv, it_ = tri_tree.pairs(x - band, x + band, sub)
+        iv, it_ = vpairs.pairs(x - band, x + band, sub, grow)
         if len(iv):
             q, bary, sd, out_dir, interior = _nearest(win, x, iv, it_, cpt)
             best = _group_min(iv, np.abs(sd), n)
@@ -433,7 +451,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
     if stats is not None:
         final = 0.0
         check = np.flatnonzero((in_contact | resting) & movable)
-        iv, it_ = tri_tree.pairs(x - band, x + band, check)
+        iv, it_ = vpairs.pairs(x - band, x + band, check, band + np.abs(x - x_old))
         if len(iv):
             _, _, sd, _, interior = _nearest(win, x, iv, it_, cpt)
             best = _group_min(iv, np.abs(sd), n)
@@ -498,7 +516,9 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
                         + _normals(win.c1, win.triangles[ef[:, 1]]))[0]
         cache["ridges"] = (BoxTree(clo, chi), n_ridge)
     tree, n_ridge_all = cache["ridges"]
-    ie, ic = tree.pairs(elo, ehi, sub)
+    d = np.abs(x - x_old)
+    ie, ic = _pair_cache(cache, "edges", tree, len(edges)).pairs(
+        elo, ehi, sub, th + np.maximum(d[edges[:, 0]], d[edges[:, 1]]))
     if len(ie) == 0:
         return
     e, k = edges[ie], ce[ic]
@@ -570,7 +590,9 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     if len(sub) == 0 or len(pts) == 0:
         return 0.0
     a0, a1 = x_old[triangles], x[triangles]  # (f, 3, 3)
-    it, ip = tree.pairs(np.minimum(a0.min(1), a1.min(1)), np.maximum(a0.max(1), a1.max(1)), sub)
+    flo, fhi = np.minimum(a0.min(1), a1.min(1)), np.maximum(a0.max(1), a1.max(1))
+    it, ip = _pair_cache(cache, "faces", tree, len(triangles)).pairs(
+        flo, fhi, sub, th + np.abs(a1 - a0).max(1))
     if len(it) == 0:
         return 0.0
     tri, pv, nv = triangles[it], pts[ip], vn[ip]
@@ -629,9 +651,11 @@ def _fail_safe(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, movable: np.nd
     collider point they are in contact with."""
     vlo, vhi = np.minimum(x_old, x), np.maximum(x_old, x)
     tris = win.triangles
-    t0c, t1c = win.c0[tris], win.c1[tris]
-    iv, it_ = box_pairs(vlo, vhi, np.minimum(t0c.min(1), t1c.min(1)), np.maximum(t0c.max(1), t1c.max(1)))
-    keep = movable[iv]
+    tree, tlo, thi = _triangle_tree(win)
+    band = float(win.thickness) * (1.0 + _BAND) + 1e-9
+    iv, it_ = _pair_cache(win.cache, "vertices", tree, len(x)).pairs(
+        vlo, vhi, np.flatnonzero(movable), band + (vhi - vlo))
+    keep = overlapping(vlo, vhi, iv, tlo, thi, it_)  # the triangles' own boxes, not grown
     iv, it_ = iv[keep], it_[keep]
     if len(iv) == 0:
         return

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial import cKDTree
 
-__all__ = ["BoxTree", "box_pairs", "coplanarity_times", "first_coplanar_time", "segment_parameters",
+__all__ = ["BoxTree", "PairCache", "overlapping", "box_pairs", "coplanarity_times", "first_coplanar_time", "segment_parameters",
            "closest_points_on_triangles", "barycentric", "dot", "unit", "BIG"]
 
 #: Sets of at most this many boxes are not indexed: they are tested against every query.
@@ -158,6 +158,76 @@ class BoxTree:
         ok = _overlap_pairs(np.ascontiguousarray(qlo.T), np.ascontiguousarray(qhi.T), ia,
                             self.lo_t, self.hi_t, ib)
         return rows[ia[ok]], ib[ok]
+
+
+def overlapping(alo: np.ndarray, ahi: np.ndarray, ia: np.ndarray, blo: np.ndarray, bhi: np.ndarray,
+                ib: np.ndarray) -> np.ndarray:
+    """Whether box ``ia[j]`` of ``alo, ahi`` ``(na, 3)`` overlaps box ``ib[j]`` of ``blo, bhi``
+    ``(nb, 3)``: the exact test of a candidate pair, shape ``(k,)`` bool."""
+    return _overlap_pairs(np.ascontiguousarray(alo.T), np.ascontiguousarray(ahi.T), ia,
+                          np.ascontiguousarray(blo.T), np.ascontiguousarray(bhi.T), ib)
+
+
+class PairCache:
+    """Candidate pairs of query boxes against one :class:`BoxTree`, kept between queries.
+
+    Each query row (a cloth vertex, edge or face) remembers the indexed boxes that overlap
+    a grown copy of its box. A later query whose box still lies inside that grown box is
+    answered from those candidates with the exact overlap test alone (every indexed box
+    it overlaps overlaps the grown one); only rows that left their grown box query the
+    tree again. So the passes of a contact step, and a second pass over the vertices a
+    later stage moved, cost one tree query, and a collider kept across steps (a static
+    one) queries again only where the cloth moved.
+
+    Parameters
+    ----------
+    tree : BoxTree
+    rows : int
+        Number of query rows.
+    """
+
+    def __init__(self, tree: BoxTree, rows: int) -> None:
+        self.tree = tree
+        self.rows = rows
+        self.glo = np.full((rows, 3), np.inf)  # nothing inside: every row queries first
+        self.ghi = np.full((rows, 3), -np.inf)
+        self.ia, self.ib = _EMPTY, _EMPTY
+
+    def pairs(self, lo: np.ndarray, hi: np.ndarray, subset: np.ndarray,
+              grow: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs ``(ia, ib)`` of query boxes ``lo, hi`` ``(rows, 3)`` (only rows ``subset``)
+        overlapping indexed boxes, as :meth:`BoxTree.pairs` gives them (in another order).
+
+        ``grow`` (m; scalar, ``(rows,)`` or ``(rows, 3)``): how far a re-queried row's box is
+        grown for the candidates it keeps (room for the motion of the following queries).
+        """
+        rows = np.asarray(subset, dtype=np.int64)
+        if len(rows) == 0 or len(self.tree.lo) == 0:
+            return _EMPTY, _EMPTY
+        glo, ghi = self.glo, self.ghi
+        inside = lo[rows, 0] >= glo[rows, 0]
+        for k in (1, 2):
+            inside &= lo[rows, k] >= glo[rows, k]
+        for k in (0, 1, 2):
+            inside &= hi[rows, k] <= ghi[rows, k]
+        stale = rows[~inside]
+        if len(stale):
+            g = np.asarray(grow, dtype=np.float64)
+            g = g[stale] if g.ndim else g
+            g = g[:, None] if g.ndim == 1 else g
+            glo[stale], ghi[stale] = lo[stale] - g, hi[stale] + g
+            ia, ib = self.tree.pairs(glo, ghi, stale)
+            gone = np.zeros(self.rows, bool)
+            gone[stale] = True
+            keep = ~gone[self.ia]
+            self.ia = np.concatenate([self.ia[keep], ia])
+            self.ib = np.concatenate([self.ib[keep], ib])
+        want = np.zeros(self.rows, bool)
+        want[rows] = True
+        sel = want[self.ia]
+        ia, ib = self.ia[sel], self.ib[sel]
+        ok = overlapping(lo, hi, ia, self.tree.lo, self.tree.hi, ib)
+        return ia[ok], ib[ok]
 
 
 def box_pairs(lo_a: np.ndarray, hi_a: np.ndarray, lo_b: np.ndarray | None = None,

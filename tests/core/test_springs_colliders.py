@@ -383,3 +383,25 @@ def test_cotton_dropped_on_a_sphere_comes_to_rest_outside_it(substeps):
     assert max(speeds[-24:]) < 0.01  # at rest on the cap, m/s
     assert sim.state.x[len(sim.state.x) // 2, 2] == pytest.approx(2.01, abs=2e-3)  # on the pole
     assert d.max_strain < 0.08  # the landing's stretch is mostly projected back to the limit
+
+
+def test_a_collider_moved_to_new_vertices_equals_one_built_there_and_a_still_one_is_kept():
+    """TriangleMesh.moved_to reuses the edge topology (same ridges, closedness and windows as
+    a collider built from scratch) and returns a collider that has not moved itself, so its
+    window and the broad-phase structures cached on it last the whole bake."""
+    v, t = uv_sphere(0.5, rings=6, segments=10)
+    ball = TriangleMesh(v, t, thickness=0.02, friction=0.1)
+    assert ball.moved_to(v.copy()) is ball
+    assert ball.moved_to(v.copy(), previous=v.copy()) is ball
+    assert ball.window(0.0, 0.5) is ball.window(0.5, 1.0)
+    rng = np.random.default_rng(3)
+    bent = v * [1.0, 1.0, 0.4] + rng.normal(scale=0.02, size=v.shape)  # squashed, not convex
+    for prev in (None, v):
+        moved = ball.moved_to(bent, previous=prev)
+        fresh = TriangleMesh(bent, t, thickness=0.02, friction=0.1, previous=prev)
+        assert moved is not ball and moved.closed == fresh.closed
+        a, b = moved.window(0.25, 0.75), fresh.window(0.25, 0.75)
+        for name in ("c0", "c1", "edges", "edge_faces"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
+        x = rng.normal(scale=0.4, size=(50, 3))
+        assert np.array_equal(moved.signed_distance(x), fresh.signed_distance(x))

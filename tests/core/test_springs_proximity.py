@@ -10,6 +10,7 @@ import numpy as np
 
 from core.springs.proximity import (
     BoxTree,
+    PairCache,
     barycentric,
     box_pairs,
     closest_points_on_triangles,
@@ -109,3 +110,26 @@ def test_box_tree_queries_match_brute_force_with_big_boxes_on_both_sides() -> No
         same = np.triu(np.all((alo[:, None] <= ahi[None]) & (alo[None] <= ahi[:, None]), axis=2), 1)
         ia, ib = box_pairs(alo, ahi)
         assert sorted(zip(ia.tolist(), ib.tolist())) == sorted(zip(*np.nonzero(same)))
+
+
+def test_pair_cache_answers_every_query_as_a_fresh_tree_query_does() -> None:
+    """Query boxes that move a little (kept candidates), a lot (queried again) or are only a
+    subset: the cached pairs are exactly the overlapping ones, every time."""
+    rng = np.random.default_rng(5)
+    blo = rng.normal(size=(300, 3))
+    bhi = blo + rng.exponential(0.15, (300, 3))
+    tree = BoxTree(blo, bhi)
+    cache = PairCache(tree, 200)
+    lo = rng.normal(size=(200, 3))
+    requeried = 0
+    for step in range(12):
+        lo = lo + rng.normal(scale=0.02, size=lo.shape) * (1 + 20 * (rng.random((200, 1)) < 0.1))
+        hi = lo + rng.exponential(0.05, (200, 3))
+        sub = np.flatnonzero(rng.random(200) < (1.0 if step % 3 == 0 else 0.4))
+        before = cache.glo.copy()
+        ia, ib = cache.pairs(lo, hi, sub, 0.05)
+        requeried += int(np.count_nonzero(np.any(cache.glo != before, axis=1)))
+        ov = np.all((lo[sub, None] <= bhi[None]) & (blo[None] <= hi[sub, None]), axis=2)
+        expect = sorted((int(sub[i]), int(j)) for i, j in zip(*np.nonzero(ov)))
+        assert sorted(zip(ia.tolist(), ib.tolist())) == expect, step
+    assert 200 < requeried < 12 * 200 * 0.7  # it did keep candidates, and did query again
