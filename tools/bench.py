@@ -15,7 +15,6 @@ import math
 import os
 import platform
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -25,7 +24,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 # The add-on is installed from its built zip into a throw-away user folder; Blender reads
 # this variable once, when bpy is first imported.
-os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-bench-"))
+from tools.userdir import throwaway_user_resources  # noqa: E402
+
+throwaway_user_resources("sinew-bench-")
 
 SECTIONS = [
     ("IK in core: 10-bone chain, 1,000 frames", "bench.ik_core"),

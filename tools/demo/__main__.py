@@ -23,13 +23,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from tools.userdir import throwaway_user_resources  # noqa: E402
 
 ADDON = "bl_ext.user_default.sinew"
 
@@ -90,7 +91,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     zip_path = Path(args.zip) if args.zip else sorted((ROOT / "dist").glob("sinew-*-linux_x64.zip"))[-1]
-    os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-demo-user-"))
+    throwaway_user_resources("sinew-demo-user-")
     import bpy  # isort: skip  (Blender's modules, addon_utils included, come with bpy)
     import addon_utils
 
