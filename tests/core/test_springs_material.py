@@ -171,3 +171,33 @@ def test_shared_pcg_matches_a_direct_solve():
     assert res.iterations <= 2 and np.abs(res.x - exact).max() < 1e-9 * np.abs(exact).max()
     # capped: says so
     assert not pcg(apply, b, lambda r: r, rtol=1e-14, max_iterations=2).converged
+
+
+def test_strain_limit_sparse_projection_equals_the_dense_one(monkeypatch):
+    """Large active sets go to SuperLU, small ones to LAPACK: one fast-projection step gives
+    the same multipliers and displacements either way, and the displacement removes each
+    active spring's violation to first order (u·(Δx_i − Δx_j) = c)."""
+    from core.springs import strainlimit
+
+    g = grid(24, 1.0, plane="XY")
+    rng = np.random.default_rng(4)
+    x = g.positions + rng.normal(scale=0.002, size=g.positions.shape)
+    inv_m = 1.0 / rng.uniform(0.5e-3, 2e-3, len(x))
+    inv_m[:25] = 0.0  # a pinned row
+    centre = np.linalg.norm(x[g.edges].mean(1) - [0.0, 0.0, 0.0], axis=1)
+    pairs = g.edges[np.argsort(centre)[:300]]  # a connected patch of 300 springs
+    d = x[pairs[:, 0]] - x[pairs[:, 1]]
+    u = d / np.linalg.norm(d, axis=1)[:, None]
+    c = rng.uniform(0.0, 1e-3, len(pairs))
+    out = {}
+    for dense in (True, False):
+        monkeypatch.setattr(strainlimit, "_DENSE", len(pairs) if dense else len(pairs) - 1)
+        out[dense] = strainlimit._project(pairs, u, inv_m, c)
+    (lam_d, verts_d, dx_d), (lam_s, verts_s, dx_s) = out[True], out[False]
+    assert np.array_equal(verts_d, verts_s)
+    np.testing.assert_allclose(lam_s, lam_d, rtol=1e-9, atol=1e-12 * np.abs(lam_d).max())
+    np.testing.assert_allclose(dx_s, dx_d, rtol=1e-9, atol=1e-12 * np.abs(dx_d).max())
+    dx = np.zeros_like(x)
+    dx[verts_s] = dx_s
+    reduced = np.einsum("ij,ij->i", u, dx[pairs[:, 0]] - dx[pairs[:, 1]])
+    np.testing.assert_allclose(reduced, c, atol=1e-6 * c.max())
