@@ -78,5 +78,5 @@ def test_blender_pole_angle_of_the_demo_rig():
         angle = shot.blender_pole_angle(arm, tip, length, arm, control, pole)
         assert abs(np.degrees(angle) + 90.0) <= 1.0, (tip, np.degrees(angle))
         assert not arm.pose.bones[tip].constraints, "the measuring constraint must be removed"
-    angle = shot.blender_pole_angle(arm, shot.ARM_TIP_ROTATION, 3, lantern, "", shot.ARM_POLE)
+    angle = shot.blender_pole_angle(arm, shot.ARM_TIP, 3, lantern, "", shot.ARM_POLE)
     assert -115.0 < np.degrees(angle) < -95.0, np.degrees(angle)

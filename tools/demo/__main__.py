@@ -15,7 +15,7 @@ Run by ``python3 build.py demo`` inside the bpy 5.2 environment::
 
 Writes ``out/demo.blend``, ``out/demo.abc`` (Alembic), ``out/demo_frames.png``, ``out/demo.gif``,
 ``out/demo_shot.png``, ``out/demo_ik.png``, ``out/demo_springs.png``; prints a summary. Exits 1 if a bake fails or a
-check that is not pending fails (``checks.PENDING_CHECKS``).
+check fails.
 """
 
 from __future__ import annotations
@@ -84,8 +84,6 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="48 frames instead of 240, fewer pictures")
     parser.add_argument("--zip", help="the built extension zip (default: newest dist/*linux_x64.zip)")
     parser.add_argument("--no-render", action="store_true")
-    parser.add_argument("--feature", action="append", default=[],
-                        help="switch a second-round feature on for this run (see tools/demo/features.py)")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -94,17 +92,12 @@ def main() -> int:
     import bpy  # isort: skip  (Blender's modules, addon_utils included, come with bpy)
     import addon_utils
 
-    from tools.demo import checks, features, lab, pictures, shot
+    from tools.demo import checks, lab, pictures, shot
 
-    for name in args.feature:
-        if name not in features.FEATURES:
-            parser.error(f"unknown feature {name!r} (one of {', '.join(features.FEATURES)})")
-        features.FEATURES[name] = True
     t_start = time.perf_counter()
     frames = 48 if args.quick else 240
     bpy.ops.wm.read_homefile(use_empty=True)
     addon = install_addon(zip_path)
-    feature_lines = features.report_features()
 
     the_shot = shot.build_shot(frames)
     the_lab = lab.build_lab(frames)
@@ -140,8 +133,6 @@ def main() -> int:
     print()
     print(f"Sinew demo: {frames} frames, {time.perf_counter() - t_start:.1f} s in all "
           f"({t_baked - t_start:.1f} s to build and bake)")
-    for line in feature_lines:
-        print(line)
     print(f"{'object':12s} {'kind':8s} {'time':>8s}  result")
     for r in rows:
         print(f"{r['object']:12s} {r['kind']:8s} {r['seconds']:7.2f}s  {r['summary']}")
