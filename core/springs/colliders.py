@@ -25,7 +25,7 @@ velocity relative to the collider is reduced by Coulomb friction,
 resolved one after another in the order given.
 
 Self-collision (cloth against itself) is a separate stage after this one:
-:mod:`.selfcollision`, which reuses :func:`closest_points_on_triangles`.
+:mod:`.selfcollision`; both use the geometry kernels of :mod:`.proximity`.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from scipy.spatial import cKDTree
 
 from ..errors import SinewError
 from .contact import ContactStats, MeshWindow, Support, coulomb_velocity, resolve_mesh, revert_crossings
+from .proximity import closest_points_on_triangles
 
 __all__ = ["Plane", "Sphere", "TriangleMesh", "ColliderSet", "resolve", "closest_points_on_triangles"]
 
@@ -151,59 +152,6 @@ class Sphere:
             normal = np.where((ri > 1e-12)[:, None], d[idx] / np.where(ri > 1e-12, ri, 1.0)[:, None], up)
             target = self.center + (self.radius + self.thickness) * normal
             _apply_contact(x, v, idx, target, normal, self.friction)
-
-
-def closest_points_on_triangles(p: np.ndarray, a: np.ndarray, b: np.ndarray,
-                                c: np.ndarray) -> np.ndarray:
-    """Closest point on triangle ``(a, b, c)`` to ``p``, row by row.
-
-    Vectorised form of the Voronoi-region test (Ericson 2004, "Real-Time
-    Collision Detection", §5.1.5).
-
-    Parameters
-    ----------
-    p, a, b, c : numpy.ndarray
-        Shape ``(k, 3)``.
-
-    Returns
-    -------
-    numpy.ndarray
-        Shape ``(k, 3)``.
-    """
-    ab, ac, ap = b - a, c - a, p - a
-    d1 = np.einsum("ij,ij->i", ab, ap)
-    d2 = np.einsum("ij,ij->i", ac, ap)
-    bp = p - b
-    d3 = np.einsum("ij,ij->i", ab, bp)
-    d4 = np.einsum("ij,ij->i", ac, bp)
-    cp = p - c
-    d5 = np.einsum("ij,ij->i", ab, cp)
-    d6 = np.einsum("ij,ij->i", ac, cp)
-    va = d3 * d6 - d5 * d4
-    vb = d5 * d2 - d1 * d6
-    vc = d1 * d4 - d3 * d2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        denom = va + vb + vc
-        v = np.where(denom != 0, vb / denom, 0.0)
-        w = np.where(denom != 0, vc / denom, 0.0)
-        out = a + v[:, None] * ab + w[:, None] * ac  # interior
-        # edge BC
-        t_bc = (d4 - d3) / ((d4 - d3) + (d5 - d6))
-        m = (va <= 0) & ((d4 - d3) >= 0) & ((d5 - d6) >= 0)
-        out = np.where(m[:, None], b + np.nan_to_num(t_bc)[:, None] * (c - b), out)
-        # edge AC
-        t_ac = d2 / (d2 - d6)
-        m = (vb <= 0) & (d2 >= 0) & (d6 <= 0)
-        out = np.where(m[:, None], a + np.nan_to_num(t_ac)[:, None] * ac, out)
-        # edge AB
-        t_ab = d1 / (d1 - d3)
-        m = (vc <= 0) & (d1 >= 0) & (d3 <= 0)
-        out = np.where(m[:, None], a + np.nan_to_num(t_ab)[:, None] * ab, out)
-    # vertex regions
-    out = np.where(((d6 >= 0) & (d5 <= d6))[:, None], c, out)
-    out = np.where(((d3 >= 0) & (d4 <= d3))[:, None], b, out)
-    out = np.where(((d1 <= 0) & (d2 <= 0))[:, None], a, out)
-    return out
 
 
 @dataclass

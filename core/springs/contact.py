@@ -37,9 +37,9 @@ bounce), the outward part kept, and the tangential part shortened by ``μ`` time
 removed normal speed (Bridson et al. 2002, §7.2). Nothing adds energy in the
 collider's frame.
 
-The broad phase (:func:`box_pairs`) finds overlapping axis-aligned boxes of the
-swept vertices/edges and swept triangles/edges with ``scipy.spatial.cKDTree`` on box
-centres, one tree per size class; the narrow phase is numpy over the candidate pairs.
+The broad phase (:class:`.proximity.BoxTree`, shared with self-collision) finds
+overlapping axis-aligned boxes of the swept vertices/edges and swept triangles/edges;
+the narrow phase is numpy over the candidate pairs, with :mod:`.proximity`'s kernels.
 """
 
 from __future__ import annotations
@@ -47,10 +47,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial import cKDTree
 
-__all__ = ["ContactStats", "Support", "MeshWindow", "BoxTree", "box_pairs", "revert_crossings",
-           "coulomb_velocity", "first_coplanar_time", "resolve_mesh"]
+from .proximity import BoxTree, box_pairs, first_coplanar_time, segment_parameters
+from .proximity import barycentric as _barycentric
+from .proximity import dot as _dot
+from .proximity import unit as _unit
+
+__all__ = ["ContactStats", "Support", "MeshWindow", "revert_crossings", "coulomb_velocity", "resolve_mesh"]
 
 #: Detection/response passes per step; then the fail-safe.
 PASSES = 4
@@ -82,182 +85,6 @@ class ContactStats:
         self.contacts += int(contacts)
         self.max_penetration = max(self.max_penetration, float(penetration))
         self.deepest_caught = max(self.deepest_caught, float(caught))
-
-
-def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.einsum("ij,ij->i", a, b)
-
-
-def _unit(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    ln = np.sqrt(_dot(a, a))
-    return a / np.where(ln > 0, ln, 1.0)[:, None], ln
-
-
-class BoxTree:
-    """Axis-aligned boxes ``(nb, 3)`` indexed for overlap queries by other boxes.
-
-    Boxes are sorted into size classes (powers of two of their half-diagonal), one
-    ``cKDTree`` of centres per class, so that a few huge boxes (a ground plane's two
-    triangles) do not widen every query.
-    """
-
-    def __init__(self, lo: np.ndarray, hi: np.ndarray) -> None:
-        self.lo, self.hi = lo, hi
-        self.groups = _size_classes(lo, hi)
-
-    def pairs(self, alo: np.ndarray, ahi: np.ndarray,
-              subset: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Pairs ``(ia, ib)`` of overlapping boxes: query boxes ``alo, ahi`` ``(na, 3)``
-        (only rows ``subset`` if given) against the indexed ones."""
-        empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-        rows = np.arange(len(alo)) if subset is None else np.asarray(subset, dtype=np.int64)
-        if len(rows) == 0 or not self.groups:
-            return empty
-        out_a, out_b = [], []
-        for ga, ta, rma in _size_classes(alo[rows], ahi[rows]):  # a handful of classes
-            for gb, tb, rmb in self.groups:
-                m = ta.sparse_distance_matrix(tb, rma + rmb, output_type="ndarray")
-                if len(m):
-                    out_a.append(rows[ga[m["i"]]])
-                    out_b.append(gb[m["j"]])
-        if not out_a:
-            return empty
-        ia, ib = np.concatenate(out_a), np.concatenate(out_b)
-        keep = np.all((alo[ia] <= self.hi[ib]) & (self.lo[ib] <= ahi[ia]), axis=1)
-        return ia[keep].astype(np.int64), ib[keep].astype(np.int64)
-
-
-def _size_classes(lo: np.ndarray, hi: np.ndarray) -> list[tuple[np.ndarray, cKDTree, float]]:
-    """``(indices, tree of centres, largest half-diagonal)`` per power-of-two size class."""
-    if len(lo) == 0:
-        return []
-    c = 0.5 * (lo + hi)
-    r = 0.5 * np.linalg.norm(hi - lo, axis=1)
-    r0 = max(float(np.median(r)), 1e-9)
-    k = np.maximum(np.ceil(np.log2(np.maximum(r, 1e-300) / r0)), 0).astype(np.int64)
-    out = []
-    for cls in np.unique(k):
-        g = np.flatnonzero(k == cls)
-        out.append((g, cKDTree(c[g]), float(r[g].max())))
-    return out
-
-
-def box_pairs(alo: np.ndarray, ahi: np.ndarray, blo: np.ndarray,
-              bhi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Index pairs of overlapping axis-aligned boxes (see :class:`BoxTree`).
-
-    Parameters
-    ----------
-    alo, ahi : numpy.ndarray
-        Shape ``(na, 3)``, corners of the first set of boxes.
-    blo, bhi : numpy.ndarray
-        Shape ``(nb, 3)``.
-
-    Returns
-    -------
-    ia, ib : numpy.ndarray
-        Shape ``(k,)`` each, int64: box ``ia[j]`` of the first set overlaps ``ib[j]``.
-    """
-    return BoxTree(blo, bhi).pairs(alo, ahi)
-
-
-def _cubic(c: tuple[np.ndarray, ...], t: np.ndarray) -> np.ndarray:
-    return ((c[3] * t + c[2]) * t + c[1]) * t + c[0]
-
-
-def first_coplanar_time(p: np.ndarray, dp: np.ndarray) -> np.ndarray:
-    """Earliest time ``t ∈ [0, 1]`` at which four linearly moving points are coplanar.
-
-    Parameters
-    ----------
-    p : numpy.ndarray
-        Shape ``(k, 4, 3)``, the points at ``t = 0``, m.
-    dp : numpy.ndarray
-        Shape ``(k, 4, 3)``, their displacements over the step, m.
-
-    Returns
-    -------
-    numpy.ndarray
-        Shape ``(k,)``, ``nan`` where the points are never coplanar in ``[0, 1]``.
-
-    Notes
-    -----
-    ``f(t) = (u × v)·w`` with ``u, v, w`` the vectors from point 0 to points 1, 2, 3 is a
-    cubic in ``t``. ``[0, 1]`` is cut at the roots of ``f′`` into monotone pieces; the
-    first piece whose ends differ in sign (or touch 0) is bisected to 1e-10 of the step.
-    """
-    u0, v0, w0 = (p[:, i] - p[:, 0] for i in (1, 2, 3))
-    du, dv, dw = (dp[:, i] - dp[:, 0] for i in (1, 2, 3))
-    uv0 = np.cross(u0, v0)
-    mix = np.cross(du, v0) + np.cross(u0, dv)
-    duv = np.cross(du, dv)
-    c = (_dot(uv0, w0), _dot(mix, w0) + _dot(uv0, dw), _dot(duv, w0) + _dot(mix, dw), _dot(duv, dw))
-    k = len(p)
-    # roots of f'(t) = 3 c3 t² + 2 c2 t + c1
-    a, b, cc = 3 * c[3], 2 * c[2], c[1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        disc = b * b - 4 * a * cc
-        sq = np.sqrt(np.maximum(disc, 0.0))
-        quad = np.abs(a) > 1e-300
-        r1 = np.where(quad, (-b - sq) / (2 * a), np.where(np.abs(b) > 1e-300, -cc / b, np.nan))
-        r2 = np.where(quad, (-b + sq) / (2 * a), np.nan)
-        r1 = np.where(quad & (disc < 0), np.nan, r1)
-        r2 = np.where(quad & (disc < 0), np.nan, r2)
-    crit = np.sort(np.stack([r1, r2], 1), axis=1)  # nan sorts last
-    crit = np.where(np.isfinite(crit) & (crit > 0) & (crit < 1), crit, 1.0)
-    crit = np.sort(crit, axis=1)
-    bps = np.concatenate([np.zeros((k, 1)), crit, np.ones((k, 1))], 1)
-    scale = np.abs(c[0]) + np.abs(c[1]) + np.abs(c[2]) + np.abs(c[3])
-    tol = 1e-12 * scale
-    t_out = np.full(k, np.nan)
-    for j in range(3):  # three monotone pieces
-        lo, hi = bps[:, j].copy(), bps[:, j + 1].copy()
-        flo, fhi = _cubic(c, lo), _cubic(c, hi)
-        todo = np.isnan(t_out) & (hi >= lo) & ((flo * fhi <= 0) | (np.abs(flo) <= tol)
-                                               | (np.abs(fhi) <= tol))
-        if not np.any(todo):
-            continue
-        idx = np.flatnonzero(todo)
-        lo, hi, flo = lo[idx], hi[idx], flo[idx]
-        cs = tuple(ci[idx] for ci in c)
-        at_lo = np.abs(flo) <= tol[idx]
-        for _ in range(40):
-            mid = 0.5 * (lo + hi)
-            fm = _cubic(cs, mid)
-            left = (flo * fm <= 0)
-            hi = np.where(left, mid, hi)
-            lo = np.where(left, lo, mid)
-            flo = np.where(left, flo, fm)
-        t_out[idx] = np.where(at_lo, bps[idx, j], 0.5 * (lo + hi))
-    return t_out
-
-
-def _barycentric(p: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Barycentric coordinates ``(k, 3)`` of ``p`` projected onto triangles ``(a, b, c)``."""
-    v0, v1, v2 = b - a, c - a, p - a
-    d00, d01, d11 = _dot(v0, v0), _dot(v0, v1), _dot(v1, v1)
-    d20, d21 = _dot(v2, v0), _dot(v2, v1)
-    den = d00 * d11 - d01 * d01
-    den = np.where(np.abs(den) > 1e-300, den, np.inf)
-    v = (d11 * d20 - d01 * d21) / den
-    w = (d00 * d21 - d01 * d20) / den
-    return np.stack([1.0 - v - w, v, w], 1)
-
-
-def segment_parameters(p0: np.ndarray, p1: np.ndarray, q0: np.ndarray,
-                       q1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Parameters ``(s, u)`` in ``[0, 1]`` of the closest points of segments
-    ``p0 + s (p1 − p0)`` and ``q0 + u (q1 − q0)`` (all ``(k, 3)``; Ericson 2004, §5.1.9)."""
-    d1, d2, r = p1 - p0, q1 - q0, p0 - q0
-    a, e, f = _dot(d1, d1), _dot(d2, d2), _dot(d2, r)
-    c, b = _dot(d1, r), _dot(d1, d2)
-    den = a * e - b * b
-    with np.errstate(divide="ignore", invalid="ignore"):
-        s = np.where(den > 1e-14 * (a * e + 1e-300), np.clip((b * f - c * e) / den, 0, 1), 0.0)
-        u = np.where(e > 0, (b * s + f) / e, 0.0)
-        s = np.where(u < 0, np.where(a > 0, np.clip(-c / a, 0, 1), 0.0), s)
-        s = np.where(u > 1, np.where(a > 0, np.clip((b - c) / a, 0, 1), 0.0), s)
-    return np.nan_to_num(s), np.clip(np.nan_to_num(u), 0, 1)
 
 
 @dataclass
@@ -459,7 +286,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
             tr = tris[it_]
             p = np.stack([win.c0[tr[:, 0]], win.c0[tr[:, 1]], win.c0[tr[:, 2]], x_old[iv]], 1)
             p1 = np.stack([win.c1[tr[:, 0]], win.c1[tr[:, 1]], win.c1[tr[:, 2]], x[iv]], 1)
-            tc = first_coplanar_time(p, p1 - p)
+            tc = first_coplanar_time(p, p1)
             hit = np.isfinite(tc)
             if np.any(hit):
                 sel = np.flatnonzero(hit)
@@ -635,7 +462,7 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
         f = np.flatnonzero(flip)
         p = np.stack([pa0[f], pb0[f], qc0[f], qd0[f]], 1)
         p1 = np.stack([pa1[f], pb1[f], qc1[f], qd1[f]], 1)
-        crossed[f] = np.isfinite(first_coplanar_time(p, p1 - p))
+        crossed[f] = np.isfinite(first_coplanar_time(p, p1))
     act = usable & (crossed | near) & (movable[e[:, 0]] | movable[e[:, 1]])
     if not np.any(act):
         return
@@ -678,7 +505,7 @@ def _fail_safe(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, movable: np.nd
     tr = tris[it_]
     p = np.stack([win.c0[tr[:, 0]], win.c0[tr[:, 1]], win.c0[tr[:, 2]], x_old[iv]], 1)
     p1 = np.stack([win.c1[tr[:, 0]], win.c1[tr[:, 1]], win.c1[tr[:, 2]], x[iv]], 1)
-    tc = first_coplanar_time(p, p1 - p)
+    tc = first_coplanar_time(p, p1)
     sel = np.flatnonzero(np.isfinite(tc))
     if len(sel) == 0:
         return

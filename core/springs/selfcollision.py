@@ -16,9 +16,8 @@ Primitives and neighbours
     mesh does not push its own flat neighbourhood apart).
 
 Broad phase
-    Axis-aligned boxes around each primitive's sweep ``x₀ → x₁``, grown by ``distance``;
-    box pairs come from ``scipy.spatial.cKDTree`` over the box centres
-    (:func:`box_pairs`), with the few unusually large (fast) boxes tested against all.
+    Axis-aligned boxes around each primitive's sweep ``x₀ → x₁``, grown by ``distance``,
+    paired by :func:`.proximity.box_pairs` (the broad phase collider contact uses too).
 
 Narrow phase
     Proximity: closest points at ``x₀`` and ``x₁`` (Ericson 2004, "Real-Time Collision
@@ -26,10 +25,10 @@ Narrow phase
     over the step; they are coplanar where the cubic ``det[x₁−x₀, x₂−x₀, x₃−x₀](t)``
     vanishes (Provot 1997, "Collision and self-collision handling in cloth model
     dedicated to design garments"; Bridson, Fedkiw & Anderson 2002, "Robust treatment of
-    collisions, contact and friction for cloth animation"). Its roots in ``[0, 1]`` are
-    bracketed between the roots of its derivative and found by bisection (no closed-form
-    cubic, so no cancellation); at each root the pair collides when its distance is below
-    ``1e-6`` m.
+    collisions, contact and friction for cloth animation"); its roots in ``[0, 1]`` come
+    from :func:`.proximity.coplanarity_times`, and at each root the pair collides when
+    its distance is below ``1e-6`` m. The kernels are :mod:`.proximity`'s, shared with
+    collider contact.
 
 Response (Bridson et al. 2002)
     Every pair closer than ``distance`` at the start or at the end of the step, or
@@ -74,13 +73,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.spatial import cKDTree
 
 from ..errors import SinewError
-from .colliders import closest_points_on_triangles
+from .proximity import barycentric, box_pairs, closest_points_on_triangles, coplanarity_times, segment_parameters, unit
+from .proximity import dot as _dot
 
-__all__ = ["SelfCollision", "SelfCollisionReport", "box_pairs", "closest_params_on_segments",
-           "coplanarity_times", "triangles_intersect", "crossing_pairs", "count_crossings",
+__all__ = ["SelfCollision", "SelfCollisionReport", "triangles_intersect", "crossing_pairs", "count_crossings",
            "mesh_edges"]
 
 #: m: distance at the time of coplanarity below which a pair collides.
@@ -90,14 +88,6 @@ CCD_TOLERANCE = 1e-6
 _SLACK = 0.02
 #: Fraction of the distance a pair closer than it at the start of a step regains per step.
 _RECOVERY = 0.1
-#: Bisection steps for the coplanarity roots (2⁻³² of the step).
-_BISECTIONS = 32
-#: Inverse Vandermonde matrix of the nodes t = 0, 1/3, 2/3, 1: values → cubic coefficients.
-_VINV = np.linalg.inv(np.vander(np.array([0.0, 1 / 3, 2 / 3, 1.0]), 4, increasing=True))
-
-
-def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.einsum("...j,...j->...", a, b)
 
 
 def mesh_edges(triangles: np.ndarray) -> np.ndarray:
@@ -108,195 +98,7 @@ def mesh_edges(triangles: np.ndarray) -> np.ndarray:
     return np.unique(e, axis=0) if len(e) else np.zeros((0, 2), dtype=np.int64)
 
 
-# -- broad phase ----------------------------------------------------------------------
-
-
-def box_pairs(lo_a: np.ndarray, hi_a: np.ndarray, lo_b: np.ndarray | None = None,
-              hi_b: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Index pairs of overlapping axis-aligned boxes.
-
-    Box centres go into a ``cKDTree``; two boxes can only overlap when their centres are
-    closer than the sum of their half-diagonals, so the boxes no larger than 3 times the
-    median are paired by one fixed-radius tree query, and the few larger ones (fast
-    primitives) are tested against every box. The candidates are then filtered by
-    the exact overlap test.
-
-    Parameters
-    ----------
-    lo_a, hi_a : numpy.ndarray
-        Shape ``(a, 3)``, box corners, m.
-    lo_b, hi_b : numpy.ndarray, optional
-        Shape ``(b, 3)``; omitted: pairs within the first set, ``i < j``.
-
-    Returns
-    -------
-    ia, ib : numpy.ndarray
-        Shape ``(k,)`` each, int64: box ``ia[r]`` of the first set overlaps box ``ib[r]``;
-        every pair once.
-    """
-    same = lo_b is None or hi_b is None
-    if lo_b is None or hi_b is None:
-        lo_b, hi_b = lo_a, hi_a
-    empty = np.zeros(0, dtype=np.int64)
-    if len(lo_a) == 0 or len(lo_b) == 0:
-        return empty, empty
-    ra = 0.5 * np.linalg.norm(hi_a - lo_a, axis=1)
-    rb = ra if same else 0.5 * np.linalg.norm(hi_b - lo_b, axis=1)
-    r_all = np.concatenate([ra, rb])
-    thr = min(float(r_all.max()), 3.0 * float(np.median(r_all))) + 1e-12
-    sa, sb = np.flatnonzero(ra <= thr), np.flatnonzero(rb <= thr)
-    parts_a, parts_b = [], []
-    if len(sa) and len(sb):
-        radius = float(ra[sa].max() + rb[sb].max()) * (1 + 1e-9)
-        ta = cKDTree(0.5 * (lo_a[sa] + hi_a[sa]))
-        if same:
-            pr = ta.query_pairs(radius, output_type="ndarray")
-            parts_a.append(sa[pr[:, 0]])
-            parts_b.append(sa[pr[:, 1]])
-        else:
-            tb = cKDTree(0.5 * (lo_b[sb] + hi_b[sb]))
-            pr = ta.sparse_distance_matrix(tb, radius, output_type="ndarray")
-            parts_a.append(sa[pr["i"].astype(np.int64)])
-            parts_b.append(sb[pr["j"].astype(np.int64)])
-    big_a, big_b = np.flatnonzero(ra > thr), np.flatnonzero(rb > thr)
-    if len(big_a):  # big boxes of the first set against the whole second set
-        hit = np.all((lo_a[big_a, None, :] <= hi_b[None]) & (lo_b[None] <= hi_a[big_a, None, :]),
-                     axis=2)
-        if same:  # each pair once: big-small both ways round, big-big with i < j
-            other_big = rb[None, :] > thr
-            hit &= ~other_big | (big_a[:, None] < np.arange(len(lo_b))[None, :])
-        r, c = np.nonzero(hit)
-        parts_a.append(big_a[r])
-        parts_b.append(c)
-    if len(big_b) and not same:  # big boxes of the second set against the small first set
-        hit = np.all((lo_b[big_b, None, :] <= hi_a[None, sa]) & (lo_a[None, sa] <= hi_b[big_b, None, :]),
-                     axis=2)
-        r, c = np.nonzero(hit)
-        parts_a.append(sa[c])
-        parts_b.append(big_b[r])
-    if not parts_a:
-        return empty, empty
-    ia = np.concatenate(parts_a).astype(np.int64)
-    ib = np.concatenate(parts_b).astype(np.int64)
-    if same:
-        ia, ib = np.minimum(ia, ib), np.maximum(ia, ib)
-    ok = np.all((lo_a[ia] <= hi_b[ib]) & (lo_b[ib] <= hi_a[ia]), axis=1)
-    return ia[ok], ib[ok]
-
-
-# -- narrow-phase kernels ------------------------------------------------------------
-
-
-def closest_params_on_segments(p1: np.ndarray, q1: np.ndarray, p2: np.ndarray,
-                               q2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Parameters of the closest points of segments ``p1q1`` and ``p2q2``, row by row.
-
-    Vectorised form of Ericson 2004, "Real-Time Collision Detection", §5.1.9; parallel
-    and degenerate segments are handled.
-
-    Parameters
-    ----------
-    p1, q1, p2, q2 : numpy.ndarray
-        Shape ``(k, 3)``, m.
-
-    Returns
-    -------
-    s, u : numpy.ndarray
-        Shape ``(k,)`` each, in ``[0, 1]``: the closest points are ``p1 + s (q1 − p1)``
-        and ``p2 + u (q2 − p2)``.
-    """
-    d1, d2, r = q1 - p1, q2 - p2, p1 - p2
-    a, e, f = _dot(d1, d1), _dot(d2, d2), _dot(d2, r)
-    c, b = _dot(d1, r), _dot(d1, d2)
-    tiny = 1e-300
-    denom = a * e - b * b
-    with np.errstate(divide="ignore", invalid="ignore"):
-        s = np.where(denom > 1e-12 * a * e + tiny, np.clip((b * f - c * e) / denom, 0.0, 1.0), 0.0)
-        u = np.where(e > tiny, (b * s + f) / e, 0.0)
-        s_lo = np.where(a > tiny, np.clip(-c / a, 0.0, 1.0), 0.0)
-        s_hi = np.where(a > tiny, np.clip((b - c) / a, 0.0, 1.0), 0.0)
-    s = np.where(u < 0.0, s_lo, np.where(u > 1.0, s_hi, s))
-    u = np.clip(u, 0.0, 1.0)
-    return s, u
-
-
-def _barycentric(q: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Barycentric weights ``(k, 3)`` of points ``q`` on triangles ``(a, b, c)`` (each ``(k, 3)``)."""
-    v0, v1, v2 = b - a, c - a, q - a
-    d00, d01, d11 = _dot(v0, v0), _dot(v0, v1), _dot(v1, v1)
-    d20, d21 = _dot(v2, v0), _dot(v2, v1)
-    den = d00 * d11 - d01 * d01
-    ok = den > 1e-14 * d00 * d11 + 1e-300
-    with np.errstate(divide="ignore", invalid="ignore"):
-        wb = np.where(ok, (d11 * d20 - d01 * d21) / den, 1 / 3)
-        wc = np.where(ok, (d00 * d21 - d01 * d20) / den, 1 / 3)
-    w = np.clip(np.stack([1.0 - wb - wc, wb, wc], axis=1), 0.0, 1.0)
-    return w / w.sum(axis=1, keepdims=True)
-
-
-def _triple(p: np.ndarray) -> np.ndarray:
-    """``det[p₁−p₀, p₂−p₀, p₃−p₀]`` of ``(..., 4, 3)`` point sets, shape ``(...)``."""
-    return _dot(np.cross(p[..., 1, :] - p[..., 0, :], p[..., 2, :] - p[..., 0, :]),
-                p[..., 3, :] - p[..., 0, :])
-
-
-def _poly(c: np.ndarray, t: np.ndarray) -> np.ndarray:
-    return ((c[..., 3] * t + c[..., 2]) * t + c[..., 1]) * t + c[..., 0]
-
-
-def coplanarity_times(p0: np.ndarray, p1: np.ndarray) -> np.ndarray:
-    """Times in ``[0, 1]`` at which four linearly moving points are coplanar.
-
-    The volume ``det[x₁−x₀, x₂−x₀, x₃−x₀](t)`` of ``x(t) = p0 + t (p1 − p0)`` is a cubic
-    in ``t`` (Provot 1997). It is sampled at four nodes, split into monotone pieces at the
-    roots of its derivative, and every piece whose ends differ in sign (or touch zero) is
-    bisected.
-
-    Parameters
-    ----------
-    p0, p1 : numpy.ndarray
-        Shape ``(k, 4, 3)``, the points at the start and the end of the step, m.
-
-    Returns
-    -------
-    numpy.ndarray
-        Shape ``(k, 3)``, up to three times in ``[0, 1]`` per row, ``nan`` where none.
-    """
-    k = len(p0)
-    dp = p1 - p0
-    vals = np.stack([_triple(p0 + t * dp) for t in (0.0, 1 / 3, 2 / 3, 1.0)], axis=1)
-    c = vals @ _VINV.T  # (k, 4) coefficients c0..c3
-    # derivative c1 + 2 c2 t + 3 c3 t² = 0
-    qa, qb, qc = 3.0 * c[:, 3], 2.0 * c[:, 2], c[:, 1]
-    scale = np.abs(c).max(axis=1) + 1e-300
-    disc = qb * qb - 4.0 * qa * qc
-    with np.errstate(divide="ignore", invalid="ignore"):
-        quad = np.abs(qa) > 1e-12 * scale
-        sq = np.sqrt(np.maximum(disc, 0.0))
-        r1 = np.where(quad, (-qb - sq) / (2.0 * qa), np.where(np.abs(qb) > 0, -qc / qb, np.nan))
-        r2 = np.where(quad, (-qb + sq) / (2.0 * qa), np.nan)
-        r1 = np.where(quad & (disc < 0), np.nan, r1)
-        r2 = np.where(quad & (disc < 0), np.nan, r2)
-    crit = np.stack([r1, r2], axis=1)
-    crit = np.where((crit > 0.0) & (crit < 1.0), crit, 1.0)  # outside: a zero-length piece
-    brk = np.sort(np.concatenate([np.zeros((k, 1)), crit, np.ones((k, 1))], axis=1), axis=1)
-    lo, hi = brk[:, :3], brk[:, 1:]
-    flo, fhi = _poly(c[:, None, :], lo), _poly(c[:, None, :], hi)
-    has = (np.sign(flo) * np.sign(fhi) <= 0) & ((hi > lo) | (flo == 0))
-    out = np.full((k, 3), np.nan)
-    rows, piece = np.nonzero(has)
-    if len(rows) == 0:
-        return out
-    cc, lo, hi, flo = c[rows], lo[rows, piece], hi[rows, piece], flo[rows, piece]
-    for _ in range(_BISECTIONS):
-        mid = 0.5 * (lo + hi)
-        fm = _poly(cc, mid)
-        left = np.sign(fm) == np.sign(flo)
-        lo = np.where(left, mid, lo)
-        flo = np.where(left, fm, flo)
-        hi = np.where(left, hi, mid)
-    out[rows, piece] = 0.5 * (lo + hi)
-    return out
+# -- narrow phase -------------------------------------------------------------------
 
 
 def _closest(pts: np.ndarray, is_vf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -309,12 +111,13 @@ def _closest(pts: np.ndarray, is_vf: np.ndarray) -> tuple[np.ndarray, np.ndarray
     if len(vf):
         p = pts[vf]
         q = closest_points_on_triangles(p[:, 0], p[:, 1], p[:, 2], p[:, 3])
-        w = _barycentric(q, p[:, 1], p[:, 2], p[:, 3])
+        w = np.clip(barycentric(q, p[:, 1], p[:, 2], p[:, 3]), 0.0, 1.0)  # q is on the triangle
+        w /= w.sum(axis=1, keepdims=True)
         alpha[vf, 0] = 1.0
         alpha[vf, 1:] = -w
     if len(ee):
         p = pts[ee]
-        s, u = closest_params_on_segments(p[:, 0], p[:, 1], p[:, 2], p[:, 3])
+        s, u = segment_parameters(p[:, 0], p[:, 1], p[:, 2], p[:, 3])
         alpha[ee] = np.stack([1.0 - s, s, u - 1.0, -u], axis=1)
     return alpha, np.einsum("ki,kij->kj", alpha, pts)
 
@@ -331,12 +134,12 @@ def _plane_normal(pts: np.ndarray, is_vf: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def _unit(v: np.ndarray, fallback: np.ndarray) -> np.ndarray:
-    ln = np.linalg.norm(v, axis=1)
-    fl = np.linalg.norm(fallback, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where((ln > 1e-12)[:, None], v / ln[:, None], fallback / fl[:, None])
-    bad = ~np.all(np.isfinite(out), axis=1)
-    out[bad] = (0.0, 0.0, 1.0)
+    """Unit vectors along ``v`` ``(k, 3)``, along ``fallback`` where ``v`` is about zero,
+    ``+z`` where both are."""
+    u, ln = unit(v)
+    f, fl = unit(fallback)
+    out = np.where((ln > 1e-12)[:, None], u, f)
+    out[(ln <= 1e-12) & ~(fl > 0)] = (0.0, 0.0, 1.0)
     return out
 
 
@@ -422,6 +225,14 @@ def _relative_motion(x0: np.ndarray, x1: np.ndarray, idx: np.ndarray) -> np.ndar
     dx = (x1 - x0)[idx]  # (k, 4, 3)
     rel = dx - dx[:, :1]
     return np.sqrt(np.max(np.einsum("kij,kij->ki", rel, rel), axis=1))
+
+
+def _member(keys: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Whether each of ``keys`` ``(k,)`` is in the sorted ``table`` (binary search)."""
+    if len(table) == 0 or len(keys) == 0:
+        return np.zeros(len(keys), dtype=bool)
+    pos = np.minimum(np.searchsorted(table, keys), len(table) - 1)
+    return table[pos] == keys
 
 
 # -- the stage -------------------------------------------------------------------------
@@ -534,12 +345,10 @@ class SelfCollision:
         ea, eb = ea[ok], eb[ok]
         ee_keys = ea * np.int64(len(edges)) + eb
         if exclude:
-            if len(self.excluded_vf):
-                keep = ~np.isin(vf_keys, self.excluded_vf, assume_unique=False)
-                iv, it, vf_keys = iv[keep], it[keep], vf_keys[keep]
-            if len(self.excluded_ee):
-                keep = ~np.isin(ee_keys, self.excluded_ee, assume_unique=False)
-                ea, eb, ee_keys = ea[keep], eb[keep], ee_keys[keep]
+            keep = ~_member(vf_keys, self.excluded_vf)
+            iv, it, vf_keys = iv[keep], it[keep], vf_keys[keep]
+            keep = ~_member(ee_keys, self.excluded_ee)
+            ea, eb, ee_keys = ea[keep], eb[keep], ee_keys[keep]
         idx = np.concatenate([np.concatenate([iv[:, None], tri[it]], axis=1),
                               np.concatenate([edges[ea], edges[eb]], axis=1)]).astype(np.int64)
         is_vf = np.zeros(len(idx), dtype=bool)

@@ -25,14 +25,8 @@ from core.springs import (
     count_crossings,
     simulate,
 )
-from core.springs.colliders import closest_points_on_triangles
-from core.springs.selfcollision import (
-    box_pairs,
-    closest_params_on_segments,
-    coplanarity_times,
-    crossing_pairs,
-    triangles_intersect,
-)
+from core.springs.proximity import box_pairs, closest_points_on_triangles, coplanarity_times, segment_parameters
+from core.springs.selfcollision import crossing_pairs, triangles_intersect
 from core.springs.shapes import MeshArrays, triangulate
 
 
@@ -145,7 +139,7 @@ def test_segment_closest_points_against_sampling() -> None:
     p1, q1, p2, q2 = (rng.normal(size=(40, 3)) for _ in range(4))
     q2[:5] = p2[:5] + 2.0 * (q1[:5] - p1[:5])  # parallel pairs
     q1[5:8] = p1[5:8]  # a point against a segment
-    s, u = closest_params_on_segments(p1, q1, p2, q2)
+    s, u = segment_parameters(p1, q1, p2, q2)
     d = np.linalg.norm(p1 + s[:, None] * (q1 - p1) - p2 - u[:, None] * (q2 - p2), axis=1)
     t = np.linspace(0, 1, 401)
     a = p1[:, None] + t[None, :, None] * (q1 - p1)[:, None]
