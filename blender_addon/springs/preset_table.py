@@ -20,22 +20,22 @@ _MATERIAL = dict(mass_mode="DENSITY", stiffness_mode="MATERIAL")
 PRESETS: dict[str, dict[str, object]] = {
     "COTTON": dict(_MATERIAL, density=0.15, stiffness=2000.0, shear_stiffness=200.0,
                    bending_stiffness=2.0, damping=1.0, air_drag=0.5, max_stretch=0.03,
-                   pin_stiffness=0.0, solver="FAST", substeps=1, iterations=10),
+                   pin_stiffness=0.0, solver="FAST", substeps=1, iterations=20),
     "SILK": dict(_MATERIAL, density=0.06, stiffness=800.0, shear_stiffness=40.0,
                  bending_stiffness=0.2, damping=0.3, air_drag=1.0, max_stretch=0.05,
-                 pin_stiffness=0.0, solver="FAST", substeps=1, iterations=10),
+                 pin_stiffness=0.0, solver="FAST", substeps=1, iterations=20),
     "DENIM": dict(_MATERIAL, density=0.45, stiffness=8000.0, shear_stiffness=1500.0,
                   bending_stiffness=20.0, damping=3.0, air_drag=0.3, max_stretch=0.02,
-                  pin_stiffness=0.0, solver="FAST", substeps=1, iterations=10),
+                  pin_stiffness=0.0, solver="FAST", substeps=1, iterations=20),
     "RUBBER": dict(_MATERIAL, density=0.8, stiffness=1000.0, shear_stiffness=300.0,
                    bending_stiffness=5.0, damping=0.5, air_drag=0.2, max_stretch=0.0,
-                   pin_stiffness=0.0, solver="FAST", substeps=1, iterations=10),
+                   pin_stiffness=0.0, solver="FAST", substeps=1, iterations=20),
     "ROPE": dict(_MATERIAL, density=0.1, stiffness=20000.0, shear_stiffness=0.0,
                  bending_stiffness=50.0, damping=2.0, air_drag=0.1, max_stretch=0.01,
                  pin_stiffness=0.0, solver="FAST", substeps=2, iterations=20),
     "FLAG": dict(_MATERIAL, density=0.12, stiffness=3000.0, shear_stiffness=300.0,
                  bending_stiffness=1.0, damping=1.0, air_drag=1.0, max_stretch=0.02,
-                 pin_stiffness=0.0, solver="FAST", substeps=1, iterations=10),
+                 pin_stiffness=0.0, solver="FAST", substeps=1, iterations=20),
 }
 
 #: Largest edge strain while hanging (the 48 frames, settling included; see the module

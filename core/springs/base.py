@@ -50,11 +50,14 @@ from .model import Model, State
 from .strainlimit import limit_strain
 
 __all__ = ["StepInfo", "Integrator", "Objective", "block_apply", "pin_targets", "split_targets",
-           "anchor_forces", "CONVERGENCE_RTOL"]
+           "anchor_forces", "CONVERGENCE_RTOL", "converged", "force_scale"]
 
 #: A step counts as converged when ``‖∇g‖ ≤ CONVERGENCE_RTOL · max(‖∇g(x_start)‖, ‖M g‖)``:
-#: the force imbalance left is at most 0.1 % of the initial imbalance or of the weight.
-CONVERGENCE_RTOL = 1e-3
+#: the force imbalance left is at most 1 % of the one the step started from (``x_start`` =
+#: the inertial prediction ``ŷ`` with pins at their targets, shared by NEWTON and FAST) or
+#: of the weight. On the presets' 64² hanging sheet a FAST step at this level is within
+#: ~0.5 mm (1.5 % of an edge) of the exact minimiser; at 10 plain iterations it was 3 mm.
+CONVERGENCE_RTOL = 1e-2
 
 
 @dataclass
@@ -79,10 +82,17 @@ class StepInfo:
     converged: bool = True
 
 
+def force_scale(model: Model) -> float:
+    """``‖M g‖`` over the free vertices, N: the weight as a force vector, the floor of
+    the force scale a residual is judged against."""
+    masses = model.masses[model.free_index]
+    return float(np.linalg.norm(masses)) * float(np.linalg.norm(model.gravity))
+
+
 def converged(residual: float, start: float, model: Model) -> bool:
-    """Whether ``residual`` (N) meets :data:`CONVERGENCE_RTOL` (see there)."""
-    weight = float(np.linalg.norm(model.masses)) * float(np.linalg.norm(model.gravity))
-    return bool(residual <= CONVERGENCE_RTOL * max(start, weight, 1e-300))
+    """Whether ``residual`` (N) meets :data:`CONVERGENCE_RTOL` (see there); ``start`` is
+    ``‖∇g(x_start)‖`` (N)."""
+    return bool(residual <= CONVERGENCE_RTOL * max(start, force_scale(model), 1e-300))
 
 
 def pin_targets(model: Model, state: State, pins: np.ndarray | None) -> np.ndarray:

@@ -13,8 +13,12 @@ constraints, found by Newton steps on the constraints,
 with ``J = ∂C/∂x`` (``+ûₛ`` at ``i``, ``−ûₛ`` at ``j``), ``W = M⁻¹`` (0 for hard
 pins), and a tiny ``ε`` for redundant constraints; a step that makes the worst
 violation grow is halved (up to 6 times). The ``|A| × |A|``
-system (over the vertices of the active springs only) is solved densely when small and by
-the shared :func:`~.linsolve.factor_spd` otherwise. After each
+system (over the vertices of the active springs only) is formed and solved densely when
+small (the usual case: the springs at a pinned corner) and by the shared
+:func:`~.linsolve.factor_spd` otherwise. The active set holds the violated springs and,
+as candidates, those stretched past ``1 + s/2``: without them the projection pulls the
+next ring of springs over its bound and the set grows one ring per Newton step (7–8
+steps per projection at the corners of a hanging sheet instead of 1–3). After each
 Newton step the active set grows by springs that have become too long and
 drops those the step left shorter than their bound (the inequality's other
 side: cloth may always shorten). It stops when no spring exceeds its bound by
@@ -48,6 +52,8 @@ MAX_ITERATIONS = 30
 _ACTIVE: dict[int, np.ndarray] = {}
 #: Active sets up to this size are solved densely (LAPACK) rather than by SuperLU.
 _DENSE = 400
+#: Springs stretched beyond ``1 + (1 − _BAND) s`` join the projection as candidates.
+_BAND = 0.5
 #: Regularisation of ``J W Jᵀ`` (relative to its largest diagonal entry), for
 #: redundant constraints.
 _EPS = 1e-9
@@ -117,30 +123,15 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         if it >= MAX_ITERATIONS:
             excess = float(np.max(over[viol] / rest[viol]))
             break
-        # active: too long now, or held at the bound by the last step (and still near it)
-        active = viol | (active & (over > -0.25 * s * rest))
+        # active: too long now, or near the bound (within half the allowed stretch): a
+        # spring next to a violated one is pulled over its bound by the projection
+        # unless it is a constraint too, so the set would grow one ring per Newton step.
+        # Candidates the solve would have to push apart are released below.
+        active = viol | (active & (over > -0.25 * s * rest)) | (over > -_BAND * s * rest)
         for _ in range(4):
             act = np.flatnonzero(active)
-            i, j = springs[act, 0], springs[act, 1]
-            u = d[act] / length[act, None]
-            a = len(act)
-            # only the vertices of active springs move: solve on them (local numbering)
-            verts, local = np.unique(np.concatenate([i, j]), return_inverse=True)
-            li, lj = local[:a], local[a:]
-            k = len(verts)
-            rows = np.repeat(np.arange(a), 6)
-            cols = np.concatenate([3 * li[:, None] + np.arange(3), 3 * lj[:, None] + np.arange(3)],
-                                  axis=1).reshape(-1)
-            swl = np.sqrt(np.repeat(inv_m[verts], 3))
-            vals = np.concatenate([u, -u], axis=1).reshape(-1) * swl[cols]
-            # J W^½ over the local coordinates: rows = active springs
-            jw = sp.csr_matrix((vals, (rows, cols)), shape=(a, 3 * k))
-            system = jw @ jw.T
-            reg = _EPS * float(system.diagonal().max())
-            if a <= _DENSE:
-                lam = np.linalg.solve(system.toarray() + reg * np.eye(a), over[act])
-            else:
-                lam = factor_spd((system + sp.identity(a, format="csc") * reg).tocsc())(over[act])
+            lam, verts, dxv = _project(springs[act], d[act] / length[act, None], inv_m,
+                                       over[act])
             # a spring within its bound that the solve would have to push apart is not
             # held by the inequality: release it and solve again (active-set step)
             release = (lam < 0) & (over[act] <= 0)
@@ -148,7 +139,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
                 break
             active[act[release]] = False
         dx = np.zeros((n, 3))
-        dx[verts] = (swl * (jw.T @ lam)).reshape(k, 3)
+        dx[verts] = dxv
         # damped step: halve while the worst active violation grows (far from the
         # constraint manifold the linearisation overshoots)
         worst = float(np.max(over / bound))
@@ -168,3 +159,42 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
     if it:
         v += (x - x_start) / h
     return StrainLimitInfo(it, converged, excess)
+
+
+def _project(pairs: np.ndarray, u: np.ndarray, inv_m: np.ndarray,
+             c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One fast-projection Newton step on the constraints ``pairs`` ``(a, 2)``.
+
+    Solves ``(J W Jᵀ + εI) λ = c`` for the springs' directions ``u`` ``(a, 3)``,
+    inverse masses ``inv_m`` ``(n,)`` and violations ``c`` ``(a,)`` (m); returns
+    ``λ`` ``(a,)``, the vertices ``verts`` ``(k,)`` the step moves and their
+    displacement ``W Jᵀ λ`` ``(k, 3)`` (to be subtracted). Only those vertices enter
+    the system: ``(J W Jᵀ)_{ab} = (Σ_v S_av S_bv w_v) (u_a·u_b)`` with the signed
+    incidence ``S`` (+1 at ``i``, −1 at ``j``), formed densely for small sets (the
+    usual case: the springs at a pinned corner) and as a sparse product otherwise.
+    """
+    a = len(pairs)
+    verts, local = np.unique(pairs.T.reshape(-1), return_inverse=True)
+    li, lj = local[:a], local[a:]
+    k = len(verts)
+    w = inv_m[verts]
+    rows = np.arange(a)
+    if a <= _DENSE:
+        signs = np.zeros((a, k))
+        signs[rows, li] = 1.0
+        signs[rows, lj] = -1.0
+        system = ((signs * w) @ signs.T) * (u @ u.T)
+        system[np.diag_indices(a)] += _EPS * max(float(system.diagonal().max()), 1e-300)
+        lam = np.linalg.solve(system, c)
+        dxv = w[:, None] * (signs.T @ (lam[:, None] * u))
+        return lam, verts, dxv
+    cols = np.concatenate([3 * li[:, None] + np.arange(3), 3 * lj[:, None] + np.arange(3)],
+                          axis=1).reshape(-1)
+    swl = np.sqrt(np.repeat(w, 3))
+    vals = np.concatenate([u, -u], axis=1).reshape(-1) * swl[cols]
+    # J W^½ over the local coordinates: rows = active springs
+    jw = sp.csr_matrix((vals, (np.repeat(rows, 6), cols)), shape=(a, 3 * k))
+    system = (jw @ jw.T).tocsc()
+    reg = _EPS * max(float(system.diagonal().max()), 1e-300)
+    lam = factor_spd((system + sp.identity(a, format="csc") * reg).tocsc())(c)
+    return lam, verts, (swl * (jw.T @ lam)).reshape(k, 3)
