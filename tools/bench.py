@@ -28,6 +28,8 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-bench-"))
 
 SECTIONS = [
+    ("The demo's shot: Sinew against Blender's IK constraints and Cloth on the character, cape, flag and drape",
+     "bench.shot"),
     ("IK in core: 10-bone chain, 1,000 frames", "bench.ik_core"),
     ("IK: Sinew core against ikpy (same chains and targets)", "bench.ikpy_compare"),
     ("IK bake: Sinew against Blender's IK constraint + nla.bake (same rig, same target)", "bench.ik_blender"),
@@ -151,6 +153,12 @@ def plot_ik(rows: list[dict], path: Path) -> bool:
 def headline(all_rows: dict[str, list[dict]]) -> list[str]:
     """The goals of issues 3-6, each with the figure measured in this run."""
     out: list[str] = []
+    try:
+        from bench import shot
+
+        out += shot.goals(all_rows.get("bench.shot", []))
+    except Exception:  # the section failed; its traceback is in the report
+        pass
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "NOT met"
