@@ -68,6 +68,11 @@ FLAG_AT = (-4.3, 0.8)
 DRAPE_AT = (2.0, 0.9)
 LIFT = 0.07
 
+#: The drape: a square cloth (m, cuts) dropped from this height onto a ball of radius 0.45 m.
+DRAPE_SIZE = 1.5
+DRAPE_CUTS = 26
+DRAPE_HEIGHT = 1.05
+
 
 @dataclass
 class Shot:
@@ -427,9 +432,9 @@ def build_drape():
     ball = link(bpy.data.objects.new(BALL, me))
     ball.location = (DRAPE_AT[0], DRAPE_AT[1], 0.45)
     ball.color = (0.75, 0.75, 0.72, 1.0)
-    n = 26
-    uv, quads = grid(n, n)
-    drape = mesh_object(DRAPE, [(DRAPE_AT[0] + 1.5 * (u - 0.5), DRAPE_AT[1] + 1.5 * (v - 0.5), 1.05) for u, v in uv],
+    uv, quads = grid(DRAPE_CUTS, DRAPE_CUTS)
+    drape = mesh_object(DRAPE, [(DRAPE_AT[0] + DRAPE_SIZE * (u - 0.5), DRAPE_AT[1] + DRAPE_SIZE * (v - 0.5), DRAPE_HEIGHT)
+                               for u, v in uv],
                         quads)
     drape.color = (0.2, 0.55, 0.35, 1.0)
     return drape, ball, floor
@@ -517,7 +522,7 @@ def blender_pole_angle(arm, tip: str, chain_length: int, target, target_bone: st
 #: preset's FAST solver a flag in a strong wind does not converge and crumples against its pole.
 SPRINGS: dict[str, dict[str, object]] = {
     CAPE: dict(preset="COTTON", substeps=2),
-    FLAG: dict(preset="FLAG", solver="IMPLICIT", substeps=2, pre_roll=24),
+    FLAG: dict(preset="FLAG", solver="IMPLICIT", substeps=1, pre_roll=24),
     DRAPE: dict(preset="COTTON", substeps=2),
 }
 
