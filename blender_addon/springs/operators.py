@@ -141,7 +141,7 @@ class SpringBakeJob(BakeJob):
             self_col = SelfCollision.build(inp.world[0], triangles, s.self_distance)
         self.sim = Simulator(self.model, s.solver, fps=scene_fps(scene), substeps=s.substeps,
                              iterations=s.iterations, frame_start=frame_start,
-                             self_collision=self_col)
+                             self_collision=self_col, triangles=triangles)
         self._colliders = collider_frames(TriangleMesh, inp.colliders)
         self._field_forces: Any = None
         if field_objs:

@@ -149,12 +149,25 @@ def read_pin_weights(obj: bpy.types.Object, scene: bpy.types.Scene, group: str,
 def collision_settings(settings: Any) -> tuple[float, float, float]:
     """``(thickness m, friction coefficient μ, damping)`` of Blender ``CollisionSettings``.
 
-    Read as Blender's Cloth reads them (the same names in 3.4, 4.5 and 5.2): the outer
-    thickness, ``cloth_friction`` (Blender scales it by 0.01 into the Coulomb coefficient,
-    so the default 5 is μ = 0.05) and ``damping`` (0..1; returned for completeness: the
-    contact response is fully inelastic whatever its value, see ``core.springs.colliders``).
-    The particle friction
-    (``friction`` in 3.x, ``friction_factor`` later) is not the cloth's and is not read.
+    Read as Blender's Cloth reads them (the same names in 3.4, 4.5 and 5.2):
+
+    * ``thickness_outer``, m.
+    * ``cloth_friction`` (0–80, default 5) → ``μ = 0.01 × cloth_friction``. This is
+      Blender's own scale: its cloth collision response (``collision.cc``,
+      ``cloth_collision_response_static``) cuts the tangential relative speed by
+      ``min(pdef_cfrict · 0.01 · vₙ, |v_t|)`` with ``vₙ`` the approaching normal speed,
+      i.e. Coulomb's law with ``μ = cloth_friction / 100``; the default 5 is μ = 0.05 (a
+      slippery surface: the friction angle is 2.9°), 80 is μ = 0.8. Cloth that rests on a
+      curved collider at low friction is held by the geometry (draped across the top),
+      not by friction, in Blender as here.
+    * ``damping`` (0–1, "Amount of damping during collision"): returned for completeness
+      and not used. In Blender it is ``pdef_sbdamp``, which only Soft Body reads; the
+      Cloth modifier's collision response ignores it and is fully inelastic (no
+      restitution: the approaching normal speed is removed), and so is Sinew's
+      (``core.springs.colliders``).
+
+    The particle friction (``friction`` in 3.x, ``friction_factor`` later) is not the
+    cloth's and is not read.
     """
     return (float(settings.thickness_outer), 0.01 * float(settings.cloth_friction),
             float(settings.damping))

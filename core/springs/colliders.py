@@ -17,9 +17,9 @@ outside, as Blender stores closed meshes, so the outside is where the face norma
 point; a vertex crossing a face from behind is let through (cloth that starts inside a
 collider comes out).
 
-In all cases the normal response is fully inelastic (no bounce: what Blender's
-collision ``damping`` of 1 would give; lower values are not used to add bounce, since
-a bouncing contact only makes resting cloth jitter) and the tangential
+In all cases the normal response is fully inelastic (no bounce, as in Blender's Cloth,
+whose collision response has no restitution and does not read the Collision modifier's
+``damping``: that one is Soft Body's) and the tangential
 velocity relative to the collider is reduced by Coulomb friction,
 ``|Δv_t| ≤ friction · |Δv_n|`` (0 is frictionless; a large value sticks). Colliders are
 resolved one after another in the order given.
@@ -301,14 +301,17 @@ class ColliderSet(list):
 
     A list of :class:`Plane`, :class:`Sphere`, :class:`TriangleMesh` or
     :class:`~.contact.MeshWindow` (a mesh over one substep); ``support`` is the contact
-    force carried between steps (:class:`~.contact.Support`), kept by the simulator.
+    force carried between steps (:class:`~.contact.Support`), kept by the simulator;
+    ``triangles`` ``(f, 3)`` the cloth's triangles, for collider points against the
+    cloth's faces (``None``: that stage is skipped).
     """
 
     def __init__(self, items=(), stats: ContactStats | None = None,
-                 support: Support | None = None) -> None:
+                 support: Support | None = None, triangles: np.ndarray | None = None) -> None:
         super().__init__(items)
         self.stats = ContactStats() if stats is None else stats
         self.support = support
+        self.triangles = triangles
 
 
 def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
@@ -333,6 +336,7 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
     """
     stats = getattr(colliders, "stats", None)
     support = getattr(colliders, "support", None)
+    triangles = getattr(colliders, "triangles", None)
     n = len(x)
     if model is not None:
         e = model.edge_springs if model.edge_springs >= 0 else model.spring_count
@@ -344,7 +348,7 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
     after = []  # positions right after each collider
     for col in cols:
         if isinstance(col, MeshWindow):
-            resolve_mesh(col, x, v, x_prev, h, edges, movable, stats, support)
+            resolve_mesh(col, x, v, x_prev, h, edges, movable, stats, support, triangles=triangles)
         else:
             col.resolve(x, v, x_prev, stats)
         after.append(x.copy())
@@ -359,7 +363,8 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
             moved = np.any(x != after[i], axis=1)
             if np.any(moved):
                 moved_any |= moved
-                resolve_mesh(cols[i], x, v, x_prev, h, edges, movable, again, None, only=moved)
+                resolve_mesh(cols[i], x, v, x_prev, h, edges, movable, again, None, only=moved,
+                             triangles=triangles)
         if np.any(moved_any):  # where two colliders still disagree, the start of the step wins
             for i in meshes:
                 revert_crossings(cols[i], x, v, x_prev, h, movable & moved_any)

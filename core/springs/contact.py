@@ -22,6 +22,15 @@ collision-free, in passes until nothing changes (at most :data:`PASSES`):
    than ``thickness`` on the body's side of the ridge pushes the cloth edge's two
    vertices along the common normal, weighted by where the edge is hit so that the
    hit point moves by the needed amount (Bridson et al. 2002, §7.2).
+4. **Collider point–cloth face.** A collider vertex on a ridge (a sphere's pole, a
+   box's corner) against the cloth's triangles (given as ``triangles``): crossing a
+   triangle during the step (the same cubic, the point inside the triangle at that
+   time) or ending closer than ``thickness`` to a triangle's inside, on the side its
+   outward normal points to, pushes the triangle's three vertices along the triangle's
+   normal, away from the point, weighted by the barycentric weights of the point so
+   that the hit point of the cloth moves by the needed amount (the vertex–face case of
+   Bridson et al. 2002, §7.2, with the roles swapped). Without it a corner or a pole
+   between the cloth's vertices pokes through its faces unseen.
 
 A vertex still crossing a triangle after the last pass is put back where it started,
 carried by the collider (``x₀ + q₁ − q₀`` for the nearest collider point ``q``): that
@@ -228,7 +237,8 @@ _BAND = 0.5
 
 def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarray, h: float,
                  edges: np.ndarray, movable: np.ndarray, stats: ContactStats | None = None,
-                 support: Support | None = None, only: np.ndarray | None = None) -> None:
+                 support: Support | None = None, only: np.ndarray | None = None,
+                 triangles: np.ndarray | None = None) -> None:
     """Make the end of one step collision-free against one collider (module docstring).
 
     Parameters
@@ -252,6 +262,9 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         The carried contact force: read (it acted in this solve) and updated.
     only : numpy.ndarray, optional
         Shape ``(n,)``, bool: examine only these vertices (and edges touching them).
+    triangles : numpy.ndarray, optional
+        Shape ``(f, 3)``, the cloth's triangles, for the collider points against them
+        (module docstring, step 4); without them that stage is skipped.
     """
     from .colliders import closest_points_on_triangles as cpt
 
@@ -354,6 +367,11 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         if len(ce) and len(edges):
             _edge_edge(win, x, x_old, edges, movable, active, in_contact, n_contact,
                        q0_contact, q1_contact, cache)
+        # ---------- collider points against cloth faces
+        if triangles is not None and len(triangles) and len(ce):
+            penetration = max(penetration, _points_faces(win, x, x_old, triangles, movable, active,
+                                                         in_contact, n_contact, q0_contact,
+                                                         q1_contact, cache))
         active = np.any(x != x_pass, axis=1)
         if not np.any(active):
             break
@@ -487,6 +505,80 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
         vi = e[:, col]
         in_contact[vi] = True
         n_contact[vi], q0_contact[vi], q1_contact[vi] = nn, q0, q1
+
+
+def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: np.ndarray,
+                  movable: np.ndarray, active: np.ndarray, in_contact: np.ndarray,
+                  n_contact: np.ndarray, q0_contact: np.ndarray, q1_contact: np.ndarray,
+                  cache: dict) -> float:
+    """The collider's ridge vertices against cloth triangles with an ``active`` corner
+    (module docstring, step 4). Returns the deepest a cloth face ended behind a point, m."""
+    th = float(win.thickness)
+    if "points" not in cache:
+        pts = np.unique(win.edges)
+        t = win.triangles
+        face = np.cross(win.c1[t[:, 1]] - win.c1[t[:, 0]], win.c1[t[:, 2]] - win.c1[t[:, 0]])
+        vn = np.zeros((len(win.c1), 3))
+        for k in range(3):  # area-weighted outward normal at each collider vertex
+            np.add.at(vn, t[:, k], face)
+        c0, c1 = win.c0[pts], win.c1[pts]
+        cache["points"] = (pts, _unit(vn[pts])[0],
+                           BoxTree(np.minimum(c0, c1) - th, np.maximum(c0, c1) + th))
+    pts, vn, tree = cache["points"]
+    sub = np.flatnonzero(np.any(active[triangles], axis=1) & np.any(movable[triangles], axis=1))
+    if len(sub) == 0 or len(pts) == 0:
+        return 0.0
+    a0, a1 = x_old[triangles], x[triangles]  # (f, 3, 3)
+    it, ip = tree.pairs(np.minimum(a0.min(1), a1.min(1)), np.maximum(a0.max(1), a1.max(1)), sub)
+    if len(it) == 0:
+        return 0.0
+    tri, pv, nv = triangles[it], pts[ip], vn[ip]
+    t0, t1 = x_old[tri], x[tri]  # (k, 3, 3)
+    c0, c1 = win.c0[pv], win.c1[pv]
+    n0 = _unit(np.cross(t0[:, 1] - t0[:, 0], t0[:, 2] - t0[:, 0]))[0]
+    n1 = _unit(np.cross(t1[:, 1] - t1[:, 0], t1[:, 2] - t1[:, 0]))[0]
+    # continuous: the point meets the moving triangle inside it during the step
+    tc = first_coplanar_time(np.concatenate([t0, c0[:, None]], 1), np.concatenate([t1, c1[:, None]], 1))
+    crossed = np.isfinite(tc)
+    bary = _barycentric(c1, t1[:, 0], t1[:, 1], t1[:, 2])  # end of step, for proximity
+    side = np.sign(_dot(c1 - t1[:, 0], n1))
+    if np.any(crossed):
+        f = np.flatnonzero(crossed)
+        tt = tc[f][:, None, None]
+        pt = t0[f] + tt * (t1[f] - t0[f])
+        ct = c0[f] + tc[f][:, None] * (c1[f] - c0[f])
+        b = _barycentric(ct, pt[:, 0], pt[:, 1], pt[:, 2])
+        ok = np.all(b >= -_EPS_BARY, 1)
+        start = np.sign(_dot(c0[f] - t0[f, :, 0], n0[f]))
+        ok &= start != 0
+        crossed[f[~ok]] = False
+        bary[f[ok]] = b[ok]
+        side[f[ok]] = start[ok]  # the side of the cloth the point came from
+    inside = np.all(bary >= -_EPS_BARY, 1)
+    n_dir = -side[:, None] * n1  # the cloth moves away from the point, to its own side
+    q1 = np.einsum("ki,kij->kj", bary, t1)
+    sep = _dot(q1 - c1, n_dir)
+    act = (inside & (side != 0) & (_dot(n_dir, nv) > 0)
+           & (crossed | ((sep > -th) & (sep < th * (1.0 - 1e-9)))))
+    if not np.any(act):
+        return 0.0
+    tri, bary, n_dir, sep, pv = tri[act], np.clip(bary[act], 0.0, 1.0), n_dir[act], sep[act], pv[act]
+    w = bary * movable[tri]
+    den = np.einsum("ij,ij->i", w, w)
+    lam = (th - sep) / np.where(den > 0, den, 1.0)
+    n = len(x)
+    dx, cnt = np.zeros((n, 3)), np.zeros(n)
+    for k in range(3):
+        np.add.at(dx, tri[:, k], (lam * w[:, k])[:, None] * n_dir)
+        np.add.at(cnt, tri[:, k], w[:, k] > 0)
+    moved = np.flatnonzero(cnt > 0)
+    x[moved] += dx[moved] / cnt[moved, None]
+    for k in range(3):
+        vi = tri[:, k][w[:, k] > 0]
+        sel = w[:, k] > 0
+        in_contact[vi] = True
+        n_contact[vi], q0_contact[vi], q1_contact[vi] = n_dir[sel], win.c0[pv[sel]], win.c1[pv[sel]]
+    return float(np.max(np.maximum(-sep, 0.0)))
 
 
 def _fail_safe(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, movable: np.ndarray,

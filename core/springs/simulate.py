@@ -117,6 +117,9 @@ class Simulator:
         Initial state (copied); default: rest positions, zero velocity.
     self_collision : SelfCollision, optional
         Resolved after every step (after colliders and pins; see :mod:`.selfcollision`).
+    triangles : numpy.ndarray, optional
+        Shape ``(f, 3)``, the cloth's triangles: collider corners are then kept out of the
+        cloth's faces too (:mod:`.contact`, step 4). Default: the self-collision's, if any.
 
     Attributes
     ----------
@@ -128,8 +131,8 @@ class Simulator:
 
     def __init__(self, model: Model, integrator: Union[str, Integrator], *, fps: float,
                  substeps: int = 1, iterations: int = 10, frame_start: int = 0,
-                 state: State | None = None, self_collision: SelfCollision | None = None
-                 ) -> None:
+                 state: State | None = None, self_collision: SelfCollision | None = None,
+                 triangles: np.ndarray | None = None) -> None:
         if not (np.isfinite(fps) and fps > 0):
             raise SinewError("fps must be > 0")
         if int(substeps) < 1 or int(iterations) < 1:
@@ -142,6 +145,9 @@ class Simulator:
         self.frame = int(frame_start)
         self.h = 1.0 / (self.fps * self.substeps)
         self.self_collision = self_collision
+        if triangles is None and self_collision is not None:
+            triangles = self_collision.triangles
+        self.triangles = None if triangles is None else np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
         self._targets = model.rest_positions[model.target_index].copy()
         if state is None:
             self.state = model.initial_state()
@@ -285,7 +291,7 @@ class Simulator:
                 target = prev + (nxt - prev) * (k / self.substeps)
                 cols = ColliderSet((c.window((k - 1) / self.substeps, k / self.substeps)
                                     if isinstance(c, TriangleMesh) else c for c in colliders), stats,
-                                   self._support if colliders else None)
+                                   self._support if colliders else None, self.triangles)
                 if colliders:  # the colliders' push from the last step acts in this solve
                     self._support.kick(work.v, self.h, movable)
                 ext = self._external(external, work, (k - 0.5) / self.substeps, frame)

@@ -251,3 +251,52 @@ def test_cloth_dropped_fast_on_a_mesh_sphere_ends_outside_at_every_frame(substep
         assert ball.signed_distance(sim.state.x).min() >= 0.009
         pen.append(d.max_penetration)
     assert max(pen) == 0.0  # reported: nothing ended inside
+
+
+def cube_on_corner(size, tip):
+    """A cube standing on one corner (its main diagonal along z), that corner at ``tip``."""
+    v = np.array([[x, y, z] for x in (0, 1) for y in (0, 1) for z in (0, 1)], float) - 0.5
+    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    tris = np.array([t for a, b, c, d in quads for t in ((a, b, c), (a, c, d))])
+    nrm = np.cross(v[tris[:, 1]] - v[tris[:, 0]], v[tris[:, 2]] - v[tris[:, 0]])
+    inward = np.einsum("ij,ij->i", nrm, v[tris].mean(1)) < 0
+    tris[inward] = tris[inward][:, ::-1]  # counter-clockwise seen from outside
+    d, z = np.ones(3) / np.sqrt(3), np.array([0.0, 0.0, 1.0])
+    axis = np.cross(d, z)
+    s, c = np.linalg.norm(axis), d @ z
+    k = np.cross(np.eye(3), axis / s)  # rotation taking the diagonal d onto z (Rodrigues)
+    rot = np.eye(3) + s * k + (1 - c) * k @ k
+    v = (v * size) @ rot.T
+    return v - v[7] + tip, tris
+
+
+@pytest.mark.parametrize("faces", [True, False])
+def test_cube_corner_pushed_into_a_sheet_does_not_poke_through(faces):
+    """A corner rising into a coarse sheet between its vertices (no cloth vertex or edge
+    meets the cube): only the collider point against the cloth's faces holds it back."""
+    from core.springs.proximity import barycentric
+
+    g = grid(3, 1.2, plane="XY")
+    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    tri = triangulate(g)
+    border = np.abs(g.positions[:, :2]).max(axis=1) > 0.59
+    m = build_model(g.positions, ss, stiffness=200.0, shear_stiffness=20.0, bending_stiffness=0.5,
+                    damping=0.1, total_mass=0.1, triangles=tri, pinned=border)
+    sim = Simulator(m, "FAST", fps=24, substeps=1, iterations=10, triangles=tri if faces else None)
+    heights = np.minimum(-0.2 + 0.05 * np.arange(25), 0.1)  # up 5 cm a frame to 0.1 m, then held
+    gaps = []
+    for f in range(1, 25):
+        tip, before = (np.array([0.1, -0.03, z]) for z in (heights[f], heights[f - 1]))
+        v, t = cube_on_corner(0.4, tip)
+        cube = TriangleMesh(v, t, thickness=0.01, previous=cube_on_corner(0.4, before)[0])
+        assert cube.closed and np.unique(cube._edges).size == 8  # every corner is a ridge point
+        sim.advance(colliders=[cube])
+        x = sim.state.x
+        flat = [x[tri[:, i]] * [1, 1, 0] for i in range(3)]
+        w = barycentric(np.tile(tip * [1, 1, 0], (len(tri), 1)), *flat)
+        k = np.flatnonzero(np.all(w >= -1e-9, axis=1))[0]  # the cloth triangle over the tip
+        gaps.append(float(w[k] @ x[tri[k], 2]) - tip[2])
+    if faces:
+        assert min(gaps) >= 0.01 * (1 - 1e-6)  # the sheet stays a thickness above the corner
+    else:  # the same bake without the cloth's faces: the corner pokes through
+        assert min(gaps) < -0.05
