@@ -29,7 +29,9 @@ from scipy.spatial import cKDTree
 __all__ = ["BoxTree", "box_pairs", "coplanarity_times", "first_coplanar_time", "segment_parameters",
            "closest_points_on_triangles", "barycentric", "dot", "unit", "BIG"]
 
-#: Boxes whose half-diagonal is more than this times the median are tested against all boxes.
+#: Sets of at most this many boxes are not indexed: they are tested against every query.
+FEW = 16
+#: Boxes whose largest side is more than this times the median are tested against all boxes.
 BIG = 3.0
 #: Bisection steps for a coplanarity root: 2⁻⁴⁰ of the step.
 _BISECTIONS = 40
@@ -59,11 +61,13 @@ def _overlap(alo: np.ndarray, ahi: np.ndarray, blo: np.ndarray, bhi: np.ndarray)
 class BoxTree:
     """Axis-aligned boxes ``(nb, 3)`` indexed for overlap queries (module docstring).
 
-    Two boxes can only overlap when their centres are closer than the sum of their
-    half-diagonals. The boxes no larger than :data:`BIG` times the median go into one
-    ``scipy.spatial.cKDTree`` of centres, paired with the query boxes by one fixed-radius
-    query; the few larger ones (a ground plane's two triangles, a fast primitive) are
-    tested against every box. Candidates are then filtered by the exact overlap test.
+    Two boxes can only overlap when their centres are closer, along every axis, than
+    the sum of their largest half-sides (a Chebyshev-distance query). The boxes no larger
+    than :data:`BIG` times the median go into one ``scipy.spatial.cKDTree`` of centres,
+    paired with the query boxes by one fixed-radius query; the few larger ones (a fast
+    primitive) are tested against every query box, as are all the boxes of a set of at
+    most :data:`FEW` (a ground plane's two triangles). Candidates are then filtered by
+    the exact overlap test.
     Build it once and query it many times (a static collider's triangles).
 
     Parameters
@@ -75,8 +79,9 @@ class BoxTree:
     def __init__(self, lo: np.ndarray, hi: np.ndarray) -> None:
         self.lo = np.asarray(lo, dtype=np.float64).reshape(-1, 3)
         self.hi = np.asarray(hi, dtype=np.float64).reshape(-1, 3)
-        r = 0.5 * np.linalg.norm(self.hi - self.lo, axis=1)
-        self.limit = BIG * float(np.median(r)) + 1e-12 if len(r) else 0.0
+        r = 0.5 * np.max(self.hi - self.lo, axis=1)
+        # a handful of boxes (a ground plane): one dense test against the queries
+        self.limit = BIG * float(np.median(r)) + 1e-12 if len(r) > FEW else -1.0
         self.small = np.flatnonzero(r <= self.limit)
         self.big = np.flatnonzero(r > self.limit)
         self.radius = float(r[self.small].max()) if len(self.small) else 0.0
@@ -104,16 +109,16 @@ class BoxTree:
         if same:  # the query set is the indexed set: its small boxes are its tree
             qs, qb = self.small, self.big
             if self.tree is not None:
-                pr = self.tree.query_pairs(2.0 * self.radius * (1 + 1e-9), output_type="ndarray")
+                pr = self.tree.query_pairs(2.0 * self.radius * (1 + 1e-9), p=np.inf, output_type="ndarray")
                 out_a.append(qs[pr[:, 0]])
                 out_b.append(qs[pr[:, 1]])
         else:
-            rq = 0.5 * np.linalg.norm(qhi - qlo, axis=1)
+            rq = 0.5 * np.max(qhi - qlo, axis=1)
             qs, qb = np.flatnonzero(rq <= self.limit), np.flatnonzero(rq > self.limit)
             if self.tree is not None and len(qs):
                 radius = (float(rq[qs].max()) + self.radius) * (1 + 1e-9)
                 tq = cKDTree(0.5 * (qlo[qs] + qhi[qs]))
-                m = tq.sparse_distance_matrix(self.tree, radius, output_type="ndarray")
+                m = tq.sparse_distance_matrix(self.tree, radius, p=np.inf, output_type="ndarray")
                 out_a.append(qs[m["i"].astype(np.int64)])
                 out_b.append(self.small[m["j"].astype(np.int64)])
         if len(self.big):  # big indexed boxes against every query
