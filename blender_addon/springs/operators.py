@@ -238,6 +238,9 @@ class SpringBakeJob(BakeJob):
             conv = "converged" + (f" (residual up to {self.max_residual:.3g} N)"
                                   if self.max_residual else "")
         pre = f", {self.pre_roll} pre-roll frames" if self.pre_roll else ""
+        if self.sim.substeps > self.sim.requested_substeps:
+            pre += (f", {self.sim.substeps} substeps per frame ({self.sim.integrator.name}'s "
+                    f"stability limit; {self.sim.requested_substeps} asked)")
         self_col = ""
         if self.sim.self_collision is not None:
             self_col = (f", {self.self_contacts / written:.0f} self-contacts per frame, "

@@ -157,6 +157,11 @@ class Integrator:
     description: str = ""
     implicit: bool = False
 
+    def stable_step(self, model: Model) -> float:
+        """The largest step (s) this integrator stays stable at on ``model``
+        (``inf``: unconditionally stable; the explicit integrators estimate it)."""
+        return float("inf")
+
     def step(
         self,
         model: Model,

@@ -194,6 +194,8 @@ def pcg(apply: Callable[[np.ndarray, np.ndarray], np.ndarray], b: np.ndarray,
         r_norm = float(np.sqrt(_dot(r, r)))
         if r_norm <= tol:
             return PCGResult(x, its, True, r_norm)
+        if its >= max_iterations:
+            break  # no next direction needed (truncated Newton runs one iteration)
         z = precondition(r)
         rz_new = _dot(r, z)
         p *= rz_new / rz

@@ -31,7 +31,10 @@ from .contact import ContactStats, Support
 from .model import Model, State
 from .selfcollision import SelfCollision
 
-__all__ = ["FrameDiagnostics", "Simulator", "simulate"]
+__all__ = ["FrameDiagnostics", "Simulator", "simulate", "MAX_AUTO_SUBSTEPS"]
+
+#: Most substeps per frame an explicit integrator is given automatically for stability.
+MAX_AUTO_SUBSTEPS = 1000
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,9 @@ class FrameDiagnostics:
         (:attr:`.base.StepInfo.converged`).
     max_residual : float
         Largest ``‖∇g‖`` (N) over the substeps, ``nan`` where not defined.
+    substeps : int
+        Substeps taken (more than asked when an explicit integrator needs them to be
+        stable: :attr:`Simulator.substeps`).
     """
 
     frame: int
@@ -82,6 +88,7 @@ class FrameDiagnostics:
     self_crossings: int = 0
     converged: bool = True
     max_residual: float = float("nan")
+    substeps: int = 1
 
 
 def _make_integrator(integrator: Union[str, Integrator]) -> Integrator:
@@ -108,7 +115,10 @@ class Simulator:
     fps : float
         Frames per second; a frame lasts ``1/fps`` s.
     substeps : int
-        Time steps per frame, >= 1.
+        Time steps per frame, >= 1. EXPLICIT and SYMPLECTIC take more when their
+        stability bound (:meth:`.base.Integrator.stable_step`) asks for it, up to
+        :data:`MAX_AUTO_SUBSTEPS`; beyond that the simulator refuses (:class:`SinewError`
+        saying how many substeps are needed) unless ``substeps`` is at least that.
     iterations : int
         Solver iterations per step (NEWTON, FAST), >= 1.
     frame_start : int
@@ -127,6 +137,8 @@ class Simulator:
         The current state (owned by the simulator).
     frame : int
         The frame ``state`` belongs to.
+    substeps : int
+        Substeps per frame actually taken; ``requested_substeps`` the ones asked for.
     """
 
     def __init__(self, model: Model, integrator: Union[str, Integrator], *, fps: float,
@@ -144,6 +156,8 @@ class Simulator:
         self.iterations = int(iterations)
         self.frame = int(frame_start)
         self.h = 1.0 / (self.fps * self.substeps)
+        self.requested_substeps = self.substeps
+        self._stabilise()
         self.self_collision = self_collision
         if triangles is None and self_collision is not None:
             triangles = self_collision.triangles
@@ -169,6 +183,28 @@ class Simulator:
         self._scale = (F.kinetic_energy(model, self.state.v) + F.spring_energy(model, x0)
                        + m_tot * g * (extent + 1.0)
                        + 0.5 * m_tot * float(np.dot(model.wind, model.wind)) + 1e-12)
+
+    def _stabilise(self) -> None:
+        """Raise :attr:`substeps` to the integrator's stability bound (see the class
+        docstring)."""
+        h_max = self.integrator.stable_step(self.model)
+        if self.h <= h_max:
+            return
+        name = self.integrator.name
+        if h_max <= 0.0:
+            raise SinewError(
+                f"{name} is unstable at any step on this cloth: its springs have no damping, "
+                "and forward Euler adds energy every step. Give the springs damping, or use "
+                "SYMPLECTIC, IMPLICIT, NEWTON or FAST")
+        need = int(np.ceil(1.0 / (self.fps * h_max) * (1.0 - 1e-12)))
+        if need > max(MAX_AUTO_SUBSTEPS, self.requested_substeps):
+            raise SinewError(
+                f"{name} needs {need} substeps per frame to stay stable on this cloth "
+                f"(steps of at most {h_max:.3g} s for its stiffest springs on its lightest "
+                f"vertices; at most {MAX_AUTO_SUBSTEPS} are taken automatically): set substeps "
+                f"to {need} or more, or use FAST, NEWTON or IMPLICIT")
+        self.substeps = need
+        self.h = 1.0 / (self.fps * need)
 
     def mechanical_energy(self) -> float:
         """Kinetic + spring + gravitational energy of :attr:`state`, J."""
@@ -335,7 +371,8 @@ class Simulator:
         return FrameDiagnostics(frame, total_its, residual, ke, pe, strain,
                                 contacts=stats.contacts, max_penetration=stats.max_penetration,
                                 self_contacts=self_contacts, self_crossings=crossings,
-                                converged=ok, max_residual=max_residual)
+                                converged=ok, max_residual=max_residual,
+                                substeps=self.substeps)
 
 
 def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, fps: float,

@@ -60,7 +60,7 @@ print("VARIANTS-OK")
 CASES = [("hostile0", "at character"), ("hostile1", "at character"), ("hostile2", "at character"),
          ("hostile3", "at character"), ("beyond_root", "beyond the root"),
          ("pin_missing", "pin group 'nope' does not exist"), ("no_edges", "no edges"),
-         ("explicit", r"diverged at frame \d+")]
+         ("explicit", r"EXPLICIT needs \d+ substeps per frame")]
 
 
 @pytest.fixture(scope="module")

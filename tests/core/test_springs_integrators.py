@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from core.errors import DivergenceError
+from core.errors import DivergenceError, SinewError
 from core.springs import INTEGRATORS, LocalGlobal, NewtonImplicitEuler, Simulator, build_model, build_springs, simulate
 from core.springs.shapes import grid, rope, triangulate
+from core.springs.simulate import MAX_AUTO_SUBSTEPS
 
 G = 9.81
 
@@ -92,7 +93,11 @@ def test_symplectic_energy_bounded_while_explicit_diverges():
         energies.append(sim.mechanical_energy())
     swing = np.ptp(energies + [e0])
     assert swing < 1e-3 * abs(e0)
-    sim = Simulator(m, "EXPLICIT", fps=24, substeps=substeps)
+    # forward Euler on undamped springs gains energy at any step: refused up front ...
+    with pytest.raises(SinewError, match="unstable at any step"):
+        Simulator(m, "EXPLICIT", fps=24, substeps=substeps)
+    # ... rightly: taken anyway, it diverges
+    sim = Simulator(m, _Unchecked(INTEGRATORS["EXPLICIT"]), fps=24, substeps=substeps)
     with pytest.raises(DivergenceError) as err:
         for _ in range(120):
             sim.advance()
@@ -103,7 +108,7 @@ def test_symplectic_energy_bounded_while_explicit_diverges():
 def test_implicit_solvers_stable_where_explicit_ones_blow_up():
     m = grid_model(n=8, k=2000.0, kd=0.0, drag=0.0)
     for name in ("EXPLICIT", "SYMPLECTIC"):
-        sim = Simulator(m, name, fps=24, substeps=1)
+        sim = Simulator(m, _Unchecked(INTEGRATORS[name]), fps=24, substeps=1)
         with pytest.raises(DivergenceError):
             for _ in range(48):
                 sim.advance()
@@ -114,6 +119,82 @@ def test_implicit_solvers_stable_where_explicit_ones_blow_up():
         assert np.all(np.isfinite(sim.state.x))
         assert d.max_strain < 0.2
         assert d.kinetic_energy < 0.3 * G * 1.0  # bounded by the potential energy released
+
+
+def _Unchecked(cls):
+    """An instance of integrator class ``cls`` without its stability bound (the step as
+    the integrator takes it, without the simulator's extra substeps)."""
+
+    class Unchecked(cls):
+        def stable_step(self, model):
+            return float("inf")
+
+    return Unchecked()
+
+
+#: The COTTON preset's material (blender_addon/springs/preset_table.py).
+COTTON = dict(density=0.15, stiffness=2000.0, shear_stiffness=200.0, bending_stiffness=2.0,
+              damping=1.0, air_drag=0.5, max_stretch=0.03, stiffness_mode="MATERIAL")
+
+
+def cotton_sheet(n):
+    g = grid(n, 1.0, plane="XZ")
+    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    pin = np.zeros(len(g.positions))
+    pin[[0, n]] = 1.0
+    return build_model(g.positions, ss, pinned=pin, triangles=triangulate(g), **COTTON)
+
+
+def test_symplectic_takes_the_substeps_its_stability_needs_on_cotton():
+    m = cotton_sheet(10)
+    need = int(np.ceil(1.0 / (24 * INTEGRATORS["SYMPLECTIC"]().stable_step(m))))
+    sim = Simulator(m, "SYMPLECTIC", fps=24, substeps=1)
+    assert sim.requested_substeps == 1 and sim.substeps == need > 1
+    for _ in range(24):
+        d = sim.advance()
+    assert d.substeps == need
+    assert np.all(np.isfinite(sim.state.x)) and d.max_strain < 0.031
+    assert d.kinetic_energy < 1e-4  # settling, not shaking itself apart
+    # the bound is an estimate within 4× of the truth: a quarter of the substeps diverges,
+    # and so does the one substep that was asked for
+    for sub in (need // 4, 1):
+        sim = Simulator(m, _Unchecked(INTEGRATORS["SYMPLECTIC"]), fps=24, substeps=sub)
+        with pytest.raises(DivergenceError):
+            for _ in range(24):
+                sim.advance()
+
+
+def test_symplectic_bound_on_a_chain_is_the_analytic_one():
+    """Undamped chain of n masses hanging from a pin: the fastest mode has
+    ω² = 4k/m sin²(nπ/(2n+1)), stable for h ω < 2; the vertex-wise bound 4k/m is within
+    0.3 % of it. Just above the true limit the step diverges, at the bound it does not."""
+    n, k, mass = 10, 100.0, 0.01
+    m = rope_model(n, k, kd=0.0, drag=0.0, mass=mass)
+    omega = np.sqrt(4 * k / mass) * np.sin(n * np.pi / (2 * n + 1))
+    h = INTEGRATORS["SYMPLECTIC"]().stable_step(m)
+    assert 0.85 * 2 / omega < h <= 0.9 * 2 / omega
+    sim = Simulator(m, "SYMPLECTIC", fps=1 / h, substeps=1)
+    assert sim.substeps == 1
+    e0 = sim.mechanical_energy()
+    for _ in range(400):
+        sim.advance()
+    assert abs(sim.mechanical_energy() - e0) < 0.05 * abs(e0)
+    sim = Simulator(m, _Unchecked(INTEGRATORS["SYMPLECTIC"]), fps=omega / 2.1, substeps=1)
+    with pytest.raises(DivergenceError):
+        for _ in range(400):
+            sim.advance()
+
+
+def test_explicit_and_symplectic_say_how_many_substeps_they_need():
+    m = cotton_sheet(40)
+    for name in ("EXPLICIT", "SYMPLECTIC"):
+        need = int(np.ceil(1.0 / (24 * INTEGRATORS[name]().stable_step(m))))
+        assert need > MAX_AUTO_SUBSTEPS
+        with pytest.raises(SinewError) as err:
+            Simulator(m, name, fps=24, substeps=4)
+        assert f"needs {need} substeps" in str(err.value) and "FAST" in str(err.value)
+        assert Simulator(m, name, fps=24, substeps=need).substeps == need  # asked: taken
+    assert Simulator(m, "FAST", fps=24, substeps=1).substeps == 1
 
 
 @pytest.mark.parametrize("name", list(INTEGRATORS))

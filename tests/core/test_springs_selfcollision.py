@@ -178,7 +178,8 @@ def test_coplanarity_times_of_a_vertex_through_a_triangle() -> None:
 # -- the response ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("solver", list(INTEGRATORS))
+# EXPLICIT refuses these undamped springs (unstable at any step: core/springs/simulate.py)
+@pytest.mark.parametrize("solver", [s for s in INTEGRATORS if s != "EXPLICIT"])
 def test_fast_vertex_through_a_triangle_is_caught_at_one_substep(solver: str) -> None:
     big = [(-1, -1, 0), (1, -1, 0), (0, 1.5, 0)]
     small = [(0, 0, 0.05), (0.3, 0, 0.4), (0, 0.3, 0.4)]  # a corner points down at the big one
