@@ -31,7 +31,7 @@ PENETRATION_TOLERANCE = 3e-3
 REST_SPEED = 0.05            # m/s, largest vertex speed of a cloth "at rest"
 STRAIN_LIMIT = 0.10
 FLAG_STREAMS = 0.6           # the windy flag's free edge reaches this fraction of its length downwind
-FLAG_HANGS = 0.4             # the calm twin's free edge stays within this fraction of it (it hangs)
+FLAG_HANGS = 0.5             # the calm twin's free edge stays within this fraction of it (it hangs)
 
 
 @dataclass
