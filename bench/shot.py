@@ -26,7 +26,8 @@ cloth with itself, the largest edge strain, and for the flag how far its free ed
 downwind of the pole (second-half mean), for the drape its fastest vertex at the last frame.
 Runs alternate and repeat; medians.
 
-``.venv/bpy-5.2/bin/python bench/shot.py [--quick]``; importable as ``run(quick) -> list[dict]``.
+``python3 build.py bench`` runs it with the others; alone: ``.venv/bench/bin/python tools/bench.py
+--only shot [--quick]``. ``run(quick) -> list[dict]``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-b
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench import step_frames  # noqa: E402
 from tools.demo import checks, shot  # noqa: E402
 
 #: Frames per cloth run (the quick demo's range) and per IK run (two walk cycles: the loop
@@ -190,7 +192,6 @@ def _cloth_measure(name: str, frames: int) -> dict[str, float]:
 
 def cloth_blender(path: Path, name: str, frames: int) -> dict:
     _open(path)
-    scene = bpy.context.scene
     obs = bpy.data.objects
     _bake_ik(obs[shot.ARMATURE], frames)
     cloth = obs[name]
@@ -201,13 +202,7 @@ def cloth_blender(path: Path, name: str, frames: int) -> dict:
     mod.collision_settings.collection = cloth.sinew_springs.collision_collection
     mod.collision_settings.use_self_collision = cloth.sinew_springs.self_collision
     mod.point_cache.frame_start, mod.point_cache.frame_end = 1, frames
-    scene.frame_set(1)
-    elapsed = 0.0
-    for f in range(2, frames + 1):
-        t = time.perf_counter()
-        scene.frame_set(f)
-        bpy.context.evaluated_depsgraph_get()
-        elapsed += time.perf_counter() - t
+    elapsed = step_frames(frames)
     return {"ms_per_frame": 1000 * elapsed / (frames - 1), **_cloth_measure(name, frames)}
 
 
@@ -291,15 +286,4 @@ def goals(rows: list[dict]) -> list[str]:
                      f"{100 * blender['max_strain']:.1f}%)")
         out.append(line)
     return out
-
-
-if __name__ == "__main__":
-    from tools.bench import table
-
-    result = run(quick="--quick" in sys.argv[1:])
-    print(table(result))
-    print("\n".join(goals(result)))
-    sys.stdout.flush()
-    os._exit(0)
-
 
