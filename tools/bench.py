@@ -150,15 +150,21 @@ def plot_ik(rows: list[dict], path: Path) -> bool:
     return True
 
 
+def _goals(module: str, all_rows: dict[str, list[dict]]) -> list[str]:
+    """The headline lines of a section that states its own goals (``module.goals(rows)``)."""
+    if module not in all_rows:  # not run, or failed: its traceback is in the report
+        return []
+    try:
+        return importlib.import_module(module).goals(all_rows[module])
+    except Exception:  # a broken headline must not hide the tables
+        traceback.print_exc()
+        return [f"{module}: its goals could not be stated (traceback printed)"]
+
+
 def headline(all_rows: dict[str, list[dict]]) -> list[str]:
     """The goals of issues 3-6, each with the figure measured in this run."""
     out: list[str] = []
-    try:
-        from bench import shot
-
-        out += shot.goals(all_rows.get("bench.shot", []))
-    except Exception:  # the section failed; its traceback is in the report
-        pass
+    out += _goals("bench.shot", all_rows)
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "NOT met"
@@ -177,12 +183,7 @@ def headline(all_rows: dict[str, list[dict]]) -> list[str]:
         out.append(f"IK bake ({DEFAULT_SOLVER}, the default) vs Blender IK + nla.bake: {fab['time_ratio']:.2f}× the "
                    f"time (goal ≤ 0.2×: {verdict(fab['time_ratio'] <= 0.2)}), max tip error "
                    f"{1 / fab['error_ratio']:.0f}× smaller (goal ≥ 10×: {verdict(fab['error_ratio'] <= 0.1)})")
-    try:
-        from bench import springs_core
-
-        out += springs_core.goals(all_rows.get("bench.springs_core", []))
-    except Exception:  # the section failed; its traceback is in the report
-        pass
+    out += _goals("bench.springs_core", all_rows)
     cloth = next((r for r in all_rows.get("bench.springs_blender", [])
                   if not str(r.get("method", "")).startswith("Sinew")), None)
     for r in all_rows.get("bench.springs_blender", []):
@@ -193,29 +194,14 @@ def headline(all_rows: dict[str, list[dict]]) -> list[str]:
                        f"(goal ≤: {verdict(r['max_edge_strain'] <= cloth['max_edge_strain'])}), playback "
                        f"{r['playback_ms_per_frame']:.2f} ms/frame (goal ≤ 5: "
                        f"{verdict(r['playback_ms_per_frame'] <= 5)})")
-    try:
-        from bench import springs_presets
-
-        out += springs_presets.goals(all_rows.get("bench.springs_presets", []))
-    except Exception:  # the section failed; its traceback is in the report
-        pass
+    out += _goals("bench.springs_presets", all_rows)
     for r in all_rows.get("bench.selfcollision_blender", []):
         if str(r.get("method", "")).startswith("Sinew"):
             out.append(f"self-collision fold vs Blender Cloth: {r['ratio_to_blender']:.2f}× the time per frame "
                        f"(goal ≤ 0.5×: {verdict(r['ratio_to_blender'] <= 0.5)}), {r['max_crossings']:.0f} "
                        f"crossing triangle pairs (goal 0: {verdict(r['max_crossings'] == 0)})")
-    try:
-        from bench import springs_fields
-
-        out += springs_fields.goals(all_rows.get("bench.springs_fields", []))
-    except Exception:  # the section failed; its traceback is in the report
-        pass
-    try:
-        from bench import springs_contact
-
-        out += springs_contact.goals(all_rows.get("bench.springs_contact", []))
-    except Exception:  # the section failed; its traceback is in the report
-        pass
+    out += _goals("bench.springs_fields", all_rows)
+    out += _goals("bench.springs_contact", all_rows)
     return out
 
 
