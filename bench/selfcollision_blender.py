@@ -156,7 +156,12 @@ def sinew(frames: int) -> dict[str, float]:
     assert bpy.ops.sinew.springs_preset(preset=PRESET) == {"FINISHED"}
     s.self_collision = True
     t = time.perf_counter()
-    res = bpy.ops.sinew.bake_springs(frame_start=1, frame_end=frames)
+    try:
+        res = bpy.ops.sinew.bake_springs(frame_start=1, frame_end=frames)
+    except RuntimeError as exc:  # a failed bake is a result too: say so
+        _remove(ob, box)
+        return {"ms_per_frame": float("nan"), "max_crossings": float("nan"), "min_gap_mm": float("nan"),
+                "max_edge_strain": float("nan"), "error": str(exc).strip().splitlines()[-1][:160]}
     elapsed = time.perf_counter() - t
     assert res == {"FINISHED"}, res
     out = {"ms_per_frame": 1000 * elapsed / (frames - 1)}  # frames - 1 steps, as for Blender
@@ -181,6 +186,9 @@ def run(quick: bool = False) -> list[dict]:
         row = {"method": method, "vertices": (NX + 1) * (NY + 1), "frames": frames, "repeats": reps}
         for key in ("ms_per_frame", "max_crossings", "min_gap_mm", "max_edge_strain"):
             row[key] = statistics.median(r[key] for r in rs)
+        errors = sorted({r["error"] for r in rs if r.get("error")})
+        if errors:
+            row["error"] = "; ".join(errors)
         row["ratio_to_blender"] = row["ms_per_frame"] / base
         rows.append(row)
     return rows

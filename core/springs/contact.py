@@ -129,6 +129,15 @@ class MeshWindow:
     closed: bool
 
 
+def _apart(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, grow: float) -> bool:
+    """Whether the collider's bounding box over the step, grown by ``grow`` (m), misses
+    the cloth's ``x_old → x`` (then neither vertices, edges nor faces can touch it)."""
+    lo = np.minimum(win.c0.min(axis=0), win.c1.min(axis=0)) - grow
+    hi = np.maximum(win.c0.max(axis=0), win.c1.max(axis=0)) + grow
+    return not bool(np.all((np.minimum(x.min(axis=0), x_old.min(axis=0)) <= hi)
+                           & (lo <= np.maximum(x.max(axis=0), x_old.max(axis=0)))))
+
+
 def _normals(c: np.ndarray, tris: np.ndarray) -> np.ndarray:
     return _unit(np.cross(c[tris[:, 1]] - c[tris[:, 0]], c[tris[:, 2]] - c[tris[:, 0]]))[0]
 
@@ -272,6 +281,8 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
     th, mu = float(win.thickness), float(win.friction)
     tris = win.triangles
     if len(tris) == 0 or n == 0:
+        return
+    if _apart(win, x, x_old, th * (1.0 + _BAND) + 1e-9):
         return
     t0c = win.c0[tris]
     t1c = win.c1[tris]

@@ -55,7 +55,22 @@ def unit(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _overlap(alo: np.ndarray, ahi: np.ndarray, blo: np.ndarray, bhi: np.ndarray) -> np.ndarray:
     """Dense overlap test ``(na, nb)`` of two small sets of boxes."""
-    return np.all((alo[:, None, :] <= bhi[None]) & (blo[None] <= ahi[:, None, :]), axis=2)
+    ok = (alo[:, None, 0] <= bhi[None, :, 0]) & (blo[None, :, 0] <= ahi[:, None, 0])
+    for k in (1, 2):
+        ok &= (alo[:, None, k] <= bhi[None, :, k]) & (blo[None, :, k] <= ahi[:, None, k])
+    return ok
+
+
+def _overlap_pairs(alo: np.ndarray, ahi: np.ndarray, ia: np.ndarray, blo: np.ndarray, bhi: np.ndarray,
+                   ib: np.ndarray) -> np.ndarray:
+    """Whether box ``ia[j]`` of the first set overlaps box ``ib[j]`` of the second, ``(k,)``.
+
+    Axis by axis on contiguous columns ``(3, n)``: gathering ``(k, 3)`` rows and reducing
+    them with ``numpy.all(axis=1)`` costs about 8 times more."""
+    ok = (alo[0][ia] <= bhi[0][ib]) & (blo[0][ib] <= ahi[0][ia])
+    for k in (1, 2):
+        ok &= (alo[k][ia] <= bhi[k][ib]) & (blo[k][ib] <= ahi[k][ia])
+    return ok
 
 
 class BoxTree:
@@ -79,6 +94,7 @@ class BoxTree:
     def __init__(self, lo: np.ndarray, hi: np.ndarray) -> None:
         self.lo = np.asarray(lo, dtype=np.float64).reshape(-1, 3)
         self.hi = np.asarray(hi, dtype=np.float64).reshape(-1, 3)
+        self.lo_t, self.hi_t = np.ascontiguousarray(self.lo.T), np.ascontiguousarray(self.hi.T)
         r = 0.5 * np.max(self.hi - self.lo, axis=1)
         # a handful of boxes (a ground plane): one dense test against the queries
         self.limit = BIG * float(np.median(r)) + 1e-12 if len(r) > FEW else -1.0
@@ -139,7 +155,8 @@ class BoxTree:
             ia, ib = np.minimum(ia, ib), np.maximum(ia, ib)
             keep = ia < ib
             ia, ib = ia[keep], ib[keep]
-        ok = np.all((qlo[ia] <= self.hi[ib]) & (self.lo[ib] <= qhi[ia]), axis=1)
+        ok = _overlap_pairs(np.ascontiguousarray(qlo.T), np.ascontiguousarray(qhi.T), ia,
+                            self.lo_t, self.hi_t, ib)
         return rows[ia[ok]], ib[ok]
 
 

@@ -416,10 +416,13 @@ class SelfCollision:
             return
         moving = w > 0  # (k, 4)
 
+        slot = np.where(moving, idx, n_v)  # n_v: a vertex that does not move, counted once
+
         def share(rows: np.ndarray) -> np.ndarray:
             """1 / (most pairs in ``rows`` any vertex of each pair is in), ``(k,)``."""
-            count = np.bincount(idx[rows[:, None] & moving], minlength=n_v)
-            return 1.0 / np.maximum(np.max(np.where(moving, count[idx], 1), axis=1), 1)
+            count = np.bincount(slot[rows].reshape(-1), minlength=n_v + 1)
+            count[n_v] = 1
+            return 1.0 / np.maximum(count[slot].max(axis=1), 1)
 
         k = len(idx)
         rows = np.repeat(np.arange(k), 4)

@@ -301,3 +301,23 @@ def test_cube_corner_pushed_into_a_sheet_does_not_poke_through(faces):
         assert min(gaps) >= 0.01 * (1 - 1e-6)  # the sheet stays a thickness above the corner
     else:  # the same bake without the cloth's faces: the corner pokes through
         assert min(gaps) < -0.05
+
+
+def test_bounding_box_cull_keeps_colliders_within_the_thickness_and_skips_far_ones():
+    """resolve_mesh skips a collider whose box over the step, grown by the contact band,
+    misses the cloth's: a vertex resting just inside the thickness of a plate beside it
+    is still pushed out, one further than the band is left alone."""
+    from core.springs.contact import resolve_mesh
+
+    v, t = quad(size=2.0)  # the plate z = 0, |x|, |y| <= 1
+    th = 0.02
+    win = TriangleMesh(v, t, thickness=th).window(0.0, 1.0)
+    for z, moved in ((0.5 * th, True), (2.0 * th, False)):
+        x_old = np.array([[0.3, 0.2, z]])  # at rest: every box is a point
+        x = x_old.copy()
+        vel = np.zeros((1, 3))
+        resolve_mesh(win, x, vel, x_old, 1 / 24, np.zeros((0, 2), np.int64), np.ones(1, bool))
+        if moved:
+            assert x[0, 2] == pytest.approx(th, abs=1e-9)
+        else:
+            assert np.array_equal(x, x_old)
