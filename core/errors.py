@@ -54,5 +54,19 @@ class DivergenceError(SinewError):
         super().__init__(f"simulation diverged at frame {self.frame}: {detail}. {remedy}")
 
 
+class StabilityError(DivergenceError):
+    """A step longer than the integrator's stability limit (raised before the first step
+    it would take: the simulation would diverge there).
+
+    Attributes as :class:`DivergenceError`; the message says how many substeps are needed.
+    """
+
+    def __init__(self, frame: int, detail: str, remedy: str) -> None:
+        self.frame = int(frame)
+        self.detail = detail
+        self.remedy = remedy
+        ValueError.__init__(self, f"{detail}: {remedy}")
+
+
 class BakeCancelled(SinewError):
     """Raised when a progress callback asks a bake to stop."""

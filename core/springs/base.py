@@ -82,17 +82,19 @@ class StepInfo:
     converged: bool = True
 
 
-def force_scale(model: Model) -> float:
-    """``‖M g‖`` over the free vertices, N: the weight as a force vector, the floor of
-    the force scale a residual is judged against."""
+def force_scale(model: Model, start: float = 0.0) -> float:
+    """The force scale a residual is judged against, N: ``max(start, ‖M g‖)`` with
+    ``start`` = ``‖∇g(x_start)‖`` and ``‖M g‖`` the weight of the free vertices as a force
+    vector."""
     masses = model.masses[model.free_index]
-    return float(np.linalg.norm(masses)) * float(np.linalg.norm(model.gravity))
+    weight = float(np.linalg.norm(masses)) * float(np.linalg.norm(model.gravity))
+    return max(float(start), weight, 1e-300)
 
 
 def converged(residual: float, start: float, model: Model) -> bool:
     """Whether ``residual`` (N) meets :data:`CONVERGENCE_RTOL` (see there); ``start`` is
     ``‖∇g(x_start)‖`` (N)."""
-    return bool(residual <= CONVERGENCE_RTOL * max(start, force_scale(model), 1e-300))
+    return bool(residual <= CONVERGENCE_RTOL * force_scale(model, start))
 
 
 def pin_targets(model: Model, state: State, pins: np.ndarray | None) -> np.ndarray:

@@ -271,7 +271,7 @@ class LocalGlobal(Integrator):
                 r_it = F.norm(np.subtract(pre.matrix_csr @ xf, rhs, out=grad))
                 hist.append(r_it)
                 if it == 0:
-                    tol = self.tolerance * _scale(r_it, model)
+                    tol = self.tolerance * force_scale(model, r_it)
                 if r_it <= tol:
                     its = it
                     break
@@ -309,8 +309,3 @@ class LocalGlobal(Integrator):
             grad -= const
             hist.append(F.norm(grad))
         return its, hist[-1], hist[0]
-
-
-def _scale(start: float, model: Model) -> float:
-    """The force scale of :func:`~.base.converged`: ``max(‖∇g(x_start)‖, ‖M g‖)``, N."""
-    return max(start, force_scale(model), 1e-300)

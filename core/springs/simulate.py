@@ -23,7 +23,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from ..errors import BakeCancelled, DivergenceError, SinewError
+from ..errors import BakeCancelled, DivergenceError, SinewError, StabilityError
 from . import forces as F
 from .base import Integrator
 from .colliders import ColliderSet, TriangleMesh
@@ -117,7 +117,8 @@ class Simulator:
     substeps : int
         Time steps per frame, >= 1. EXPLICIT and SYMPLECTIC take more when their
         stability bound (:meth:`.base.Integrator.stable_step`) asks for it, up to
-        :data:`MAX_AUTO_SUBSTEPS`; beyond that the simulator refuses (:class:`SinewError`
+        :data:`MAX_AUTO_SUBSTEPS`; beyond that :meth:`advance` refuses to step
+        (:class:`~core.errors.StabilityError`, a :class:`~core.errors.DivergenceError`
         saying how many substeps are needed) unless ``substeps`` is at least that.
     iterations : int
         Solver iterations per step (NEWTON, FAST), >= 1.
@@ -185,24 +186,28 @@ class Simulator:
                        + 0.5 * m_tot * float(np.dot(model.wind, model.wind)) + 1e-12)
 
     def _stabilise(self) -> None:
-        """Raise :attr:`substeps` to the integrator's stability bound (see the class
+        """Raise :attr:`substeps` to the integrator's stability bound, or note why the
+        simulation cannot run (raised by the first :meth:`advance`, see the class
         docstring)."""
+        self._refusal: tuple[str, str] | None = None
         h_max = self.integrator.stable_step(self.model)
         if self.h <= h_max:
             return
         name = self.integrator.name
         if h_max <= 0.0:
-            raise SinewError(
-                f"{name} is unstable at any step on this cloth: its springs have no damping, "
-                "and forward Euler adds energy every step. Give the springs damping, or use "
-                "SYMPLECTIC, IMPLICIT, NEWTON or FAST")
+            self._refusal = (
+                f"{name} is unstable at any step on this cloth: nothing damps some of its "
+                "vibrations, and forward Euler adds energy to them every step",
+                "give the cloth air drag, or use SYMPLECTIC, IMPLICIT, NEWTON or FAST")
+            return
         need = int(np.ceil(1.0 / (self.fps * h_max) * (1.0 - 1e-12)))
         if need > max(MAX_AUTO_SUBSTEPS, self.requested_substeps):
-            raise SinewError(
+            self._refusal = (
                 f"{name} needs {need} substeps per frame to stay stable on this cloth "
                 f"(steps of at most {h_max:.3g} s for its stiffest springs on its lightest "
-                f"vertices; at most {MAX_AUTO_SUBSTEPS} are taken automatically): set substeps "
-                f"to {need} or more, or use FAST, NEWTON or IMPLICIT")
+                f"vertices; at most {MAX_AUTO_SUBSTEPS} are taken automatically)",
+                f"set substeps to {need} or more, or use FAST, NEWTON or IMPLICIT")
+            return
         self.substeps = need
         self.h = 1.0 / (self.fps * need)
 
@@ -310,6 +315,8 @@ class Simulator:
         """
         model = self.model
         frame = self.frame + 1
+        if self._refusal is not None:
+            raise StabilityError(frame, *self._refusal)
         prev = self._targets
         nxt = self._check_pins(pins_next)
         work = self.state.copy()
