@@ -80,3 +80,21 @@ def test_blender_pole_angle_of_the_demo_rig():
         assert not arm.pose.bones[tip].constraints, "the measuring constraint must be removed"
     angle = shot.blender_pole_angle(arm, shot.ARM_TIP, 3, lantern, "", shot.ARM_POLE)
     assert -115.0 < np.degrees(angle) < -95.0, np.degrees(angle)
+
+
+def test_flag_check_wants_a_streaming_flag_beside_a_hanging_twin():
+    """The wind check fails for a flag that hangs like its twin, and for a twin that streams too."""
+    n = 48
+    ok = {k: np.zeros(n) for k in ("tip shin.L", "cape clearance", "cape crossings", "strain Cape", "strain Flag",
+                                    "strain Drape", "drape clearance", "drape speed", "drape top gap")}
+    ok["drape clearance"] += 0.01
+
+    def verdict(reach: float, calm: float) -> bool:
+        m = dict(ok, **{"flag reach": np.full(n, reach), "calm reach": np.full(n, calm)})
+        return next(c.ok for c in checks.evaluate(m) if c.name == "flag moved by the wind")
+
+    length = checks.shot.FLAG_SIZE[0]
+    assert verdict(0.9 * length, 0.3 * length)
+    assert not verdict(0.3 * length, 0.3 * length)      # the wind did nothing
+    assert not verdict(0.9 * length, 0.9 * length)      # the reference does not hang: the flag is just stiff
+    assert not verdict(-0.9 * length, 0.3 * length)     # blown the wrong way
