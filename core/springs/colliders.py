@@ -312,10 +312,12 @@ class ColliderSet(list):
         self.stats = ContactStats() if stats is None else stats
         self.support = support
         self.triangles = triangles
+        self.held: np.ndarray | None = None  # set by resolve()
 
 
 def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
-            x_prev: np.ndarray, h: float = 1.0, model: object | None = None) -> None:
+            x_prev: np.ndarray, h: float = 1.0, model: object | None = None,
+            only: np.ndarray | None = None) -> np.ndarray:
     """Resolve every collider in turn, in place (the contact stage of a step).
 
     Parameters
@@ -333,6 +335,16 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
     model : Model, optional
         Gives the cloth's mesh edges (edge–edge contact) and pinned vertices (never
         moved here); without it vertices alone are handled.
+    only : numpy.ndarray, optional
+        Shape ``(n,)``, bool: mesh colliders examine only these vertices (and the edges
+        and faces touching them), e.g. the ones self-collision moved after this stage.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(n,)``, bool: the vertices a collider holds (in contact or resting on
+        it); also stored as ``held`` on a :class:`ColliderSet`. Self-collision treats
+        them as immovable, so that it never pushes a layer into a collider.
     """
     stats = getattr(colliders, "stats", None)
     support = getattr(colliders, "support", None)
@@ -346,11 +358,21 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
         edges, movable = np.zeros((0, 2), np.int64), np.ones(n, bool)
     cols = [c.window(0.0, 1.0) if isinstance(c, TriangleMesh) else c for c in colliders]
     after = []  # positions right after each collider
+    held = np.zeros(n, bool)
     for col in cols:
         if isinstance(col, MeshWindow):
-            resolve_mesh(col, x, v, x_prev, h, edges, movable, stats, support, triangles=triangles)
-        else:
+            held |= resolve_mesh(col, x, v, x_prev, h, edges, movable, stats, support, only=only,
+                                 triangles=triangles)
+        elif only is None:
+            before = x.copy()
             col.resolve(x, v, x_prev, stats)
+            held |= np.any(x != before, axis=1)
+        else:  # analytic colliders are cheap; ``only`` keeps them off the other vertices
+            sel = np.flatnonzero(only & movable)
+            xs, vs = x[sel], v[sel]
+            col.resolve(xs, vs, x_prev[sel], stats)
+            held[sel] |= np.any(xs != x[sel], axis=1)
+            x[sel], v[sel] = xs, vs
         after.append(x.copy())
     meshes = [i for i, c in enumerate(cols) if isinstance(c, MeshWindow)]
     if len(meshes) > 1:
@@ -372,3 +394,6 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
             stats.add(0, again.max_penetration)
     if support is not None:
         support.settle()
+    if isinstance(colliders, ColliderSet):
+        colliders.held = held
+    return held

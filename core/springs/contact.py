@@ -247,7 +247,7 @@ _BAND = 0.5
 def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarray, h: float,
                  edges: np.ndarray, movable: np.ndarray, stats: ContactStats | None = None,
                  support: Support | None = None, only: np.ndarray | None = None,
-                 triangles: np.ndarray | None = None) -> None:
+                 triangles: np.ndarray | None = None) -> np.ndarray:
     """Make the end of one step collision-free against one collider (module docstring).
 
     Parameters
@@ -274,6 +274,12 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
     triangles : numpy.ndarray, optional
         Shape ``(f, 3)``, the cloth's triangles, for the collider points against them
         (module docstring, step 4); without them that stage is skipped.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(n,)``, bool: the movable vertices this collider holds (pushed by it, or
+        resting on it: the solver left them within 1.1 thickness of it).
     """
     from .colliders import closest_points_on_triangles as cpt
 
@@ -281,9 +287,9 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
     th, mu = float(win.thickness), float(win.friction)
     tris = win.triangles
     if len(tris) == 0 or n == 0:
-        return
+        return np.zeros(n, bool)
     if _apart(win, x, x_old, th * (1.0 + _BAND) + 1e-9):
-        return
+        return np.zeros(n, bool)
     t0c = win.c0[tris]
     t1c = win.c1[tris]
     band = th * (1.0 + _BAND) + 1e-9
@@ -415,6 +421,9 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
             if np.any(inside):
                 final = float(-sd[inside].min())
         stats.add(int(np.count_nonzero(in_contact | resting)), final, penetration)
+    touching = np.zeros(n, bool)
+    touching[near] = deficit[near] >= -0.1 * th  # resting at the thickness, not just near
+    return (in_contact | touching) & movable
 
 
 def coulomb_velocity(v: np.ndarray, vc: np.ndarray | float, nrm: np.ndarray, mu: float,

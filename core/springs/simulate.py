@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import BakeCancelled, DivergenceError, SinewError, StabilityError
 from . import forces as F
 from .base import Integrator
-from .colliders import ColliderSet, TriangleMesh
+from .colliders import ColliderSet, TriangleMesh, resolve
 from .contact import ContactStats, Support
 from .model import Model, State
 from .selfcollision import SelfCollision
@@ -180,6 +180,7 @@ class Simulator:
         x0 = self.state.x
         extent = float(np.linalg.norm(np.ptp(x0, axis=0))) if len(x0) else 0.0
         self._support: Support | None = None  # contact force carried between steps
+        self._held: np.ndarray | None = None  # vertices a collider held in the last step
         self._energy0 = self.mechanical_energy()
         self._scale = (F.kinetic_energy(model, self.state.v) + F.spring_energy(model, x0)
                        + m_tot * g * (extent + 1.0)
@@ -347,8 +348,7 @@ class Simulator:
                     ext_work += float(np.sum(np.linalg.norm(ext, axis=1)
                                              * np.linalg.norm(work.x - x_start, axis=1)))
                 if sc is not None and np.all(np.isfinite(work.x)):
-                    self_contacts += sc.resolve(x_start, work.x, work.v, model.masses,
-                                                model.pinned).contacts
+                    self_contacts += self._self_collide(sc, cols, x_start, work, stats)
                 total_its += info.iterations
                 residual = info.residual
                 ok = ok and info.converged
@@ -380,6 +380,38 @@ class Simulator:
                                 self_contacts=self_contacts, self_crossings=crossings,
                                 converged=ok, max_residual=max_residual,
                                 substeps=self.substeps)
+
+
+    def _self_collide(self, sc: SelfCollision, cols: ColliderSet, x_start: np.ndarray, work: State,
+                      stats: ContactStats) -> int:
+        """Self-collision after the collider stage, without undoing it.
+
+        Vertices resting on a collider (held by one in this step, and in the one before
+        without self-collision moving them off it) count as immovable (infinite mass) in
+        the self-collision response, so a layer pressed onto a body is pushed away from
+        it, never into it. A vertex that only reached a collider in this step may have
+        passed through another layer on the way, so it stays movable and self-collision
+        puts it back on its side. Held vertices self-collision moved anyway then see the
+        colliders once more (only they: a collider pushing other vertices after
+        self-collision would make new crossings); that pass only adds its deepest
+        penetration left to ``stats``. Returns the self-contacts.
+        """
+        model = self.model
+        pinned = np.asarray(model.pinned, dtype=bool)
+        if cols.held is not None and self._held is not None:
+            pinned = pinned | (cols.held & self._held)
+        before = work.x.copy()
+        contacts = sc.resolve(x_start, work.x, work.v, model.masses, pinned).contacts
+        moved = np.any(work.x != before, axis=1)
+        back = np.zeros(len(moved), bool)
+        pushed = moved if cols.held is None else moved & cols.held
+        if len(cols) and np.any(pushed) and np.all(np.isfinite(work.x)):
+            again = ColliderSet(list(cols), ContactStats(), None, self.triangles)
+            back = resolve(again, work.x, work.v, x_start, self.h, model, only=pushed)
+            stats.add(0, again.stats.max_penetration)
+        # resting on a collider: held by it, and not moved off it by another layer
+        self._held = None if cols.held is None else cols.held & (~moved | back)
+        return contacts
 
 
 def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, fps: float,

@@ -303,6 +303,45 @@ def test_cube_corner_pushed_into_a_sheet_does_not_poke_through(faces):
         assert min(gaps) < -0.05
 
 
+def test_two_layers_pressed_onto_a_box_keep_the_box_and_each_other():
+    """Self-collision after the collider stage must not undo it: the bottom layer rests on
+    the box (immovable for self-collision), the top one is thrown onto it at 4 m/s."""
+    from core.springs import State
+    from core.springs.selfcollision import SelfCollision, count_crossings
+
+    g = grid(6, 0.6, plane="XY")
+    nv, nl = len(g.positions), len(g.loop_vertices)
+    ss = build_springs(2 * nv, np.concatenate([g.edges, g.edges + nv]),
+                       np.concatenate([g.loop_starts, g.loop_starts + nl]),
+                       np.concatenate([g.loop_totals, g.loop_totals]),
+                       np.concatenate([g.loop_vertices, g.loop_vertices + nv]))
+    tri = triangulate(g)
+    tris = np.concatenate([tri, tri + nv])
+    th = 0.01
+    pos = np.concatenate([g.positions + [0, 0, th], g.positions + [0.013, 0.017, th + 0.02]])
+    m = build_model(pos, ss, stiffness=200.0, shear_stiffness=50.0, bending_stiffness=0.5,
+                    damping=0.1, total_mass=0.1, triangles=tris)
+    t = cube_on_corner(1.0, np.zeros(3))[1]  # its faces, on the same corner numbering
+    v = np.array([[x, y, z] for x in (-0.5, 0.5) for y in (-0.5, 0.5) for z in (-0.4, 0.0)])
+    box = TriangleMesh(v, t, thickness=th, friction=0.3)  # a 1 × 1 × 0.4 m box, top at z = 0
+    assert box.closed and box.signed_distance(np.array([[0, 0, 0.1]]))[0] == pytest.approx(0.1)
+    sim = Simulator(m, "FAST", fps=24, substeps=1, iterations=10,
+                    self_collision=SelfCollision.build(pos, tris, 0.01))
+    for _ in range(3):  # settle: the bottom layer comes to rest on the box
+        sim.advance(colliders=[box])
+    x0 = sim.state.x
+    v0 = sim.state.v.copy()
+    v0[nv:, 2] -= 4.0  # 17 cm a step: the top layer reaches the box within one step
+    sim.state = State(x0.copy(), v0)
+    for f in range(12):
+        d = sim.advance(colliders=[box])
+        x = sim.state.x
+        assert x[:nv, 2].min() >= th * (1 - 1e-6), f  # the bottom layer keeps the box's thickness
+        assert x[nv:, 2].min() > x[:nv, 2].max(), f  # the top layer stays on top of it
+        assert d.self_crossings == 0 and count_crossings(x, tris) == 0, f
+        assert d.max_penetration == 0.0
+
+
 def test_bounding_box_cull_keeps_colliders_within_the_thickness_and_skips_far_ones():
     """resolve_mesh skips a collider whose box over the step, grown by the contact band,
     misses the cloth's: a vertex resting just inside the thickness of a plate beside it
