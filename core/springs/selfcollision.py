@@ -208,7 +208,7 @@ def crossing_pairs(x: np.ndarray, triangles: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     p = x[tri]
     i, j = box_pairs(p.min(axis=1), p.max(axis=1))
-    share = np.any(tri[i][:, :, None] == tri[j][:, None, :], axis=(1, 2))
+    share = _share_vertex(tri, i, tri, j)
     i, j = i[~share], j[~share]
     hit = triangles_intersect(p[i], p[j])
     return np.stack([i[hit], j[hit]], axis=1)
@@ -222,9 +222,26 @@ def count_crossings(x: np.ndarray, triangles: np.ndarray) -> int:
 def _relative_motion(x0: np.ndarray, x1: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Largest displacement over the step of a stencil's vertices relative to its first,
     ``(k,)`` m; two points of the pair approach each other by at most twice this."""
-    dx = (x1 - x0)[idx]  # (k, 4, 3)
-    rel = dx - dx[:, :1]
-    return np.sqrt(np.max(np.einsum("kij,kij->ki", rel, rel), axis=1))
+    dx = x1 - x0
+    first = dx[idx[:, 0]]
+    most = np.zeros(len(idx))
+    for c in (1, 2, 3):  # column by column: a max over a short axis is slow in numpy
+        rel = dx[idx[:, c]] - first
+        most = np.maximum(most, _dot(rel, rel))
+    return np.sqrt(most)
+
+
+def _share_vertex(a: np.ndarray, ia: np.ndarray, b: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    """Whether element ``a[ia[j]]`` and element ``b[ib[j]]`` (rows of vertex indices, e.g.
+    triangles ``(t, 3)``, edges ``(e, 2)``) have a vertex in common, ``(k,)``; column by
+    column (a broadcast ``(k, p, q)`` comparison reduced with ``numpy.any`` is ~5× slower)."""
+    ca = [a[ia, r] for r in range(a.shape[1])]
+    cb = [b[ib, r] for r in range(b.shape[1])]
+    out = np.zeros(len(ia), dtype=bool)
+    for u in ca:
+        for w in cb:
+            out |= u == w
+    return out
 
 
 def _member(keys: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -336,12 +353,12 @@ class SelfCollision:
         tri, edges = self.triangles, self.edges
         t_lo, t_hi = lo[tri].min(axis=1), hi[tri].max(axis=1)
         iv, it = box_pairs(lo - g, hi + g, t_lo, t_hi)
-        ok = ~np.any(tri[it] == iv[:, None], axis=1)
+        ok = ~_share_vertex(iv[:, None], np.arange(len(iv)), tri, it)
         iv, it = iv[ok], it[ok]
         vf_keys = iv * np.int64(len(tri)) + it
         e_lo, e_hi = lo[edges].min(axis=1) - 0.5 * g, hi[edges].max(axis=1) + 0.5 * g
         ea, eb = box_pairs(e_lo, e_hi)
-        ok = ~np.any(edges[ea][:, :, None] == edges[eb][:, None, :], axis=(1, 2))
+        ok = ~_share_vertex(edges, ea, edges, eb)
         ea, eb = ea[ok], eb[ok]
         ee_keys = ea * np.int64(len(edges)) + eb
         if exclude:
@@ -416,16 +433,21 @@ class SelfCollision:
             return
         moving = w > 0  # (k, 4)
 
+        k = len(idx)
+        rows = np.repeat(np.arange(k), 4)
         slot = np.where(moving, idx, n_v)  # n_v: a vertex that does not move, counted once
+        # vertex × pair incidence of the moving corners, and the pairs' corners by column
+        incidence = sp.csr_matrix((np.ones(4 * k), (slot.reshape(-1), rows)), shape=(n_v + 1, k))
+        corners = [slot[:, c] for c in range(4)]
 
         def share(rows: np.ndarray) -> np.ndarray:
             """1 / (most pairs in ``rows`` any vertex of each pair is in), ``(k,)``."""
-            count = np.bincount(slot[rows].reshape(-1), minlength=n_v + 1)
-            count[n_v] = 1
-            return 1.0 / np.maximum(count[slot].max(axis=1), 1)
+            count = incidence @ rows.astype(np.float64)
+            count[n_v] = 1.0
+            most = np.maximum(np.maximum(count[corners[0]], count[corners[1]]),
+                              np.maximum(count[corners[2]], count[corners[3]]))
+            return 1.0 / np.maximum(most, 1.0)
 
-        k = len(idx)
-        rows = np.repeat(np.arange(k), 4)
         gather = sp.csr_matrix((alpha.reshape(-1), (rows, idx.reshape(-1))), shape=(k, n_v))
         spread = sp.csr_matrix(((alpha * w).reshape(-1), (idx.reshape(-1), rows)), shape=(n_v, k))
         d = self.distance
