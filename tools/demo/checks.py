@@ -19,10 +19,11 @@ from . import shot
 
 #: Check name -> why it is pending (what it waits for).
 PENDING_CHECKS: dict[str, str] = {
-    "drape at rest on the ball": "cloth contact (issue 15, branch rest): the drape still moves "
-                                 "0.4-0.6 m/s after 48 frames with every preset and solver tried",
-    "drape stretch under 10 %": "cloth contact (issue 15, branch rest): 17-27 % for a few frames where "
-                                "the drape lands on the ball, with every preset tried",
+    "drape at rest on the ball": "cloth contact (issue 15): after 48 frames the drape still moves "
+                                 "0.2-0.8 m/s with every preset, solver, friction, drag and resolution "
+                                 "tried (it comes to ~0.09 m/s by frame 240)",
+    "drape stretch under 10 %": "cloth contact (issue 15): 16-27 % for a few frames where the drape "
+                                "lands on the ball, with every preset tried; higher friction makes it worse",
 }
 
 #: Tolerances (m unless said).

@@ -70,7 +70,7 @@ LIFT = 0.07
 
 #: The drape: a square cloth (m, cuts) dropped from this height onto a ball of radius 0.45 m.
 DRAPE_SIZE = 1.5
-DRAPE_CUTS = 26
+DRAPE_CUTS = 20
 DRAPE_HEIGHT = 1.05
 
 
