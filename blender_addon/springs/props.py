@@ -86,7 +86,7 @@ class SINEW_PG_springs(bpy.types.PropertyGroup):
                                           "object's animated, deformed mesh")
     substeps: IntProperty(name="Substeps", description="Time steps per frame (Explicit and Symplectic "
                           "take more when their stability needs it, or say how many they need)",
-                          default=1, min=1, soft_max=50, max=100000)
+                          default=1, min=1, soft_max=50, max=1000)
     iterations: IntProperty(name="Iterations", description="Newton or local/global iterations per step, "
                             "at most: Fast stops when the step has converged",
                             default=10, min=1, soft_max=100, max=1000)

@@ -207,7 +207,7 @@ class Simulator:
                 f"{name} needs {need} substeps per frame to stay stable on this cloth "
                 f"(steps of at most {h_max:.3g} s for its stiffest springs on its lightest "
                 f"vertices; at most {MAX_AUTO_SUBSTEPS} are taken automatically)",
-                f"set substeps to {need} or more, or use FAST, NEWTON or IMPLICIT")
+                f"use FAST, NEWTON or IMPLICIT (or {need} substeps)")
             return
         self.substeps = need
         self.h = 1.0 / (self.fps * need)
