@@ -521,7 +521,7 @@ def blender_pole_angle(arm, tip: str, chain_length: int, target, target_bone: st
 #: strain limit), then these overrides. The flag uses the IMPLICIT solver: with the FLAG
 #: preset's FAST solver a flag in a strong wind does not converge and crumples against its pole.
 SPRINGS: dict[str, dict[str, object]] = {
-    CAPE: dict(preset="COTTON", substeps=2),
+    CAPE: dict(preset="COTTON", substeps=1),
     FLAG: dict(preset="FLAG", solver="IMPLICIT", substeps=1, pre_roll=24),
     DRAPE: dict(preset="COTTON", substeps=2),
 }
