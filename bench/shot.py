@@ -42,7 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-bench-"))
+if not os.environ.get("BLENDER_USER_RESOURCES"):  # run alone: tools/bench.py sets it
+    os.environ["BLENDER_USER_RESOURCES"] = tempfile.mkdtemp(prefix="sinew-bench-")
 
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402

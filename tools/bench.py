@@ -14,6 +14,7 @@ import importlib
 import math
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -24,8 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 # The add-on is installed from its built zip into a throw-away user folder; Blender reads
-# this variable once, when bpy is first imported.
-os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-bench-"))
+# this variable once, when bpy is first imported; the folder is removed when the run ends.
+CREATED: list[str] = []
+if not os.environ.get("BLENDER_USER_RESOURCES"):
+    os.environ["BLENDER_USER_RESOURCES"] = tempfile.mkdtemp(prefix="sinew-bench-")
+    CREATED.append(os.environ["BLENDER_USER_RESOURCES"])
 
 SECTIONS = [
     ("The demo's shot: Sinew against Blender's IK constraints and Cloth on the character, cape, flag and drape",
@@ -261,7 +265,11 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    code = main()
+    try:
+        code = main()
+    finally:
+        for folder in CREATED:
+            shutil.rmtree(folder, ignore_errors=True)
     sys.stdout.flush()
     sys.stderr.flush()
     # bpy 4.5 can deadlock in its exit handlers (a delayed-close thread): nothing is left

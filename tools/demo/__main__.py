@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -32,6 +33,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 ADDON = "bl_ext.user_default.sinew"
+
+#: Temporary folders this run made (the add-on's install among them): removed when it ends.
+CREATED: list[str] = []
 
 
 def install_addon(zip_path: Path):
@@ -88,7 +92,9 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     zip_path = Path(args.zip) if args.zip else sorted((ROOT / "dist").glob("sinew-*-linux_x64.zip"))[-1]
-    os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-demo-user-"))
+    if not os.environ.get("BLENDER_USER_RESOURCES"):  # a throw-away user folder, removed at the end
+        os.environ["BLENDER_USER_RESOURCES"] = tempfile.mkdtemp(prefix="sinew-demo-user-")
+        CREATED.append(os.environ["BLENDER_USER_RESOURCES"])
     import bpy  # isort: skip  (Blender's modules, addon_utils included, come with bpy)
     import addon_utils
 
@@ -158,7 +164,11 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    code = main()
+    try:
+        code = main()
+    finally:
+        for folder in CREATED:
+            shutil.rmtree(folder, ignore_errors=True)
     sys.stdout.flush()
     sys.stderr.flush()
     # bpy 4.5 can deadlock in its exit handlers (a delayed-close thread): nothing is left

@@ -50,8 +50,8 @@ def contact_sheet(out: Path, frames: int) -> Path:
     from PIL import Image
 
     picks = sorted({1, *(int(round(1 + (frames - 1) * k / 5)) for k in range(1, 6))})
-    tmp = Path(tempfile.mkdtemp(prefix="sinew-demo-"))
-    tiles = [render_frame(f, (640, 360), tmp) for f in picks]
+    with tempfile.TemporaryDirectory(prefix="sinew-demo-") as tmp:
+        tiles = [render_frame(f, (640, 360), Path(tmp)) for f in picks]
     while len(tiles) % 3:
         tiles.append(np.full_like(tiles[0], 255))
     sheet = np.concatenate([np.concatenate(tiles[i:i + 3], axis=1) for i in range(0, len(tiles), 3)], axis=0)
@@ -65,8 +65,8 @@ def animation(out: Path, frames: int, step: int) -> Path:
     import bpy
     from PIL import Image
 
-    tmp = Path(tempfile.mkdtemp(prefix="sinew-demo-gif-"))
-    images = [Image.fromarray(render_frame(f, (400, 225), tmp)) for f in range(1, frames + 1, step)]
+    with tempfile.TemporaryDirectory(prefix="sinew-demo-gif-") as tmp:
+        images = [Image.fromarray(render_frame(f, (400, 225), Path(tmp))) for f in range(1, frames + 1, step)]
     path = out / "demo.gif"
     fps = bpy.context.scene.render.fps
     images[0].save(path, save_all=True, append_images=images[1:], loop=0, duration=int(1000 * step / fps),
