@@ -19,10 +19,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,7 +30,9 @@ BONES, LENGTH = 10, 0.5
 
 # The add-on is installed from its built zip into a throw-away user folder; Blender reads
 # this once, when bpy is first imported (bpy is imported lazily below).
-os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-bench-"))
+from tools.userdir import throwaway_user_resources  # noqa: E402
+
+throwaway_user_resources("sinew-bench-")
 
 
 def _setup():

@@ -21,15 +21,15 @@ first and last frame's keyed rotations (loop closure; the controls return to the
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-bench-"))
+from tools.userdir import throwaway_user_resources  # noqa: E402
+
+throwaway_user_resources("sinew-bench-")
 
 
 def _chain_bones(rig, controls: dict[str, str]) -> list[str]:

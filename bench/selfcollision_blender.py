@@ -23,17 +23,17 @@ repeat; medians are reported. Goals (issue 15): Sinew ≤ 0.5× Blender's time, 
 from __future__ import annotations
 
 import math
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-bench-"))
+from tools.userdir import throwaway_user_resources  # noqa: E402
+
+throwaway_user_resources("sinew-bench-")
 
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402

@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-bench-"))
+from tools.userdir import throwaway_user_resources  # noqa: E402
+
+throwaway_user_resources("sinew-bench-")
 
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
@@ -150,15 +151,19 @@ def measure(cloth, inside, edges_inside, frames: int) -> dict:
     x0 = _world(cloth)
     rest = np.linalg.norm(x0[edges[:, 0]] - x0[edges[:, 1]], axis=1)
     worst, worst_e, stretch = 0, 0, 0.0
+    x = x0
     for f in range(1, frames + 1):
         scene.frame_set(f)
-        x = _world(cloth)
+        x_before, x = x, _world(cloth)
         worst = max(worst, inside(x))
         if edges_inside is not None:
             worst_e = max(worst_e, edges_inside(x))
         stretch = max(stretch, _stretch(x, edges, rest))
+    # at rest? the fastest vertex over the last frame; where the cloth's middle ended
+    speed = float(np.linalg.norm(x - x_before, axis=1).max()) * scene.render.fps
+    middle = x[np.argmin(np.hypot(x[:, 0], x[:, 1]))]
     return {"vertices_inside_max": worst, "edges_through_max": worst_e if edges_inside else float("nan"),
-            "max_strain": stretch}
+            "max_strain": stretch, "final_max_speed_m_s": speed, "middle_z_end": float(middle[2])}
 
 
 def _build(name: str, frames: int):

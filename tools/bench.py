@@ -16,7 +16,6 @@ import os
 import platform
 import shutil
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -25,11 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 # The add-on is installed from its built zip into a throw-away user folder; Blender reads
-# this variable once, when bpy is first imported; the folder is removed when the run ends.
-CREATED: list[str] = []
-if not os.environ.get("BLENDER_USER_RESOURCES"):
-    os.environ["BLENDER_USER_RESOURCES"] = tempfile.mkdtemp(prefix="sinew-bench-")
-    CREATED.append(os.environ["BLENDER_USER_RESOURCES"])
+# this variable once, when bpy is first imported. The folder is removed when the run ends
+# (here, explicitly: the run ends with os._exit, which skips atexit).
+from tools.userdir import throwaway_user_resources  # noqa: E402
+
+CREATED: list[str] = [] if os.environ.get("BLENDER_USER_RESOURCES") else [throwaway_user_resources("sinew-bench-")]
 
 SECTIONS = [
     ("The demo's shot: Sinew against Blender's IK constraints and Cloth on the character, cape, flag and drape",

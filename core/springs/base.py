@@ -45,7 +45,7 @@ import numpy as np
 
 from ..errors import SinewError
 from . import forces as F
-from .colliders import resolve
+from .colliders import resolve, resolve_again
 from .model import Model, State
 from .strainlimit import limit_strain
 
@@ -220,6 +220,18 @@ class Integrator:
             limited = limit_strain(model, x_new, v_new, h).converged
         if colliders:
             resolve(colliders, x_new, v_new, x_old, h, model)
+            if model.max_stretch > 0:
+                # the contact stage stretches what it pushes out of a curved body (a cloth
+                # landing on a ball); left for the next solve's springs, that stretch is
+                # energy they give back: resting cloth twitches and slides off. So the
+                # strain limit again, and the colliders once more on what it moved
+                if len(pi):
+                    x_new[pi] = hard
+                before = x_new.copy()
+                limited = limit_strain(model, x_new, v_new, h).converged
+                moved = np.any(x_new != before, axis=1)
+                if np.any(moved):
+                    resolve_again(colliders, x_new, v_new, x_old, h, model, moved, carry=True)
         if len(pi):
             x_new[pi] = hard
             v_new[pi] = (hard - x_old[pi]) / h

@@ -40,7 +40,8 @@ from ..errors import SinewError
 from .contact import ContactStats, MeshWindow, Support, coulomb_velocity, resolve_mesh, revert_crossings
 from .proximity import closest_points_on_triangles
 
-__all__ = ["Plane", "Sphere", "TriangleMesh", "ColliderSet", "resolve", "closest_points_on_triangles"]
+__all__ = ["Plane", "Sphere", "TriangleMesh", "ColliderSet", "resolve", "resolve_again",
+           "closest_points_on_triangles"]
 
 
 def _apply_contact(x: np.ndarray, v: np.ndarray, idx: np.ndarray, target: np.ndarray,
@@ -396,4 +397,21 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
         support.settle()
     if isinstance(colliders, ColliderSet):
         colliders.held = held
+    return held
+
+
+def resolve_again(colliders: Sequence[object], x: np.ndarray, v: np.ndarray, x_prev: np.ndarray,
+                  h: float, model: object, only: np.ndarray, carry: bool = False) -> np.ndarray:
+    """A second contact pass over the vertices ``only`` ``(n,)`` that a later stage of the
+    step moved (the strain limit, self-collision), as :func:`resolve` but without counting
+    contacts twice: it adds only the deepest penetration it leaves to the statistics. With
+    ``carry`` the carried push
+    (:class:`~.contact.Support`) learns from it too: what the strain limit pulls into a
+    collider is load the collider must carry in the next solve. Returns the held vertices."""
+    support = getattr(colliders, "support", None) if carry else None
+    again = ColliderSet(list(colliders), ContactStats(), support, getattr(colliders, "triangles", None))
+    held = resolve(again, x, v, x_prev, h, model, only=only)
+    stats = getattr(colliders, "stats", None)
+    if stats is not None:
+        stats.add(0, again.stats.max_penetration)
     return held

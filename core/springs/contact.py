@@ -225,8 +225,23 @@ class Support:
         """``m/h²`` of vertices ``idx``, N/m."""
         return self.masses[idx] / (h * h)
 
-    def kick(self, v: np.ndarray, h: float, movable: np.ndarray) -> None:
-        """Apply the carried push to the velocities ``(n, 3)`` before a solve; reset ``touched``."""
+    def kick(self, v: np.ndarray, h: float, movable: np.ndarray,
+             load: np.ndarray | None = None, weight: np.ndarray | float = 0.0) -> None:
+        """Apply the carried push to the velocities ``(n, 3)`` before a solve; reset ``touched``.
+
+        ``load`` ``(n, 3)``, N: the other forces on the vertices now (gravity, springs,
+        fields). A collider can only push back what presses a vertex onto it, so the push
+        is capped by the load's inward part along the push plus ``weight`` (N, ``(n,)``
+        or scalar: a margin for what the load does not show, e.g. another layer of cloth
+        lying on this one); without the cap the estimate (which lags the load by a few
+        steps) throws a light cloth off when the load drops, e.g. when the cloth slides or
+        its springs relax.
+        """
+        if load is not None:
+            lam = np.sqrt(np.einsum("ij,ij->i", self.force, self.force))
+            nrm = self.force / np.where(lam > 0, lam, 1.0)[:, None]
+            inward = np.maximum(-np.einsum("ij,ij->i", load, nrm), 0.0) + weight
+            self.force *= (np.minimum(lam, inward) / np.where(lam > 0, lam, 1.0))[:, None]
         v[movable] += (h / self.masses[movable])[:, None] * self.force[movable]
         self.touched[:] = False
 

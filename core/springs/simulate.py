@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import BakeCancelled, DivergenceError, SinewError, StabilityError
 from . import forces as F
 from .base import Integrator
-from .colliders import ColliderSet, TriangleMesh, resolve
+from .colliders import ColliderSet, TriangleMesh, resolve_again
 from .contact import ContactStats, Support
 from .model import Model, State
 from .selfcollision import SelfCollision
@@ -336,9 +336,13 @@ class Simulator:
                 cols = ColliderSet((c.window((k - 1) / self.substeps, k / self.substeps)
                                     if isinstance(c, TriangleMesh) else c for c in colliders), stats,
                                    self._support if colliders else None, self.triangles)
-                if colliders:  # the colliders' push from the last step acts in this solve
-                    self._support.kick(work.v, self.h, movable)
                 ext = self._external(external, work, (k - 0.5) / self.substeps, frame)
+                if colliders:  # the colliders' push from the last step acts in this solve
+                    load = model.masses[:, None] * model.gravity - F.spring_gradient(model, work.x)
+                    if ext is not None:
+                        load += ext
+                    weight = model.masses * float(np.linalg.norm(model.gravity))
+                    self._support.kick(work.v, self.h, movable, load, weight)
                 kw = {} if ext is None else {"external": ext}
                 x_start = work.x.copy() if (sc is not None or ext is not None) else None
                 info = self.integrator.step(model, work, self.h, pins=target,
@@ -348,7 +352,7 @@ class Simulator:
                     ext_work += float(np.sum(np.linalg.norm(ext, axis=1)
                                              * np.linalg.norm(work.x - x_start, axis=1)))
                 if sc is not None and np.all(np.isfinite(work.x)):
-                    self_contacts += self._self_collide(sc, cols, x_start, work, stats)
+                    self_contacts += self._self_collide(sc, cols, x_start, work)
                 total_its += info.iterations
                 residual = info.residual
                 ok = ok and info.converged
@@ -382,8 +386,8 @@ class Simulator:
                                 substeps=self.substeps)
 
 
-    def _self_collide(self, sc: SelfCollision, cols: ColliderSet, x_start: np.ndarray, work: State,
-                      stats: ContactStats) -> int:
+    def _self_collide(self, sc: SelfCollision, cols: ColliderSet, x_start: np.ndarray,
+                      work: State) -> int:
         """Self-collision after the collider stage, without undoing it.
 
         Vertices resting on a collider (held by one in this step, and in the one before
@@ -393,8 +397,9 @@ class Simulator:
         passed through another layer on the way, so it stays movable and self-collision
         puts it back on its side. Held vertices self-collision moved anyway then see the
         colliders once more (only they: a collider pushing other vertices after
-        self-collision would make new crossings); that pass only adds its deepest
-        penetration left to ``stats``. Returns the self-contacts.
+        self-collision would make new crossings; :func:`~.colliders.resolve_again`), and
+        where that put some back, self-collision runs once more with them immovable too
+        (the pass can push a vertex into the layer above). Returns the self-contacts.
         """
         model = self.model
         pinned = np.asarray(model.pinned, dtype=bool)
@@ -406,9 +411,9 @@ class Simulator:
         back = np.zeros(len(moved), bool)
         pushed = moved if cols.held is None else moved & cols.held
         if len(cols) and np.any(pushed) and np.all(np.isfinite(work.x)):
-            again = ColliderSet(list(cols), ContactStats(), None, self.triangles)
-            back = resolve(again, work.x, work.v, x_start, self.h, model, only=pushed)
-            stats.add(0, again.stats.max_penetration)
+            back = resolve_again(cols, work.x, work.v, x_start, self.h, model, pushed)
+            if np.any(back):  # what it put back is immovable now: self-collision once more
+                contacts += sc.resolve(x_start, work.x, work.v, model.masses, pinned | back).contacts
         # resting on a collider: held by it, and not moved off it by another layer
         self._held = None if cols.held is None else cols.held & (~moved | back)
         return contacts

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 
-_USER = tempfile.mkdtemp(prefix="sinew-user-")
-os.environ["BLENDER_USER_RESOURCES"] = _USER
+os.environ.pop("BLENDER_USER_RESOURCES", None)  # always a fresh folder for the session
+from tools.userdir import throwaway_user_resources  # noqa: E402
+
+_USER = throwaway_user_resources("sinew-user-")
 
 import bpy  # noqa: E402
 import pytest  # noqa: E402

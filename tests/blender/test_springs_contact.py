@@ -78,19 +78,16 @@ def test_collision_modifier_alone_marks_a_collider(scene):
 
 
 def test_drape_rests_on_the_sphere_above_the_ground(scene):
-    """Both colliders with Collision modifiers; nothing inside either at any frame.
-
-    Cloth friction 20 (μ 0.2): at the default 5 (μ 0.05) this light cloth, balanced on
-    the sphere, slides off it to one side (a measured difference from Blender's Cloth).
-    """
+    """Both colliders with Collision modifiers at their default settings (cloth friction
+    5, μ 0.05, as in Blender's Cloth); nothing inside either at any frame, and the cloth
+    stays on the sphere (this light spring cloth without a strain limit still moves at
+    about 0.4 m/s at frame 60: not yet at rest)."""
     bpy.ops.mesh.primitive_plane_add(size=4.0)
     ground = bpy.context.active_object
     ground.modifiers.new("Collision", "COLLISION")
-    ground.collision.cloth_friction = 20.0
     bpy.ops.mesh.primitive_uv_sphere_add(radius=0.3, location=(0, 0, 0.3), segments=24, ring_count=12)
     ball = bpy.context.active_object
     ball.modifiers.new("Collision", "COLLISION")
-    ball.collision.cloth_friction = 20.0
     bpy.ops.mesh.primitive_grid_add(x_subdivisions=14, y_subdivisions=14, size=1.2, location=(0, 0, 0.75))
     ob = bpy.context.active_object
     s = ob.sinew_springs

@@ -360,3 +360,27 @@ def test_bounding_box_cull_keeps_colliders_within_the_thickness_and_skips_far_on
             assert x[0, 2] == pytest.approx(th, abs=1e-9)
         else:
             assert np.array_equal(x, x_old)
+
+
+@pytest.mark.parametrize("substeps", [1, 2])
+def test_cotton_dropped_on_a_sphere_comes_to_rest_outside_it(substeps):
+    """A cotton-like sheet (the COTTON preset's material, with its 3 % strain limit) dropped
+    onto a big sphere's cap: it lands, stops (no twitching) and stays a thickness outside."""
+    g = grid(8, 0.6, plane="XY")
+    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    tri = triangulate(g)
+    m = build_model(g.positions + [0, 0, 2.05], ss, stiffness=2000.0, shear_stiffness=200.0,
+                    bending_stiffness=2.0, damping=1.0, density=0.15, stiffness_mode="MATERIAL",
+                    triangles=tri, air_drag=0.5, max_stretch=0.03)
+    v, t = uv_sphere(1.0, rings=12, segments=24)
+    ball = TriangleMesh(v + [0, 0, 1.0], t, thickness=0.01, friction=0.3)
+    sim = Simulator(m, "FAST", fps=24, substeps=substeps, iterations=10, triangles=tri)
+    speeds = []
+    for _ in range(48):
+        d = sim.advance(colliders=[ball])
+        assert ball.signed_distance(sim.state.x).min() >= 0.01 * (1 - 1e-6)
+        assert d.max_penetration == 0.0
+        speeds.append(float(np.linalg.norm(sim.state.v, axis=1).max()))
+    assert max(speeds[-24:]) < 0.01  # at rest on the cap, m/s
+    assert sim.state.x[len(sim.state.x) // 2, 2] == pytest.approx(2.01, abs=2e-3)  # on the pole
+    assert d.max_strain < 0.08  # the landing's stretch is mostly projected back to the limit

@@ -24,13 +24,14 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from tools.userdir import throwaway_user_resources  # noqa: E402
 
 ADDON = "bl_ext.user_default.sinew"
 
@@ -92,9 +93,8 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     zip_path = Path(args.zip) if args.zip else sorted((ROOT / "dist").glob("sinew-*-linux_x64.zip"))[-1]
-    if not os.environ.get("BLENDER_USER_RESOURCES"):  # a throw-away user folder, removed at the end
-        os.environ["BLENDER_USER_RESOURCES"] = tempfile.mkdtemp(prefix="sinew-demo-user-")
-        CREATED.append(os.environ["BLENDER_USER_RESOURCES"])
+    if not os.environ.get("BLENDER_USER_RESOURCES"):  # removed at the end (os._exit skips atexit)
+        CREATED.append(throwaway_user_resources("sinew-demo-user-"))
     import bpy  # isort: skip  (Blender's modules, addon_utils included, come with bpy)
     import addon_utils
 

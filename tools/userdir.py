@@ -1,0 +1,29 @@
+"""A throw-away Blender user folder for the processes that install the add-on from its zip.
+
+Blender reads ``BLENDER_USER_RESOURCES`` once, when bpy is first imported; the tests, the
+bench and the demo point it at a fresh temporary folder so the user's own Blender settings and
+add-ons are never touched. The folder (about 200 MB once Blender has written its extension
+repository) is removed when the process exits, so repeated runs do not fill ``/tmp``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+
+
+def throwaway_user_resources(prefix: str) -> str:
+    """Point ``BLENDER_USER_RESOURCES`` at a temporary folder removed at exit; return its path.
+
+    A folder already named in the environment (a caller's choice) is kept and returned as is.
+    Call this before the first ``import bpy``.
+    """
+    given = os.environ.get("BLENDER_USER_RESOURCES")
+    if given:
+        return given
+    path = tempfile.mkdtemp(prefix=prefix)
+    os.environ["BLENDER_USER_RESOURCES"] = path
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
