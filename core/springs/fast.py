@@ -262,13 +262,17 @@ class LocalGlobal(Integrator):
         hist: list[float] = []
         tol = 0.0
         grad = np.empty_like(const)
+        # S x of the current and the previous iterate, carried along: every iterate is a
+        # combination of solves S⁻¹ rhs and earlier iterates, so S x needs no product
+        sx = pre.matrix_csr @ xf if check else None
+        sx_prev = sx
         its = iterations
         for it in range(iterations):
             pre.spring_forces(model, xf, d_pin, u0, rhs)
             rhs += const
             if check:
-                # ∇g(x) = S x − b(x): one product with the matrix
-                r_it = F.norm(np.subtract(pre.matrix_csr @ xf, rhs, out=grad))
+                # ∇g(x) = S x − b(x)
+                r_it = F.norm(np.subtract(sx, rhs, out=grad))
                 hist.append(r_it)
                 if it == 0:
                     tol = self.tolerance * force_scale(model, r_it)
@@ -276,17 +280,22 @@ class LocalGlobal(Integrator):
                     its = it
                     break
             xf_hat = pre.solve(rhs)
+            sx_new = rhs.copy(order="F") if check else None  # S x̂ = rhs
             if use_cheb and it >= cheb_start:
                 if it == cheb_start:
                     omega = 2.0 / (2.0 - rho * rho)
                 else:
                     omega = 4.0 / (4.0 - rho * rho * omega)
-                xf_new = omega * (self.gamma * (xf_hat - xf) + xf - xf_prev) + xf_prev
+                a, b, c = omega * self.gamma, omega * (1.0 - self.gamma), 1.0 - omega
+                xf_new = a * xf_hat + b * xf + c * xf_prev
+                if check:
+                    sx_new = a * sx_new + b * sx + c * sx_prev
                 plain = F.norm(xf_hat - xf)
                 if last_plain is not None and plain > last_plain:
                     # safeguard: the local/global map is not linear, so Chebyshev can
                     # overshoot; restart from the plain iterate (Wang 2015 §4)
                     xf_new = xf_hat
+                    sx_new = rhs.copy(order="F") if check else None
                     cheb_start = it + 2
                 last_plain = plain
             else:
@@ -297,6 +306,7 @@ class LocalGlobal(Integrator):
                     ratios.append(step_norm / last_step)
                 last_step = step_norm
             xf_prev, xf = xf, xf_new
+            sx_prev, sx = sx, sx_new
         x[free] = xf
         if measure and ratios:
             pre.rho = float(min(max(ratios[-1], 0.0), 0.9999))
