@@ -4,9 +4,10 @@
 baked keys and shape keys), so every figure is what a user opening ``out/demo.blend`` sees;
 ``evaluate`` turns the measurements into named checks.
 
-A check that cannot pass yet is listed in :data:`PENDING_CHECKS` with the reason: it is
-measured and printed on every run like the others, but its failure does not fail the demo.
-A pending check that passes is reported as such, so an entry is never left behind silently.
+A check that a short run cannot pass is listed in :data:`PENDING_CHECKS` with the reason:
+in the quick demo it is measured and printed like the others, but its failure does not fail
+the demo; in the full demo every check counts. A pending check that passes is reported as
+such, so an entry is never left behind silently.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ import numpy as np
 
 from . import shot
 
-#: Check name -> why it is pending (what it waits for).
+#: Check name -> why it is pending in a short run (the quick demo's 48 frames). The full demo
+#: (240 frames) holds every check; in a run shorter than :data:`SETTLE_FRAMES` these are
+#: measured and printed but do not fail it.
 PENDING_CHECKS: dict[str, str] = {
-    "drape at rest on the ball": "cloth contact (issue 15): after 48 frames the drape still moves "
-                                 "0.2-0.8 m/s with every preset, solver, friction, drag and resolution "
-                                 "tried (it comes to ~0.09 m/s by frame 240)",
-    "drape stretch under 10 %": "cloth contact (issue 15): 16-27 % for a few frames where the drape "
-                                "lands on the ball, with every preset tried; higher friction makes it worse",
+    "drape at rest on the ball": "the drape rests by frame 240 (0.02 m/s) but still moves ~0.3 m/s "
+                                 "after 48 frames",
 }
+SETTLE_FRAMES = 200
 
 #: Tolerances (m unless said).
 TIP_TOLERANCE = 1e-3
@@ -40,10 +41,7 @@ class Check:
     name: str
     ok: bool
     measured: str
-
-    @property
-    def pending(self) -> str | None:
-        return PENDING_CHECKS.get(self.name)
+    pending: str | None = None
 
 
 def _world_vertices(ob, depsgraph) -> np.ndarray:
@@ -189,6 +187,9 @@ def evaluate(m: dict[str, np.ndarray]) -> list[Check]:
     stale = set(PENDING_CHECKS) - names
     if stale:
         raise SystemExit(f"demo: PENDING_CHECKS names unknown checks: {sorted(stale)}")
+    if len(m["drape speed"]) < SETTLE_FRAMES:
+        for c in checks:
+            c.pending = PENDING_CHECKS.get(c.name)
     return checks
 
 
