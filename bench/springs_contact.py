@@ -37,6 +37,7 @@ throwaway_user_resources("sinew-bench-")
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench import step_frames  # noqa: E402
 from bench.springs_blender import _edges, _world  # noqa: E402
 
 PRESET = "COTTON"
@@ -176,18 +177,11 @@ def _build(name: str, frames: int):
 
 def blender_cloth(name: str, frames: int) -> dict:
     cloth, inside, edges_inside = _build(name, frames)
-    scene = bpy.context.scene
     mod = cloth.modifiers.new("Cloth", "CLOTH")
     if cloth.vertex_groups.get("pins") is not None:
         mod.settings.vertex_group_mass = "pins"
     mod.point_cache.frame_start, mod.point_cache.frame_end = 1, frames
-    scene.frame_set(1)
-    elapsed = 0.0
-    for f in range(2, frames + 1):
-        t = time.perf_counter()
-        scene.frame_set(f)
-        bpy.context.evaluated_depsgraph_get()
-        elapsed += time.perf_counter() - t
+    elapsed = step_frames(frames)
     row = {"scene": name, "contender": "Blender Cloth (defaults)", "frames": frames,
            "ms_per_frame": 1000 * elapsed / (frames - 1)}
     row.update(measure(cloth, inside, edges_inside, frames))  # the cache plays back

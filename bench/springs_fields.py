@@ -39,6 +39,7 @@ throwaway_user_resources("sinew-bench-")
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench import step_frames  # noqa: E402
 from bench.springs_blender import _edges, _positions, _world  # noqa: E402
 
 CUTS = (30, 20)
@@ -88,17 +89,10 @@ def _measure(ob, edges, rest, frames) -> dict[str, float]:
 
 def blender_cloth(frames: int) -> dict[str, float]:
     ob, edges, rest = _scene("BlenderFlag")
-    scene = bpy.context.scene
     cloth = ob.modifiers.new("Cloth", "CLOTH")
     cloth.settings.vertex_group_mass = "pole"
     cloth.point_cache.frame_start, cloth.point_cache.frame_end = 1, frames
-    scene.frame_set(1)
-    elapsed = 0.0
-    for f in range(2, frames + 1):
-        t = time.perf_counter()
-        scene.frame_set(f)
-        bpy.context.evaluated_depsgraph_get()
-        elapsed += time.perf_counter() - t
+    elapsed = step_frames(frames)
     out = _measure(ob, edges, rest, frames)
     out["ms_per_frame"] = 1000 * elapsed / (frames - 1)
     return out

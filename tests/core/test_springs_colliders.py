@@ -131,7 +131,10 @@ def test_fast_cloth_is_caught_by_a_thin_triangle_at_one_substep(solver):
     sim = Simulator(m, solver, fps=24, substeps=1, iterations=10, state=state)
     d = sim.advance(colliders=[plate])
     assert sim.state.x[:, 2].min() >= 0.01 - 1e-9  # stopped in front, not below the plate
-    assert sim.state.v[:, 2].min() >= -1e-9  # the inward velocity is gone
+    # the inward velocity is gone: of 60 m/s, what is left is below a micrometre per second
+    # (SYMPLECTIC's later substeps add g h and the resting contact takes it off to within the
+    # contact stage's tolerance)
+    assert sim.state.v[:, 2].min() >= -1e-6
     # caught, none inside (SYMPLECTIC takes the substeps its stability needs: contacts summed)
     assert d.contacts >= len(sim.state.x) and d.max_penetration == 0.0
     without = Simulator(m, solver, fps=24, substeps=1, iterations=10, state=state)

@@ -4,11 +4,10 @@
 baked keys and shape keys), so every figure is what a user opening ``out/demo.blend`` sees;
 ``evaluate`` turns the measurements into named checks.
 
-Checks of features that are not merged yet are listed in :data:`PENDING_CHECKS`: they are
-measured and printed on every run like the others, but their failure does not fail the
-demo. After merging the branch named there, switch its feature on (``features.py``) and
-delete the entry: the demo then fails when the check does. A pending check that passes is
-reported as such, so an entry is never left behind silently.
+A check that a short run cannot pass is listed in :data:`PENDING_CHECKS` with the reason:
+in the quick demo it is measured and printed like the others, but its failure does not fail
+the demo; in the full demo every check counts. A pending check that passes is reported as
+such, so an entry is never left behind silently.
 """
 
 from __future__ import annotations
@@ -17,23 +16,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import features, shot
+from . import shot
 
-#: Check name -> why it is pending (the branch that makes it pass). Delete an entry once its
-#: branch is merged and its feature switched on.
+#: Check name -> why it is pending in a short run (the quick demo's 48 frames). The full demo
+#: (240 frames) holds every check; in a run shorter than :data:`SETTLE_FRAMES` these are
+#: measured and printed but do not fail it.
 PENDING_CHECKS: dict[str, str] = {
-    "drape at rest on the ball": "issue 17: with every branch merged the drape slides off the ball "
-                                 "and bunches on the floor",
-    "flag moved by the wind": "issue 17: with every branch merged the FLAG preset's flag is not "
-                              "carried downwind of its windless twin and folds against its pole",
-    "flag and drape stretch under 10 %": "issue 17: the drape stretches ~15 % where it hits the ball",
+    "drape at rest on the ball": "the drape rests by frame 240 (0.02 m/s) but still moves ~0.3 m/s "
+                                 "after 48 frames",
 }
+SETTLE_FRAMES = 200
 
 #: Tolerances (m unless said).
 TIP_TOLERANCE = 1e-3
 PENETRATION_TOLERANCE = 3e-3
 REST_SPEED = 0.05            # m/s, largest vertex speed of a cloth "at rest"
 STRAIN_LIMIT = 0.10
+FLAG_STREAMS = 0.6           # the windy flag's free edge reaches this fraction of its length downwind
+FLAG_HANGS = 0.5             # the calm twin's free edge stays within this fraction of it (it hangs)
 
 
 @dataclass
@@ -41,10 +41,7 @@ class Check:
     name: str
     ok: bool
     measured: str
-
-    @property
-    def pending(self) -> str | None:
-        return PENDING_CHECKS.get(self.name)
+    pending: str | None = None
 
 
 def _world_vertices(ob, depsgraph) -> np.ndarray:
@@ -95,7 +92,7 @@ def measure(frames: int) -> dict[str, np.ndarray]:
     obs = bpy.data.objects
     arm = obs[shot.ARMATURE]
     tips = {tip: control for tip, (_n, control, _p) in shot.LEG_CHAINS.items()}
-    arm_tip = shot.ARM_TIP_ROTATION if features.on("rig") else shot.ARM_TIP
+    arm_tip = shot.ARM_TIP
     body, cape, flag, drape = obs[shot.BODY], obs[shot.CAPE], obs[shot.FLAG], obs[shot.DRAPE]
     calm, wind = obs[shot.FLAG_CALM], obs[shot.WIND]
     ball, pole = obs[shot.BALL], obs[shot.FLAG_POLE]
@@ -107,12 +104,12 @@ def measure(frames: int) -> dict[str, np.ndarray]:
         e = _edges(ob)
         co = np.array([v.co[:] for v in ob.data.vertices])
         rest_len[ob.name] = (e, np.linalg.norm(co[e[:, 0]] - co[e[:, 1]], axis=1))
-    flag_free = np.array([v.co.x > min(w.co.x for w in flag.data.vertices) + 1e-6 for v in flag.data.vertices])
-    flag_far = np.array([v.co.x > max(w.co.x for w in flag.data.vertices) - 1e-6 for v in flag.data.vertices])
+    rest_x = np.array([v.co.x for v in flag.data.vertices])
+    flag_far = rest_x > rest_x.max() - 1e-6       # the free edge, opposite the pole
     radius = max(v.co.length for v in ball.data.vertices)
     out: dict[str, list] = {k: [] for k in (
         "tip shin.L", "tip shin.R", f"tip {arm_tip}", "cape clearance", "cape crossings", "drape clearance",
-        "drape speed", "drape top gap", "flag reach", "flag downwind", "strain Cape", "strain Flag", "strain Drape")}
+        "drape speed", "drape top gap", "flag reach", "calm reach", "strain Cape", "strain Flag", "strain Drape")}
     prev_drape = None
     frame0 = scene.frame_current
     for f in range(1, frames + 1):
@@ -137,11 +134,14 @@ def measure(frames: int) -> dict[str, np.ndarray]:
         out["drape speed"].append(speed)
         prev_drape = d
         out["drape top gap"].append(float(np.linalg.norm(d - (c + np.array([0, 0, radius])), axis=1).min()))
-        pole_x = np.array(pole.evaluated_get(dg).matrix_world.translation)
-        fl = xs[shot.FLAG]
-        out["flag reach"].append(float(np.linalg.norm((fl[flag_far] - pole_x)[:, :2], axis=1).mean()))
+        # How far the free edge reaches downwind of the pole: along the wind's horizontal
+        # direction (a field blows along its object's local Z).
+        pole_at = np.array(pole.evaluated_get(dg).matrix_world.translation)
         blow = np.array(wind.evaluated_get(dg).matrix_world.col[2][:3])
-        out["flag downwind"].append(float(((fl - xs[shot.FLAG_CALM])[flag_free] @ blow).mean()))
+        blow[2] = 0.0
+        blow /= np.linalg.norm(blow)
+        for key, name in (("flag reach", shot.FLAG), ("calm reach", shot.FLAG_CALM)):
+            out[key].append(float(((xs[name][flag_far] - pole_at) @ blow).mean()))
         for name, x in xs.items():
             if name in rest_len:
                 e, rl = rest_len[name]
@@ -171,17 +171,25 @@ def evaluate(m: dict[str, np.ndarray]) -> list[Check]:
     speed, gap = m["drape speed"][-1], m["drape top gap"][-1]
     checks.append(Check("drape at rest on the ball", bool(speed < REST_SPEED and gap < 0.03),
                         f"last frame: fastest vertex {speed:.3f} m/s, nearest to the ball's top {gap:.3f} m"))
-    downwind = m["flag downwind"][len(m["flag downwind"]) // 2:].mean()
-    checks.append(Check("flag moved by the wind", bool(downwind > 0.1),
-                        f"{downwind:.3f} m downwind of its windless twin (mean over the free vertices, 2nd half); "
-                        f"free edge {m['flag reach'][-1]:.2f} m from the pole at the end"))
-    worst_strain = max(m["strain Flag"].max(), m["strain Drape"].max())
-    checks.append(Check("flag and drape stretch under 10 %", bool(worst_strain < STRAIN_LIMIT),
-                        f"flag {100 * m['strain Flag'].max():.1f} %, drape {100 * m['strain Drape'].max():.1f} %"))
+    half = len(m["flag reach"]) // 2
+    reach, calm = m["flag reach"][half:].mean(), m["calm reach"][half:].mean()
+    length = shot.FLAG_SIZE[0]
+    checks.append(Check("flag moved by the wind",
+                        bool(reach > FLAG_STREAMS * length and calm < FLAG_HANGS * length),
+                        f"free edge {reach:.2f} m downwind of the pole (limit > {FLAG_STREAMS * length:.2f}), "
+                        f"its windless twin's {calm:.2f} m (limit < {FLAG_HANGS * length:.2f}); "
+                        f"2nd-half means, flag {length:.1f} m long"))
+    for name in ("Flag", "Drape"):
+        worst = int(m[f"strain {name}"].argmax())
+        checks.append(Check(f"{name.lower()} stretch under 10 %", bool(m[f"strain {name}"].max() < STRAIN_LIMIT),
+                            f"max {100 * m[f'strain {name}'][worst]:.1f} % at frame {worst + 1}"))
     names = {c.name for c in checks}
     stale = set(PENDING_CHECKS) - names
     if stale:
         raise SystemExit(f"demo: PENDING_CHECKS names unknown checks: {sorted(stale)}")
+    if len(m["drape speed"]) < SETTLE_FRAMES:
+        for c in checks:
+            c.pending = PENDING_CHECKS.get(c.name)
     return checks
 
 

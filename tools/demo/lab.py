@@ -295,6 +295,8 @@ def plot_springs(out: Path, addon, frames: int) -> tuple[Path, list[dict]]:
                 d = sim.advance(rest[pinned])
                 energy.append(d.kinetic_energy + d.potential_energy)
                 strain.append(d.max_strain)
+        except errors.StabilityError as exc:  # refused before it could diverge
+            status = f"refused: {exc.detail}"
         except errors.DivergenceError as exc:
             status = f"diverged at frame {exc.frame}"
         dt = time.perf_counter() - t0

@@ -104,14 +104,14 @@ def plot_shot(out: Path, m: dict[str, np.ndarray], pending: dict[str, str]) -> P
     ax.set_title("Cloth: stretch per frame")
     ax.legend(fontsize=8)
     ax = axes[1, 1]
-    ax.plot(frames, m["flag reach"], label="flag: free edge from the pole (m)")
-    ax.plot(frames, m["flag downwind"], label="flag: downwind of its windless twin (m)")
+    ax.plot(frames, m["flag reach"], label="flag: free edge downwind of the pole (m)")
+    ax.plot(frames, m["calm reach"], label="its windless twin: the same (m)")
     ax.plot(frames, m["drape speed"], label="drape: fastest vertex (m/s)")
     ax.set_xlabel("frame")
     ax.set_title("Wind and rest")
     ax.legend(fontsize=8)
     if pending:
-        fig.text(0.5, 0.005, "Pending until merged: " + "; ".join(sorted(pending)), ha="center", fontsize=7,
+        fig.text(0.5, 0.005, "Pending: " + "; ".join(sorted(pending)), ha="center", fontsize=7,
                  wrap=True)
     fig.suptitle("The demo shot as Blender plays it back (add-on disabled)")
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))

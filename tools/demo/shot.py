@@ -11,8 +11,8 @@ Everything is built from Blender's own data (no input file):
 * ``build_flag``: a flag on a pole, in a Wind force field.
 * ``build_drape``: a cloth falling onto a sphere that rests on the floor.
 
-Which add-on features the elements use is decided in ``configure_ik_chains`` and
-``configure_springs`` only (see ``features.py``). All positions of the character are in the
+The add-on's settings of the elements are in ``configure_ik_chains`` and
+``configure_springs`` only. All positions of the character are in the
 armature's space (Rigify's: the character faces −Y, Z up); the armature object is turned so
 that it walks along world −X, its left side to the camera.
 """
@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-
-from . import features
 
 FPS = 24
 
@@ -42,12 +40,8 @@ FLOOR = "Floor"
 
 #: IK chains of the character: tip bone -> (chain length, control bone (target), pole bone).
 LEG_CHAINS = {"shin.L": (2, "foot_ik.L", "knee_pole.L"), "shin.R": (2, "foot_ik.R", "knee_pole.R")}
-ARM_TIP = "forearm.L"          # today: upper_arm.L -> forearm.L, the hand rides along
-ARM_TIP_ROTATION = "hand.L"    # with the rig feature: upper_arm.L -> hand.L, hand oriented as the lantern
+ARM_TIP = "hand.L"             # upper_arm.L -> hand.L, the hand oriented as the lantern (use_rotation)
 ARM_POLE = "elbow_pole.L"
-
-#: The solver of every chain until the ik feature makes the default one natural.
-IK_SOLVER = "DLS"
 
 #: Capsules of the body: bone -> (radius at head, radius at tail, x scale of the cross-section).
 CAPSULES: dict[str, tuple[float, float, float]] = {
@@ -73,6 +67,11 @@ HIPS_DROP = 0.05
 FLAG_AT = (-4.3, 0.8)
 DRAPE_AT = (2.0, 0.9)
 LIFT = 0.07
+
+#: The drape: a square cloth (m, cuts) dropped from this height onto a ball of radius 0.45 m.
+DRAPE_SIZE = 1.5
+DRAPE_CUTS = 20
+DRAPE_HEIGHT = 1.05
 
 
 @dataclass
@@ -353,11 +352,33 @@ def build_cape(arm, body):
     return cape
 
 
-def build_flag(frames: int):
-    """A flag on a pole, its pole edge pinned, in a Wind field blowing across it.
+#: The flag's size (m) and cuts, and its wind: a Wind field behind the pole blowing along +X
+#: (a field blows along its object's local Z) and a Turbulence field drifting downwind with the
+#: air, which ripples the flag so that the wind catches it.
+FLAG_SIZE = (1.2, 0.8)
+FLAG_CUTS = (20, 13)
+WIND_STRENGTH = 8.0
+TURBULENCE = "FlagTurbulence"
+TURBULENCE_STRENGTH = 1.0
+#: The flag as modelled: a slight wave across it (m), as a flag lifted from a fold has; a
+#: perfectly flat flag edge-on to gravity would need a push to hang, or to flutter.
+FLAG_WAVE = 0.02
 
-    A hidden copy (:data:`FLAG_CALM`) is baked with the same settings but no force fields: the
-    checks measure how far the wind moved the flag against it.
+
+def flag_vertices() -> tuple[list[tuple[float, float, float]], list[tuple[int, int, int, int]], list[int]]:
+    """The flag's vertices (world), quads and pole-edge vertex indices."""
+    (w, h), (nx, ny) = FLAG_SIZE, FLAG_CUTS
+    uv, quads = grid(nx, ny)
+    verts = [(FLAG_AT[0] + 0.035 + w * u, FLAG_AT[1] + FLAG_WAVE * u * math.sin(3 * math.pi * u + 2 * v),
+              2.7 - h * v) for u, v in uv]
+    return verts, quads, [i for i, (u, _v) in enumerate(uv) if u == 0.0]
+
+
+def build_flag(frames: int):
+    """A flag on a pole, its pole edge pinned, in the wind.
+
+    A hidden copy (:data:`FLAG_CALM`) is baked with the same settings but no force fields: it
+    hangs from its pole, and the checks compare the windy flag with it.
     """
     import bmesh
     import bpy
@@ -370,23 +391,27 @@ def build_flag(frames: int):
     pole = link(bpy.data.objects.new(FLAG_POLE, me))
     pole.location = (FLAG_AT[0], FLAG_AT[1], 1.4)
     pole.color = (0.35, 0.3, 0.25, 1.0)
-    nx, ny = 20, 13
-    uv, quads = grid(nx, ny)
-    verts = [(FLAG_AT[0] + 0.035 + 1.2 * u, FLAG_AT[1], 2.7 - 0.8 * v) for u, v in uv]
+    verts, quads, pins = flag_vertices()
     flag = mesh_object(FLAG, verts, quads)
-    flag.vertex_groups.new(name="pin").add([i for i, (u, _v) in enumerate(uv) if u == 0.0], 1.0, "REPLACE")
+    flag.vertex_groups.new(name="pin").add(pins, 1.0, "REPLACE")
     flag.color = (0.1, 0.3, 0.75, 1.0)
     calm = link(bpy.data.objects.new(FLAG_CALM, flag.data.copy()))
-    calm.vertex_groups.new(name="pin").add([i for i, (u, _v) in enumerate(uv) if u == 0.0], 1.0, "REPLACE")
+    calm.vertex_groups.new(name="pin").add(pins, 1.0, "REPLACE")
     calm.hide_render = True
     calm.hide_set(True)
-    # A field blows along its object's local Z: here along +X, a little into +Y (onto the flag's face).
-    bpy.ops.object.effector_add(type="WIND", location=(FLAG_AT[0] - 0.6, FLAG_AT[1] - 0.8, 2.3),
-                                rotation=(math.radians(-25), math.radians(90), 0.0))
+    bpy.ops.object.effector_add(type="WIND", location=(FLAG_AT[0] - 1.0, FLAG_AT[1], 2.3),
+                                rotation=(0.0, math.pi / 2, 0.0))
     wind = bpy.context.object
     wind.name = WIND
-    wind.field.strength = 200.0
-    wind.field.flow = 0.0
+    wind.field.strength = WIND_STRENGTH
+    wind.field.flow = 1.0
+    bpy.ops.object.effector_add(type="TURBULENCE", location=(FLAG_AT[0], FLAG_AT[1], 2.3))
+    turbulence = bpy.context.object
+    turbulence.name = TURBULENCE
+    turbulence.field.strength, turbulence.field.size = TURBULENCE_STRENGTH, 0.5
+    for f in (1, frames):
+        turbulence.location.x = FLAG_AT[0] + 3.0 * (f - 1) / FPS  # the gusts travel with the wind
+        turbulence.keyframe_insert("location", frame=f)
     return flag, calm, wind
 
 
@@ -407,59 +432,41 @@ def build_drape():
     ball = link(bpy.data.objects.new(BALL, me))
     ball.location = (DRAPE_AT[0], DRAPE_AT[1], 0.45)
     ball.color = (0.75, 0.75, 0.72, 1.0)
-    n = 26
-    uv, quads = grid(n, n)
-    drape = mesh_object(DRAPE, [(DRAPE_AT[0] + 1.5 * (u - 0.5), DRAPE_AT[1] + 1.5 * (v - 0.5), 1.05) for u, v in uv],
+    uv, quads = grid(DRAPE_CUTS, DRAPE_CUTS)
+    drape = mesh_object(DRAPE, [(DRAPE_AT[0] + DRAPE_SIZE * (u - 0.5), DRAPE_AT[1] + DRAPE_SIZE * (v - 0.5), DRAPE_HEIGHT)
+                               for u, v in uv],
                         quads)
     drape.color = (0.2, 0.55, 0.35, 1.0)
     return drape, ball, floor
 
 
-# ---------------------------------------------------------------------------- where features are used
+# ---------------------------------------------------------------------------- the add-on's settings
 
 
 def configure_ik_chains(arm, lantern) -> list[str]:
     """Set up the Sinew chains of the character; returns their tip bones.
 
-    Feature ``rig`` on: the legs follow the foot control bones and bend toward the knee-pole
-    bones through ``target_bone`` / ``pole_bone`` (as Rigify's generated rig does), and the arm
-    chain runs to the hand with ``use_rotation`` toward the lantern's orientation. Off (today):
-    an empty per control bone follows it through a Copy Location constraint (Sinew then reads
-    the targets by stepping the scene), and the arm chain stops at the forearm.
-    Feature ``ik`` on: every chain keeps the add-on's default solver (the one that gives natural
-    poses); off: :data:`IK_SOLVER`.
+    The legs follow the foot control bones and bend toward the knee-pole bones through
+    ``target_bone`` / ``pole_bone`` (as Rigify's generated rig does); the arm chain runs to the
+    hand with ``use_rotation`` toward the lantern's orientation. Every chain keeps the add-on's
+    default solver.
     """
     tips = []
     for tip, (length, control, pole) in LEG_CHAINS.items():
         s = arm.pose.bones[tip].sinew_ik
         s.enabled, s.chain_length = True, length
-        if not features.on("ik"):
-            s.solver = IK_SOLVER
         s.target_mode, s.max_iterations, s.tolerance = "OBJECT", 200, 1e-5
-        if features.on("rig"):
-            s.target, s.target_bone = arm, control
-            s.pole_target, s.pole_bone = arm, pole
-            s.pole_angle = blender_pole_angle(arm, tip, length, arm, control, pole)
-        else:
-            s.target = follower(arm, control)
-            s.pole_target = follower(arm, pole)
+        s.target, s.target_bone = arm, control
+        s.pole_target, s.pole_bone = arm, pole
+        s.pole_angle = blender_pole_angle(arm, tip, length, arm, control, pole)
         tips.append(tip)
-    if features.on("rig"):
-        tip = ARM_TIP_ROTATION
-        s = arm.pose.bones[tip].sinew_ik
-        s.chain_length, s.use_rotation, s.rotation_weight = 3, True, 0.5
-        s.pole_target, s.pole_bone = arm, ARM_POLE
-        s.pole_angle = blender_pole_angle(arm, tip, 3, lantern, "", ARM_POLE)
-    else:
-        tip = ARM_TIP
-        s = arm.pose.bones[tip].sinew_ik
-        s.chain_length = 2
-        s.pole_target = follower(arm, ARM_POLE)
+    s = arm.pose.bones[ARM_TIP].sinew_ik
+    s.chain_length, s.use_rotation, s.rotation_weight = 3, True, 0.5
+    s.pole_target, s.pole_bone = arm, ARM_POLE
+    s.pole_angle = blender_pole_angle(arm, ARM_TIP, 3, lantern, "", ARM_POLE)
     s.enabled, s.target_mode, s.target = True, "OBJECT", lantern
-    if not features.on("ik"):
-        s.solver = IK_SOLVER
     s.max_iterations, s.tolerance = 200, 1e-5
-    tips.append(tip)
+    tips.append(ARM_TIP)
     return tips
 
 
@@ -510,65 +517,39 @@ def blender_pole_angle(arm, tip: str, chain_length: int, target, target_bone: st
     return math.radians(best[1])
 
 
-def follower(arm, bone: str):
-    """An empty that follows ``bone``'s head through a Copy Location constraint (today's targets)."""
-    import bpy
-
-    ob = link(bpy.data.objects.new(f"{bone}_target", None))
-    ob.empty_display_type, ob.empty_display_size = "SPHERE", 0.04
-    con = ob.constraints.new("COPY_LOCATION")
-    con.target, con.subtarget = arm, bone
-    return ob
-
-
-#: Second-round spring settings per element, applied by ``configure_springs`` when the
-#: ``material`` feature is on: a preset of the Cloth panel (DENSITY + MATERIAL, with a strain
-#: limit), then these overrides. First guesses for the lead to judge on the pictures.
-MATERIAL: dict[str, dict[str, object]] = {
-    CAPE: dict(preset="COTTON", substeps=2),
-    FLAG: dict(preset="FLAG", substeps=2, pre_roll=24),
+#: Spring settings per element: a preset of the Cloth panel (DENSITY + MATERIAL, with a
+#: strain limit), then these overrides. The flag uses the IMPLICIT solver: with the FLAG
+#: preset's FAST solver a flag in a strong wind does not converge and crumples against its pole.
+SPRINGS: dict[str, dict[str, object]] = {
+    CAPE: dict(preset="COTTON", substeps=1),
+    FLAG: dict(preset="FLAG", solver="IMPLICIT", substeps=1, pre_roll=24),
     DRAPE: dict(preset="COTTON", substeps=2),
 }
 
-#: Today's settings (per-spring N/m, kg per vertex), chosen so each cloth looks like cloth here.
-TODAY = {
-    CAPE: dict(solver="FAST", vertex_mass=0.004, stiffness=800.0, shear_stiffness=80.0, bending_stiffness=0.5,
-               damping=0.05, air_drag=0.6, substeps=4, iterations=10),
-    FLAG: dict(solver="FAST", vertex_mass=0.002, stiffness=500.0, shear_stiffness=60.0, bending_stiffness=0.5,
-               damping=0.02, air_drag=0.4, substeps=3, iterations=10),
-    DRAPE: dict(solver="FAST", vertex_mass=0.002, stiffness=1000.0, shear_stiffness=100.0, bending_stiffness=0.5,
-                damping=0.05, air_drag=0.4, substeps=4, iterations=10),
-}
+#: Collision modifier settings of the colliders: thickness_outer (m), cloth_friction.
+COLLIDERS: dict[str, tuple[float, float]] = {BODY: (0.015, 5.0), BALL: (0.01, 8.0), FLOOR: (0.01, 8.0)}
 
 
 def configure_springs(cape, flag, calm, drape, body, ball, floor) -> list:
     """Set up the spring meshes; returns them in bake order.
 
-    Colliders: each cloth lists its colliders in a ``collision_collection``; with ``contact``
-    on, they also carry Blender's Collision modifier, whose thickness and friction the bake
-    then uses (today a Collision modifier makes the bake fail). ``selfcol``: the cape collides with itself.
-    ``material``: a preset (density, material stiffness, a strain limit) per cloth (:data:`MATERIAL`).
-    ``fields``: the flag feels the scene's Wind field (the cape, the drape and the flag's calm
-    twin do not).
+    Each cloth gets its preset (:data:`SPRINGS`) and lists its colliders in a
+    ``collision_collection``; the colliders carry Blender's Collision modifier, whose thickness
+    and friction the bake uses (:data:`COLLIDERS`). The cape collides with itself. The flag
+    feels the scene's force fields; its calm twin, the cape and the drape do not.
     """
     import bpy
 
     for ob in (cape, flag, calm, drape):
         s = ob.sinew_springs
         s.enabled = True
-        name = FLAG if ob is calm else ob.name
-        if features.on("material"):
-            settings = dict(MATERIAL[name])
-            bpy.context.view_layer.objects.active = ob
-            bpy.ops.sinew.springs_preset(preset=settings.pop("preset"))
-        else:
-            settings = dict(TODAY[name])
-            if hasattr(s, "mass_mode"):
-                # The material branch makes DENSITY + MATERIAL the default of new objects:
-                # today's values are kg per vertex and N/m per spring.
-                settings.update(mass_mode="VERTEX", stiffness_mode="SPRING")
+        settings = dict(SPRINGS[FLAG if ob is calm else ob.name])
+        bpy.context.view_layer.objects.active = ob
+        bpy.ops.sinew.springs_preset(preset=settings.pop("preset"))
         for key, value in settings.items():
             setattr(s, key, value)
+        s.use_force_fields = ob is flag
+        s.field_weight = 1.0
     for ob in (cape, flag, calm):
         ob.sinew_springs.pin_group = "pin"
     for cloth, colliders in ((cape, (body,)), (drape, (ball, floor))):
@@ -577,25 +558,13 @@ def configure_springs(cape, flag, calm, drape, body, ball, floor) -> list:
         for ob in colliders:
             col.objects.link(ob)
         cloth.sinew_springs.collision_collection = col
-    if features.on("contact"):
-        # Continuous contact holds at any substep count: two are enough for the stretch, and
-        # each costs a collision pass against the deforming body.
-        for ob in (cape, drape):
-            ob.sinew_springs.substeps = 2
-        for ob, thickness, friction in ((body, 0.015, 5.0), (ball, 0.01, 8.0), (floor, 0.01, 8.0)):
-            ob.modifiers.new("Collision", "COLLISION")
-            ob.collision.thickness_outer = thickness
-            ob.collision.cloth_friction = friction
-    if features.on("selfcol"):
-        cape.sinew_springs.self_collision = True
-        cape.sinew_springs.self_distance = 0.005
-    # The wind blows on the flag only (on the cape at demo strength it needs self-collision and
-    # a strain limit too); the fields branch makes use_force_fields default to True, so it is
-    # set either way once the add-on has it.
-    for ob, windy in ((flag, True), (cape, False), (calm, False), (drape, False)):
-        if features.on("fields") or hasattr(ob.sinew_springs, "use_force_fields"):
-            ob.sinew_springs.use_force_fields = windy and features.on("fields")
-            ob.sinew_springs.field_weight = 1.0
+    for ob in (body, ball, floor):
+        thickness, friction = COLLIDERS[ob.name]
+        ob.modifiers.new("Collision", "COLLISION")
+        ob.collision.thickness_outer = thickness
+        ob.collision.cloth_friction = friction
+    cape.sinew_springs.self_collision = True
+    cape.sinew_springs.self_distance = 0.005
     return [cape, flag, calm, drape]
 
 
