@@ -523,7 +523,7 @@ def blender_pole_angle(arm, tip: str, chain_length: int, target, target_bone: st
 SPRINGS: dict[str, dict[str, object]] = {
     CAPE: dict(preset="COTTON", substeps=1),
     FLAG: dict(preset="FLAG", solver="IMPLICIT", substeps=1, pre_roll=24),
-    DRAPE: dict(preset="COTTON", substeps=2),
+    DRAPE: dict(preset="COTTON", substeps=3),
 }
 
 #: Collision modifier settings of the colliders: thickness_outer (m), cloth_friction.
