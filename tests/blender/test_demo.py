@@ -1,9 +1,10 @@
-"""The demo (``python3 build.py demo``) on a shortened range, in both bpy tiers.
+"""The demo (``python3 build.py demo``): the full 240 frames on bpy 5.2, the quick 48 on 4.5.
 
 The demo measures its own saved file with the add-on disabled (``tools/demo/checks.py``) and
 exits 1 when a check that is not pending fails; this test runs it, reads its check table, and
 also tests the measuring helpers on shapes whose answer is known, so a check cannot pass by
-measuring nothing.
+measuring nothing. Checks that need the whole shot (the drape coming to rest) are pending in
+a quick run only, so the full run on 5.2 holds every one of them.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from tests.conftest import ROOT, built_zip
 from tools.demo import checks
 
 
-def test_demo_quick(tmp_path):
+def test_demo(tmp_path):
+    full = bpy.app.version >= (5, 0, 0)
     env = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "user"))
     proc = subprocess.run(
-        [sys.executable, "-m", "tools.demo", "--quick", "--out", str(tmp_path / "out"),
+        [sys.executable, "-m", "tools.demo", *(() if full else ("--quick",)), "--out", str(tmp_path / "out"),
          "--zip", str(built_zip("linux-x64"))],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=1800,
     )
@@ -45,7 +47,7 @@ def test_demo_quick(tmp_path):
                 "flag moved by the wind", "flag stretch under 10 %", "drape stretch under 10 %"}
     assert set(rows) == expected, rows
     for name, state in rows.items():
-        if name in checks.PENDING_CHECKS:
+        if name in checks.PENDING_CHECKS and not full:
             assert state in ("pending", "PASSES"), (name, state)
         else:
             assert state == "ok", (name, state)

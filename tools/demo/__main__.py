@@ -2,7 +2,7 @@
 
 Run by ``python3 build.py demo`` inside the bpy 5.2 environment::
 
-    python -m tools.demo --out out [--quick] [--zip dist/sinew-...-linux_x64.zip] [--feature NAME]
+    python -m tools.demo --out out [--quick] [--zip dist/sinew-...-linux_x64.zip]
 
 1. Builds the shot (``shot.py``: a Rigify metarig character walking with IK legs and a
    reaching arm, a cape, a flag in a Wind field, a cloth draped on a ball on the floor) and

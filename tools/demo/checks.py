@@ -22,7 +22,7 @@ from . import shot
 #: (240 frames) holds every check; in a run shorter than :data:`SETTLE_FRAMES` these are
 #: measured and printed but do not fail it.
 PENDING_CHECKS: dict[str, str] = {
-    "drape at rest on the ball": "the drape rests by frame 240 (0.02 m/s) but still moves ~0.3 m/s "
+    "drape at rest on the ball": "the drape rests by frame 240 (0.02 m/s) but still moves 0.3–0.6 m/s "
                                  "after 48 frames",
 }
 SETTLE_FRAMES = 200
