@@ -43,6 +43,8 @@ def pytest_unconfigure(config):
     the tier after all tests passed; by now the summary and the JUnit file are written.
     """
     if "bpy" in sys.modules and _EXIT_STATUS:
+        if "tools.userdir" in sys.modules:  # os._exit skips atexit: remove the user folder now
+            sys.modules["tools.userdir"].cleanup()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(_EXIT_STATUS[-1])

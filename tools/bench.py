@@ -14,7 +14,6 @@ import importlib
 import math
 import os
 import platform
-import shutil
 import sys
 import time
 import traceback
@@ -26,9 +25,10 @@ if str(ROOT) not in sys.path:
 # The add-on is installed from its built zip into a throw-away user folder; Blender reads
 # this variable once, when bpy is first imported. The folder is removed when the run ends
 # (here, explicitly: the run ends with os._exit, which skips atexit).
+from tools import userdir  # noqa: E402
 from tools.userdir import throwaway_user_resources  # noqa: E402
 
-CREATED: list[str] = [] if os.environ.get("BLENDER_USER_RESOURCES") else [throwaway_user_resources("sinew-bench-")]
+throwaway_user_resources("sinew-bench-")
 
 SECTIONS = [
     ("The demo's shot: Sinew against Blender's IK constraints and Cloth on the character, cape, flag and drape",
@@ -267,8 +267,7 @@ if __name__ == "__main__":
     try:
         code = main()
     finally:
-        for folder in CREATED:
-            shutil.rmtree(folder, ignore_errors=True)
+        userdir.cleanup()
     sys.stdout.flush()
     sys.stderr.flush()
     # bpy 4.5 can deadlock in its exit handlers (a delayed-close thread): nothing is left

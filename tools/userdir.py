@@ -13,6 +13,19 @@ import os
 import shutil
 import tempfile
 
+#: The folders this process created (removed by :func:`cleanup`).
+CREATED: list[str] = []
+
+
+def cleanup() -> None:
+    """Remove the folders this process created. Runs at exit; a process that ends with
+    ``os._exit`` (which skips exit handlers) calls it itself first."""
+    while CREATED:
+        shutil.rmtree(CREATED.pop(), ignore_errors=True)
+
+
+atexit.register(cleanup)
+
 
 def throwaway_user_resources(prefix: str) -> str:
     """Point ``BLENDER_USER_RESOURCES`` at a temporary folder removed at exit; return its path.
@@ -25,5 +38,5 @@ def throwaway_user_resources(prefix: str) -> str:
         return given
     path = tempfile.mkdtemp(prefix=prefix)
     os.environ["BLENDER_USER_RESOURCES"] = path
-    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    CREATED.append(path)
     return path

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -31,12 +30,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tools import userdir  # noqa: E402
 from tools.userdir import throwaway_user_resources  # noqa: E402
 
 ADDON = "bl_ext.user_default.sinew"
-
-#: Temporary folders this run made (the add-on's install among them): removed when it ends.
-CREATED: list[str] = []
 
 
 def install_addon(zip_path: Path):
@@ -93,8 +90,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     zip_path = Path(args.zip) if args.zip else sorted((ROOT / "dist").glob("sinew-*-linux_x64.zip"))[-1]
-    if not os.environ.get("BLENDER_USER_RESOURCES"):  # removed at the end (os._exit skips atexit)
-        CREATED.append(throwaway_user_resources("sinew-demo-user-"))
+    throwaway_user_resources("sinew-demo-user-")  # removed at the end (os._exit skips atexit)
     import bpy  # isort: skip  (Blender's modules, addon_utils included, come with bpy)
     import addon_utils
 
@@ -167,8 +163,7 @@ if __name__ == "__main__":
     try:
         code = main()
     finally:
-        for folder in CREATED:
-            shutil.rmtree(folder, ignore_errors=True)
+        userdir.cleanup()
     sys.stdout.flush()
     sys.stderr.flush()
     # bpy 4.5 can deadlock in its exit handlers (a delayed-close thread): nothing is left
