@@ -264,12 +264,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        code = main()
-    finally:
-        userdir.cleanup()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # bpy 4.5 can deadlock in its exit handlers (a delayed-close thread): nothing is left
-    # to clean up, so end the process directly.
-    os._exit(code)
+    userdir.run_then_exit(main)

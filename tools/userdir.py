@@ -11,7 +11,9 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
+from collections.abc import Callable
 
 #: The folders this process created (removed by :func:`cleanup`).
 CREATED: list[str] = []
@@ -40,3 +42,19 @@ def throwaway_user_resources(prefix: str) -> str:
     os.environ["BLENDER_USER_RESOURCES"] = path
     CREATED.append(path)
     return path
+
+
+def run_then_exit(main: Callable[[], int]) -> None:
+    """Run ``main()``, remove the folders, and end the process with its exit code directly.
+
+    bpy 4.5 can deadlock in its exit handlers (a delayed-close thread), so a process that
+    imported bpy ends with ``os._exit`` once its output is flushed; that skips ``atexit``,
+    hence the explicit :func:`cleanup`. An exception from ``main`` still propagates.
+    """
+    try:
+        code = main()
+    finally:
+        cleanup()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -21,7 +21,6 @@ check fails.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -160,12 +159,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        code = main()
-    finally:
-        userdir.cleanup()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # bpy 4.5 can deadlock in its exit handlers (a delayed-close thread): nothing is left
-    # to clean up, so end the process directly.
-    os._exit(code)
+    userdir.run_then_exit(main)
