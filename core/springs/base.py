@@ -235,7 +235,7 @@ class Integrator:
             directions = d / np.maximum(solved, 1e-300)[:, None]
             held = resolve(colliders, x_new, v_new, x_old, h, model)
             normals = getattr(colliders, "normals", None)
-            if np.any(held) and normals is not None:
+            if np.any(held) and normals is not None and model.max_stretch > 0:
                 limited = _after_contact(model, x_new, v_new, x_old, h, colliders, held,
                                          solved, directions, hard) and limited
                 # a held vertex is given no speed its positions do not show: its speed

@@ -549,16 +549,6 @@ class SelfCollision:
                 break
             rows = np.flatnonzero(active)
             self._project(x, v, idx[rows], alpha[rows], normal[rows], target[rows], inv_mass)
-            # the projection takes back this step's approach: no vertex is moved further
-            # than it moved in the step plus the recovery (a vertex caught between layers
-            # that push it different ways drifts in the Jacobi sweeps, centimetres at one
-            # substep, and the springs around it store that); what is left is the failsafe's
-            push = x - x_solved
-            reach = np.linalg.norm(x_solved - x0, axis=1) + 2.0 * _RECOVERY * d
-            far = np.linalg.norm(push, axis=1)
-            over = far > reach
-            if np.any(over):
-                x[over] = x_solved[over] + push[over] * (reach[over] / far[over])[:, None]
         contacts = int(active.sum())
         rows = np.flatnonzero(active)
         constraints = (idx[rows], alpha[rows], normal[rows], target[rows]) if len(rows) else None
