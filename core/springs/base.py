@@ -67,6 +67,10 @@ _COMPRESSION = 0.01
 #: shorter than that: a contact stage that only flattens the cloth a little onto a surface
 #: is left alone.
 _COMPRESSION_TRIGGER = 0.1
+#: Rounds of strain limit and contact after the contact stage (:func:`_after_contact`),
+#: until no spring is longer than its limit by more than ``_ROUND_TOLERANCE`` (relative).
+_ROUNDS = 4
+_ROUND_TOLERANCE = 0.02
 
 
 @dataclass
@@ -287,19 +291,25 @@ def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray
         x[pi] = hard
     e = model.structural_count
     rest = model.rest_lengths[:e]
-    idx = np.flatnonzero(held)
     normals = colliders.normals
-    contacts = LinearRows.points(idx, normals[idx], x[idx], float(np.median(rest)))
-    before = x.copy()
-    lower = np.minimum(solved, rest) * (1.0 - _COMPRESSION)
+    scale = float(np.median(rest))
     sp = model.springs[:e]
+    bound = (1.0 + model.max_stretch) * rest * (1.0 + _ROUND_TOLERANCE)
+    lower = np.minimum(solved, rest) * (1.0 - _COMPRESSION)
     along = np.einsum("ij,ij->i", x[sp[:, 0]] - x[sp[:, 1]], directions)
-    if np.any(along < lower - _COMPRESSION_TRIGGER * rest):
-        limit_strain(model, x, v, h, stretch=False,
-                     rows=LinearRows.join(LinearRows.springs(sp, directions, lower, rest), contacts))
-    info = limit_strain(model, x, v, h, rows=contacts)
-    moved = np.any(x != before, axis=1)
-    if np.any(moved):
+    compressed = bool(np.any(along < lower - _COMPRESSION_TRIGGER * rest))
+    held = held.copy()
+    for k in range(_ROUNDS):
+        idx = np.flatnonzero(held)
+        contacts = LinearRows.points(idx, normals[idx], x[idx], scale)
+        before = x.copy()
+        if k == 0 and compressed:
+            limit_strain(model, x, v, h, stretch=False,
+                         rows=LinearRows.join(LinearRows.springs(sp, directions, lower, rest), contacts))
+        info = limit_strain(model, x, v, h, rows=contacts)
+        moved = np.any(x != before, axis=1)
+        if not np.any(moved):
+            break
         # the projection changed v by Δx/h; a held vertex it lifted off its collider keeps
         # no more outward speed than its whole step shows, (x − x₀)/h (a row of a falling
         # strip that the contact stage stopped and the projection then lifted back is
@@ -309,7 +319,15 @@ def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray
         vn = np.einsum("ij,ij->i", v[on] - vc, nrm)
         step = np.einsum("ij,ij->i", (x[on] - x_old[on]) / h - vc, nrm)
         v[on] += (np.clip(vn, 0.0, np.maximum(step, 0.0)) - vn)[:, None] * nrm
-        resolve_again(colliders, x, v, x_old, h, model, moved, carry=True)
+        # a held vertex slides along the tangent plane of its contact, which on a curved
+        # body goes slightly in: the colliders once more on what moved, and another round
+        # while that stretched the cloth past its limit again
+        held |= resolve_again(colliders, x, v, x_old, h, model, moved, carry=k == 0)
+        if pi is not None and len(pi):
+            x[pi] = hard
+        length = np.linalg.norm(x[sp[:, 0]] - x[sp[:, 1]], axis=1)
+        if not np.any(length > bound):
+            break
     return info.converged or model.max_stretch <= 0
 
 

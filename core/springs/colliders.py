@@ -473,6 +473,11 @@ def resolve_again(colliders: Sequence[object], x: np.ndarray, v: np.ndarray, x_p
     support = getattr(colliders, "support", None) if carry else None
     again = ColliderSet(list(colliders), ContactStats(), support, getattr(colliders, "triangles", None))
     held = resolve(again, x, v, x_prev, h, model, only=only)
+    if isinstance(colliders, ColliderSet) and colliders.normals is not None:
+        # the contacts it found, for the stages after it
+        colliders.normals[held] = again.normals[held]
+        colliders.velocities[held] = again.velocities[held]
+        colliders.frictions[held] = again.frictions[held]
     stats = getattr(colliders, "stats", None)
     if stats is not None:
         stats.add(0, again.stats.max_penetration)
