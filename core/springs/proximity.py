@@ -280,8 +280,12 @@ def coplanarity_times(p0: np.ndarray, p1: np.ndarray) -> np.ndarray:
     their displacements. ``[0, 1]`` is cut at the roots of ``f′`` into three monotone
     pieces; a piece whose ends differ in sign, or touch zero (``|f|`` below ``1e-12`` of
     the coefficients' size, so rounding cannot hide a contact at an end), is bisected.
+    Rows whose four Bernstein coefficients on ``[0, 1]`` share a sign, all further than
+    twice that tolerance from zero, have no root (``f`` lies between the smallest and
+    the largest of them: Farin 2002, "Curves and Surfaces for CAGD", the convex hull
+    property) and are answered ``nan`` before that work: most candidate pairs of a step.
     """
-    k = len(p0)
+    out = np.full((len(p0), 3), np.nan)
     dp = p1 - p0
     u0, v0, w0 = (p0[:, i] - p0[:, 0] for i in (1, 2, 3))
     du, dv, dw = (dp[:, i] - dp[:, 0] for i in (1, 2, 3))
@@ -290,6 +294,23 @@ def coplanarity_times(p0: np.ndarray, p1: np.ndarray) -> np.ndarray:
     duv = np.cross(du, dv)
     c = (dot(uv0, w0), dot(mix, w0) + dot(uv0, dw), dot(duv, w0) + dot(mix, dw), dot(duv, dw))
     scale = np.abs(c[0]) + np.abs(c[1]) + np.abs(c[2]) + np.abs(c[3])
+    b1, b2 = c[0] + c[1] / 3.0, c[0] + (2.0 * c[1] + c[2]) / 3.0
+    b3 = c[0] + c[1] + c[2] + c[3]
+    margin = 2e-12 * scale
+    lo_b = np.minimum(np.minimum(c[0], b1), np.minimum(b2, b3))
+    hi_b = np.maximum(np.maximum(c[0], b1), np.maximum(b2, b3))
+    maybe = np.flatnonzero((lo_b <= margin) & (hi_b >= -margin))
+    if len(maybe) == 0:
+        return out
+    c, scale = tuple(ci[maybe] for ci in c), scale[maybe]
+    out[maybe] = _cubic_roots(c, scale)
+    return out
+
+
+def _cubic_roots(c: tuple[np.ndarray, ...], scale: np.ndarray) -> np.ndarray:
+    """Roots ``(k, 3)`` in ``[0, 1]`` of the cubics ``c₀ + c₁t + c₂t² + c₃t³`` (coefficients
+    ``(k,)`` each, ``scale`` the sum of their sizes), as :func:`coplanarity_times` finds them."""
+    k = len(scale)
     # roots of f'(t) = 3 c3 t² + 2 c2 t + c1
     qa, qb, qc = 3.0 * c[3], 2.0 * c[2], c[1]
     with np.errstate(divide="ignore", invalid="ignore"):

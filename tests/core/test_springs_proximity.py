@@ -69,6 +69,43 @@ def test_coplanarity_roots_are_roots_and_none_is_missed() -> None:
     assert np.all(np.isnan(first[~has]))
 
 
+def test_rows_answered_early_have_no_root_in_the_full_search() -> None:
+    # coplanarity_times answers rows whose Bernstein coefficients share a sign without the
+    # root search; on rows built to sit at the edge of that test (touching the plane at
+    # the start, at the end, grazing it mid-step, coplanar throughout, far apart) the
+    # answers must be the full search's, row by row.
+    from core.springs.proximity import _cubic_roots, dot
+
+    rng = np.random.default_rng(5)
+    k = 4000
+    tri0 = rng.normal(size=(k, 3, 3))
+    tri1 = tri0 + 0.2 * rng.normal(size=(k, 3, 3))
+    w = rng.dirichlet(np.ones(3), size=k)
+    on0, on1 = np.einsum("ki,kij->kj", w, tri0), np.einsum("ki,kij->kj", w, tri1)
+    n0 = np.cross(tri0[:, 1] - tri0[:, 0], tri0[:, 2] - tri0[:, 0])
+    kind = np.arange(k) % 5
+    lift = np.where(kind[:, None] == 4, 10.0 * n0, 1e-13 * rng.normal(size=(k, 1)) * n0)
+    start = np.where((kind == 0)[:, None], on0 + lift, on0 + 0.5 * n0)
+    end = np.where((kind == 1)[:, None], on1 + lift, on1 + 0.5 * n0)
+    start = np.where((kind == 2)[:, None], on0, start)  # coplanar all step (static triangle)
+    end = np.where((kind == 2)[:, None], on0, end)
+    tri1[kind == 2] = tri0[kind == 2]
+    p0 = np.concatenate([tri0, start[:, None]], axis=1)
+    p1 = np.concatenate([tri1, end[:, None]], axis=1)
+    p1[kind == 3, 3] += 0.5 * rng.normal(size=(np.count_nonzero(kind == 3), 3))  # grazing or not
+    dp = p1 - p0
+    u0, v0, w0 = (p0[:, i] - p0[:, 0] for i in (1, 2, 3))
+    du, dv, dw = (dp[:, i] - dp[:, 0] for i in (1, 2, 3))
+    uv0, mix, duv = np.cross(u0, v0), np.cross(du, v0) + np.cross(u0, dv), np.cross(du, dv)
+    c = (dot(uv0, w0), dot(mix, w0) + dot(uv0, dw), dot(duv, w0) + dot(mix, dw), dot(duv, dw))
+    full = _cubic_roots(c, np.abs(c[0]) + np.abs(c[1]) + np.abs(c[2]) + np.abs(c[3]))
+    got = coplanarity_times(p0, p1)
+    assert np.array_equal(np.isnan(got), np.isnan(full))
+    assert np.array_equal(got[np.isfinite(got)], full[np.isfinite(full)])
+    assert np.count_nonzero(np.isfinite(got).any(axis=1)) > k // 4  # the edge cases are there
+    assert np.count_nonzero(~np.isfinite(got).any(axis=1)) > k // 4  # and rows answered early
+
+
 def test_barycentric_rebuilds_the_projected_point_and_survives_degenerate_triangles() -> None:
     rng = np.random.default_rng(5)
     a, b, c, p = (rng.normal(size=(500, 3)) for _ in range(4))
