@@ -200,11 +200,17 @@ def _pair_cache(cache: dict, key: str, tree: BoxTree, rows: int) -> PairCache:
 
 
 def _group_min(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Index (into ``keys``) of the smallest ``values`` per key; rows sorted by key."""
-    order = np.lexsort((values, keys))
-    first = np.ones(len(order), bool)
-    first[1:] = keys[order][1:] != keys[order][:-1]
-    return order[first]
+    """Index (into ``keys``, ``(k,)`` ints below ``n``) of the smallest ``values`` per key,
+    the first one on a tie (``nan`` counts as largest); in increasing key order. Two
+    unbuffered scatters of length ``k``, no sort."""
+    k = len(keys)
+    low = np.full(n, np.nan)
+    np.fmin.at(low, keys, values)
+    low = low[keys]
+    hit = np.flatnonzero((values == low) | np.isnan(low))
+    first = np.full(n, k)
+    np.minimum.at(first, keys[hit], hit)
+    return first[first < k]
 
 
 @dataclass

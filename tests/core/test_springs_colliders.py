@@ -409,3 +409,23 @@ def test_a_collider_moved_to_new_vertices_equals_one_built_there_and_a_still_one
             assert np.array_equal(getattr(a, name), getattr(b, name)), name
         x = rng.normal(scale=0.4, size=(50, 3))
         assert np.array_equal(moved.signed_distance(x), fresh.signed_distance(x))
+
+
+def test_group_min_picks_the_first_smallest_value_of_every_key_as_a_sort_does():
+    # the contact stage keeps, per cloth vertex, its nearest candidate triangle: the
+    # smallest value per key, the earliest row on a tie, nan as the largest; brute force
+    # by a stable sort on (key, value)
+    from core.springs.contact import _group_min
+
+    rng = np.random.default_rng(3)
+    n, k = 300, 5000
+    keys = rng.integers(0, n, k)
+    values = np.round(rng.random(k), 2)  # many ties
+    values[rng.random(k) < 0.05] = np.nan
+    values[keys == 7] = np.nan  # a key with nothing but nan
+    got = _group_min(keys, values, n)
+    order = np.lexsort((np.where(np.isnan(values), np.inf, values), keys))
+    first = np.ones(k, bool)
+    first[1:] = keys[order][1:] != keys[order][:-1]
+    assert np.array_equal(got, order[first])
+    assert np.array_equal(keys[got], np.unique(keys))
