@@ -592,13 +592,16 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
         cache["points"] = (pts, _unit(vn[pts])[0],
                            BoxTree(np.minimum(c0, c1) - th, np.maximum(c0, c1) + th))
     pts, vn, tree = cache["points"]
-    sub = np.flatnonzero(np.any(active[triangles], axis=1) & np.any(movable[triangles], axis=1))
+    t0, t1, t2 = triangles[:, 0], triangles[:, 1], triangles[:, 2]
+    sub = np.flatnonzero((active[t0] | active[t1] | active[t2]) & (movable[t0] | movable[t1] | movable[t2]))
     if len(sub) == 0 or len(pts) == 0:
         return 0.0
-    a0, a1 = x_old[triangles], x[triangles]  # (f, 3, 3)
-    flo, fhi = np.minimum(a0.min(1), a1.min(1)), np.maximum(a0.max(1), a1.max(1))
+    # the faces' boxes over the step, corner by corner (no reductions over short axes)
+    vlo, vhi, d = np.minimum(x_old, x), np.maximum(x_old, x), np.abs(x - x_old)
+    flo = np.minimum(np.minimum(vlo[t0], vlo[t1]), vlo[t2])
+    fhi = np.maximum(np.maximum(vhi[t0], vhi[t1]), vhi[t2])
     it, ip = _pair_cache(cache, "faces", tree, len(triangles)).pairs(
-        flo, fhi, sub, th + np.abs(a1 - a0).max(1))
+        flo, fhi, sub, th + np.maximum(np.maximum(d[t0], d[t1]), d[t2]))
     if len(it) == 0:
         return 0.0
     tri, pv, nv = triangles[it], pts[ip], vn[ip]
