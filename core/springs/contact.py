@@ -158,6 +158,16 @@ def _friction(x: np.ndarray, rel_start: np.ndarray, n: np.ndarray, push: np.ndar
     return x - dt * (cut / np.where(ln > 0, ln, 1.0))[:, None]
 
 
+def _face_normals(win: MeshWindow, end: bool) -> np.ndarray:
+    """Unit normals ``(t, 3)`` of the window's triangles at the end (or the start) of the
+    step, computed once per window (kept in ``win.cache``)."""
+    c = win.c1 if end or win.c0 is win.c1 else win.c0
+    key = "normals1" if c is win.c1 else "normals0"
+    if key not in win.cache:
+        win.cache[key] = _normals(c, win.triangles)
+    return win.cache[key]
+
+
 def _nearest(win: MeshWindow, x: np.ndarray, verts: np.ndarray, tris_idx: np.ndarray,
              cpt) -> tuple[np.ndarray, ...]:
     """Per candidate pair: nearest point on the end triangle, barycentrics, signed distance,
@@ -166,7 +176,7 @@ def _nearest(win: MeshWindow, x: np.ndarray, verts: np.ndarray, tris_idx: np.nda
     a, b, c = win.c1[t[:, 0]], win.c1[t[:, 1]], win.c1[t[:, 2]]
     p = x[verts]
     q = cpt(p, a, b, c)
-    nrm = _unit(np.cross(b - a, c - a))[0]
+    nrm = _face_normals(win, True)[tris_idx]
     diff = p - q
     dist = np.sqrt(_dot(diff, diff))
     side = _dot(diff, nrm)
@@ -371,7 +381,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
                 nt = _unit(np.cross(pt[:, 1] - pt[:, 0], pt[:, 2] - pt[:, 0]))[0]
                 rel = (p1[sel, 3] - p[sel, 3]) - np.einsum("ki,kij->kj", bary, p1[sel, :3] - p[sel, :3])
                 # crossing into the front face, inside the triangle, and starting in front
-                start_side = _dot(p[sel, 3] - p[sel, 0], _normals(win.c0, tr[sel]))
+                start_side = _dot(p[sel, 3] - p[sel, 0], _face_normals(win, False)[it_[sel]])
                 ok = (np.all(bary >= -_EPS_BARY, 1) & (_dot(rel, nt) < 0) & (start_side >= -1e-9))
                 sel, bary, tt = sel[ok], bary[ok], tc[sel][ok]
                 if len(sel):
@@ -380,7 +390,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
                     vi = iv[sel]
                     q0 = np.einsum("ki,kij->kj", bary, p[sel, :3])
                     q1 = np.einsum("ki,kij->kj", bary, p1[sel, :3])
-                    n1 = _normals(win.c1, tris[it_[sel]])
+                    n1 = _face_normals(win, True)[it_[sel]]
                     s_end = _dot(x[vi] - q1, n1)
                     penetration = max(penetration, float(np.max(np.maximum(-s_end, 0.0))))
                     push = th - s_end
