@@ -138,10 +138,57 @@ class MeshWindow:
 def _apart(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, grow: float) -> bool:
     """Whether the collider's bounding box over the step, grown by ``grow`` (m), misses
     the cloth's ``x_old → x`` (then neither vertices, edges nor faces can touch it)."""
-    lo = np.minimum(win.c0.min(axis=0), win.c1.min(axis=0)) - grow
-    hi = np.maximum(win.c0.max(axis=0), win.c1.max(axis=0)) + grow
-    return not bool(np.all((np.minimum(x.min(axis=0), x_old.min(axis=0)) <= hi)
-                           & (lo <= np.maximum(x.max(axis=0), x_old.max(axis=0)))))
+    if "box" not in win.cache:
+        win.cache["box"] = (np.minimum(win.c0.min(axis=0), win.c1.min(axis=0)),
+                            np.maximum(win.c0.max(axis=0), win.c1.max(axis=0)))
+    lo, hi = win.cache["box"]
+    return not bool(np.all((np.minimum(x.min(axis=0), x_old.min(axis=0)) <= hi + grow)
+                           & (lo - grow <= np.maximum(x.max(axis=0), x_old.max(axis=0)))))
+
+
+#: A moving collider with more triangles than this is cut, per step, to the part near the
+#: cloth (:func:`_near_part`) before any broad-phase structure is built.
+_CUT = 256
+
+
+def _near_part(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, grow: float) -> MeshWindow:
+    """The part of a moving window that can touch the cloth this step: the triangles and
+    ridges whose boxes over the step come within ``2 grow`` (m) of the cloth's box over the
+    step ``x_old → x``, plus every triangle on a kept ridge's sides (its normal) and around
+    a kept ridge point (the point's normal), as a window of its own. Kept in ``win.cache``
+    and reused by the later calls of the step while the cloth's box, grown by ``grow``,
+    stays inside the one it was cut for; a deforming body of thousands of triangles then
+    costs broad-phase structures over the few near the cloth, not over all of them."""
+    clo = np.minimum(x.min(axis=0), x_old.min(axis=0)) - grow
+    chi = np.maximum(x.max(axis=0), x_old.max(axis=0)) + grow
+    done = win.cache.get("near")
+    if done is not None and np.all(clo >= done[0]) and np.all(chi <= done[1]):
+        return done[2]
+    lo, hi = clo - grow, chi + grow
+    vlo, vhi = np.minimum(win.c0, win.c1), np.maximum(win.c0, win.c1)
+    t, e = win.triangles, win.edges
+    keep_t = np.ones(len(t), bool)
+    col = [t[:, j] for j in range(3)]
+    for k in range(3):  # the triangle's box over the step against the cloth's
+        tlo = np.minimum(np.minimum(vlo[col[0], k], vlo[col[1], k]), vlo[col[2], k])
+        thi = np.maximum(np.maximum(vhi[col[0], k], vhi[col[1], k]), vhi[col[2], k])
+        keep_t &= (tlo <= hi[k]) & (thi >= lo[k])
+    keep_e = np.ones(len(e), bool)
+    for k in range(3):
+        keep_e &= ((np.minimum(vlo[e[:, 0], k], vlo[e[:, 1], k]) <= hi[k])
+                   & (np.maximum(vhi[e[:, 0], k], vhi[e[:, 1], k]) >= lo[k]))
+    ke = np.flatnonzero(keep_e)
+    keep_t[win.edge_faces[ke].reshape(-1)] = True
+    point = np.zeros(len(vlo), bool)
+    point[e[ke].reshape(-1)] = True
+    keep_t |= point[t[:, 0]] | point[t[:, 1]] | point[t[:, 2]]
+    kt = np.flatnonzero(keep_t)
+    renum = np.full(len(t), -1, dtype=np.int64)
+    renum[kt] = np.arange(len(kt))
+    part = MeshWindow(win.c0, win.c1, t[kt], e[ke], renum[win.edge_faces[ke]], win.thickness,
+                      win.friction, win.closed)
+    win.cache["near"] = (lo, hi, part)
+    return part
 
 
 def _normals(c: np.ndarray, tris: np.ndarray) -> np.ndarray:
@@ -363,6 +410,9 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
     if _apart(win, x, x_old, th * (1.0 + _BAND) + 1e-9):
         return np.zeros(n, bool)
     band = th * (1.0 + _BAND) + 1e-9
+    if win.c0 is not win.c1 and len(tris) > _CUT:
+        win = _near_part(win, x, x_old, band + th)
+        tris = win.triangles
     cache = win.cache
     tri_tree = _triangle_tree(win)[0]
     vpairs = _pair_cache(cache, "vertices", tri_tree, n)

@@ -115,7 +115,9 @@ class BoxTree:
         -------
         ia, ib : numpy.ndarray
             Shape ``(k,)`` each, int64: query box ``ia[j]`` overlaps indexed box ``ib[j]``;
-            each pair once.
+            each pair once, sorted by ``ia`` then ``ib`` (the order does not depend on the
+            tree, so a subset of the indexed boxes numbered in the same order gives its
+            pairs in the same order).
         """
         rows = np.arange(len(alo)) if subset is None else np.asarray(subset, dtype=np.int64)
         if len(rows) == 0 or len(self.lo) == 0:
@@ -157,7 +159,9 @@ class BoxTree:
             ia, ib = ia[keep], ib[keep]
         ok = _overlap_pairs(np.ascontiguousarray(qlo.T), np.ascontiguousarray(qhi.T), ia,
                             self.lo_t, self.hi_t, ib)
-        return rows[ia[ok]], ib[ok]
+        ia, ib = rows[ia[ok]], ib[ok]
+        order = np.argsort(ia * len(self.lo) + ib)  # one order, whatever the tree's traversal
+        return ia[order], ib[order]
 
 
 def overlapping(alo: np.ndarray, ahi: np.ndarray, ia: np.ndarray, blo: np.ndarray, bhi: np.ndarray,

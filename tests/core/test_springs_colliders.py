@@ -429,3 +429,40 @@ def test_group_min_picks_the_first_smallest_value_of_every_key_as_a_sort_does():
     first[1:] = keys[order][1:] != keys[order][:-1]
     assert np.array_equal(got, order[first])
     assert np.array_equal(keys[got], np.unique(keys))
+
+
+def test_a_large_moving_collider_cut_to_the_part_near_the_cloth_acts_as_the_whole_one(monkeypatch):
+    # A moving mesh of more than contact._CUT triangles is cut, per step, to its triangles
+    # and ridges near the cloth; a ball rising into a small cloth (and sliding sideways
+    # under it) must push it exactly as the whole ball does (the broad phase gives its
+    # pairs in one order, so the part's renumbered triangles come in the same order).
+    from core.springs import contact
+    from core.springs.contact import resolve_mesh
+
+    verts, tris = uv_sphere(1.0, rings=16, segments=32)
+    assert len(tris) > contact._CUT
+    g = grid(8, 0.5, plane="XY")
+    faces = triangulate(g)
+    edges = np.asarray(g.edges)
+    rng = np.random.default_rng(2)
+    ball = TriangleMesh(verts, tris, thickness=0.02, friction=0.3)
+    moved = ball.moved_to(verts + [0.03, 0.0, 0.04], previous=verts)
+    held_total = 0
+    for trial in range(6):
+        x_old = g.positions + [0.1 * trial - 0.25, 0.0, 1.03 + 0.01 * trial]
+        x_end = x_old + [0.0, 0.0, -0.04] + 0.01 * rng.normal(size=x_old.shape)
+        out = []
+        for cut in (10**9, contact._CUT):
+            monkeypatch.setattr(contact, "_CUT", cut)
+            x, v = x_end.copy(), np.zeros_like(x_end)
+            win = moved.window(0.0, 1.0)  # a fresh window: nothing cached
+            held = resolve_mesh(win, x, v, x_old, 1 / 24, edges, np.ones(len(x), bool),
+                                triangles=faces)
+            out.append((x, v, held))
+            if cut < 10**9:
+                assert len(win.cache["near"][2].triangles) < len(tris) // 4  # the top only
+        (xw, vw, hw), (xc, vc, hc) = out
+        assert np.array_equal(hw, hc)
+        assert np.array_equal(xw, xc) and np.array_equal(vw, vc)
+        held_total += int(hw.sum())
+    assert held_total > 100  # the ball does push the cloth
