@@ -605,17 +605,26 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     if len(ie) == 0:
         return
     e, k = edges[ie], ce[ic]
-    n_ridge = n_ridge_all[ic]
-    pa0, pb0, pa1, pb1 = x_old[e[:, 0]], x_old[e[:, 1]], x[e[:, 0]], x[e[:, 1]]
-    qc0, qd0, qc1, qd1 = win.c0[k[:, 0]], win.c0[k[:, 1]], win.c1[k[:, 0]], win.c1[k[:, 1]]
-    # end-of-step closest points and the common normal, pointing out of the ridge
+    pa1, pb1 = x[e[:, 0]], x[e[:, 1]]
+    qc1, qd1 = win.c1[k[:, 0]], win.c1[k[:, 1]]
+    # end-of-step closest points, inside both segments (else the pair is not usable)
     s, u = segment_parameters(pa1, pb1, qc1, qd1)
-    cross = np.cross(pb1 - pa1, qd1 - qc1)
-    nn, ln = _unit(cross)
-    l1 = np.linalg.norm(pb1 - pa1, axis=1) * np.linalg.norm(qd1 - qc1, axis=1)
-    usable = (ln > 1e-6 * l1) & (s > 1e-6) & (s < 1 - 1e-6) & (u > 1e-6) & (u < 1 - 1e-6)
+    inner = np.flatnonzero((s > 1e-6) & (s < 1 - 1e-6) & (u > 1e-6) & (u < 1 - 1e-6))
+    if len(inner) == 0:
+        return
+    e, k, ic, s, u = e[inner], k[inner], ic[inner], s[inner], u[inner]
+    pa1, pb1, qc1, qd1 = pa1[inner], pb1[inner], qc1[inner], qd1[inner]
+    pa0, pb0 = x_old[e[:, 0]], x_old[e[:, 1]]
+    qc0, qd0 = (qc1, qd1) if win.c0 is win.c1 else (win.c0[k[:, 0]], win.c0[k[:, 1]])
+    n_ridge = n_ridge_all[ic]
+    # the common normal, pointing out of the ridge
+    dp, dq = pb1 - pa1, qd1 - qc1
+    nn, ln = _unit(np.cross(dp, dq))
+    l1 = (np.sqrt(dp[:, 0] * dp[:, 0] + dp[:, 1] * dp[:, 1] + dp[:, 2] * dp[:, 2])
+          * np.sqrt(dq[:, 0] * dq[:, 0] + dq[:, 1] * dq[:, 1] + dq[:, 2] * dq[:, 2]))
+    usable = ln > 1e-6 * l1
     nn = nn * np.where(_dot(nn, n_ridge) < 0, -1.0, 1.0)[:, None]
-    sep = _dot(pa1 + s[:, None] * (pb1 - pa1) - (qc1 + u[:, None] * (qd1 - qc1)), nn)
+    sep = _dot(pa1 + s[:, None] * dp - (qc1 + u[:, None] * dq), nn)
     sep0 = _dot(pa0 + s[:, None] * (pb0 - pa0) - (qc0 + u[:, None] * (qd0 - qc0)), nn)
     near = (sep < th - 1e-12) & (sep > -th)
     flip = usable & (sep0 > 0) & (sep <= -th)
