@@ -200,7 +200,8 @@ class PairCache:
     def pairs(self, lo: np.ndarray, hi: np.ndarray, subset: np.ndarray,
               grow: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
         """Pairs ``(ia, ib)`` of query boxes ``lo, hi`` ``(rows, 3)`` (only rows ``subset``)
-        overlapping indexed boxes, as :meth:`BoxTree.pairs` gives them (in another order).
+        overlapping indexed boxes, as :meth:`BoxTree.pairs` gives them (in another order);
+        ``subset`` holds distinct rows.
 
         ``grow`` (m; scalar, ``(rows,)`` or ``(rows, 3)``): how far a re-queried row's box is
         grown for the candidates it keeps (room for the motion of the following queries).
@@ -226,11 +227,15 @@ class PairCache:
             keep = ~gone[self.ia]
             self.ia = np.concatenate([self.ia[keep], ia])
             self.ib = np.concatenate([self.ib[keep], ib])
-        want = np.zeros(self.rows, bool)
-        want[rows] = True
-        sel = want[self.ia]
-        ia, ib = self.ia[sel], self.ib[sel]
-        ok = overlapping(lo, hi, ia, self.tree.lo, self.tree.hi, ib)
+        if len(rows) == self.rows:  # every row (no row twice): every cached pair
+            ia, ib = self.ia, self.ib
+        else:
+            want = np.zeros(self.rows, bool)
+            want[rows] = True
+            sel = want[self.ia]
+            ia, ib = self.ia[sel], self.ib[sel]
+        ok = _overlap_pairs(np.ascontiguousarray(lo.T), np.ascontiguousarray(hi.T), ia,
+                            self.tree.lo_t, self.tree.hi_t, ib)
         return ia[ok], ib[ok]
 
 
