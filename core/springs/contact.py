@@ -216,24 +216,29 @@ def _face_normals(win: MeshWindow, end: bool) -> np.ndarray:
 
 
 def _nearest(win: MeshWindow, x: np.ndarray, verts: np.ndarray, tris_idx: np.ndarray,
-             cpt) -> tuple[np.ndarray, ...]:
-    """Per candidate pair: nearest point on the end triangle, barycentrics, signed distance,
-    outward direction and whether the nearest point is inside the face."""
+             cpt, n: int) -> tuple[np.ndarray, ...]:
+    """The nearest of each vertex's candidate triangles (pairs ``verts, tris_idx``, vertices
+    below ``n``) at the end of the step: the pair's index (in increasing vertex order, the
+    first on a tie), the nearest point on the triangle, its barycentrics, the signed
+    distance, the outward direction and whether the nearest point is inside the face. Only
+    the distance is computed for every pair; the rest for the nearest ones."""
     t = win.triangles[tris_idx]
     a, b, c = win.c1[t[:, 0]], win.c1[t[:, 1]], win.c1[t[:, 2]]
     p = x[verts]
     q = cpt(p, a, b, c)
-    nrm = _face_normals(win, True)[tris_idx]
     diff = p - q
     dist = np.sqrt(_dot(diff, diff))
+    best = _group_min(verts, dist, n)
+    q, diff, dist = q[best], diff[best], dist[best]
+    nrm = _face_normals(win, True)[tris_idx[best]]
     side = _dot(diff, nrm)
     sign = np.where(side < 0, -1.0, 1.0)
     interior = np.abs(side) >= (1.0 - 1e-9) * dist
     out_dir = np.where((dist > 1e-12)[:, None], sign[:, None] * diff / np.where(dist > 1e-12, dist, 1)[:, None],
                        nrm)
     out_dir = np.where(interior[:, None], nrm, out_dir)
-    bary = _barycentric(q, a, b, c)
-    return q, bary, sign * dist, out_dir, interior
+    bary = _barycentric(q, a[best], b[best], c[best])
+    return best, q, bary, sign * dist, out_dir, interior
 
 
 def _may_cross_static(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, iv: np.ndarray,
@@ -473,10 +478,8 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         # ---------- vertex–face, proximity at the end
         iv, it_ = vpairs.pairs(x - band, x + band, sub, grow)
         if len(iv):
-            q, bary, sd, out_dir, interior = _nearest(win, x, iv, it_, cpt)
-            best = _group_min(iv, np.abs(sd), n)
-            iv, it_, q, bary, sd, out_dir = iv[best], it_[best], q[best], bary[best], sd[best], out_dir[best]
-            interior = interior[best]
+            best, q, bary, sd, out_dir, interior = _nearest(win, x, iv, it_, cpt, n)
+            iv, it_ = iv[best], it_[best]
             valid = (sd >= 0) | win.closed | interior
             if it == 0:  # resting vertices inside the band keep (and adjust) their support
                 rest = valid & (sd < band) & np.isnan(deficit[iv])
@@ -536,9 +539,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         check = np.flatnonzero((in_contact | resting) & movable)
         iv, it_ = vpairs.pairs(x - band, x + band, check, band + np.abs(x - x_old))
         if len(iv):
-            _, _, sd, _, interior = _nearest(win, x, iv, it_, cpt)
-            best = _group_min(iv, np.abs(sd), n)
-            sd, interior = sd[best], interior[best]
+            sd, interior = _nearest(win, x, iv, it_, cpt, n)[3::2]
             inside = (sd < 0) & (win.closed | interior)
             if np.any(inside):
                 final = float(-sd[inside].min())
