@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .proximity import BoxTree, PairCache, first_coplanar_time, overlapping, segment_parameters
+from .proximity import BoxTree, PairCache, element_boxes, first_coplanar_time, overlapping, segment_parameters
 from .proximity import barycentric as _barycentric
 from .proximity import dot as _dot
 from .proximity import unit as _unit
@@ -684,11 +684,10 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     if len(sub) == 0 or len(pts) == 0:
         return 0.0
     # the faces' boxes over the step, corner by corner (no reductions over short axes)
-    vlo, vhi, d = np.minimum(x_old, x), np.maximum(x_old, x), np.abs(x - x_old)
-    flo = np.minimum(np.minimum(vlo[t0], vlo[t1]), vlo[t2])
-    fhi = np.maximum(np.maximum(vhi[t0], vhi[t1]), vhi[t2])
+    d = np.abs(x - x_old)
+    flo, fhi = element_boxes(np.minimum(x_old, x), np.maximum(x_old, x), triangles)
     it, ip = _pair_cache(cache, "faces", tree, len(triangles)).pairs(
-        flo, fhi, sub, th + np.maximum(np.maximum(d[t0], d[t1]), d[t2]))
+        flo, fhi, sub, th + element_boxes(d, d, triangles)[1])
     if len(it) == 0:
         return 0.0
     tri, pv, nv = triangles[it], pts[ip], vn[ip]

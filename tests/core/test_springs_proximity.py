@@ -170,3 +170,16 @@ def test_pair_cache_answers_every_query_as_a_fresh_tree_query_does() -> None:
         expect = sorted((int(sub[i]), int(j)) for i, j in zip(*np.nonzero(ov)))
         assert sorted(zip(ia.tolist(), ib.tolist())) == expect, step
     assert 200 < requeried < 12 * 200 * 0.7  # it did keep candidates, and did query again
+
+
+def test_element_boxes_bound_every_vertex_of_their_element() -> None:
+    from core.springs.proximity import element_boxes
+
+    rng = np.random.default_rng(9)
+    x0, x1 = rng.normal(size=(50, 3)), rng.normal(size=(50, 3))
+    lo, hi = np.minimum(x0, x1), np.maximum(x0, x1)
+    for width in (2, 3):
+        el = rng.integers(0, 50, size=(200, width))
+        blo, bhi = element_boxes(lo, hi, el)
+        assert np.array_equal(blo, lo[el].min(axis=1)) and np.array_equal(bhi, hi[el].max(axis=1))
+    assert np.array_equal(lo, x0.clip(max=x1))  # the inputs are left as they were
