@@ -683,23 +683,33 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     sub = np.flatnonzero((active[t0] | active[t1] | active[t2]) & (movable[t0] | movable[t1] | movable[t2]))
     if len(sub) == 0 or len(pts) == 0:
         return 0.0
-    # the faces' boxes over the step, corner by corner (no reductions over short axes)
+    # the boxes over the step of the faces asked about (rows ``sub`` of full-size arrays)
+    flo, fhi, grow = (np.empty((len(triangles), 3)) for _ in range(3))
     d = np.abs(x - x_old)
-    flo, fhi = element_boxes(np.minimum(x_old, x), np.maximum(x_old, x), triangles)
-    it, ip = _pair_cache(cache, "faces", tree, len(triangles)).pairs(
-        flo, fhi, sub, th + element_boxes(d, d, triangles)[1])
+    flo[sub], fhi[sub] = element_boxes(np.minimum(x_old, x), np.maximum(x_old, x), triangles[sub])
+    grow[sub] = th + element_boxes(d, d, triangles[sub])[1]
+    it, ip = _pair_cache(cache, "faces", tree, len(triangles)).pairs(flo, fhi, sub, grow)
     if len(it) == 0:
         return 0.0
-    tri, pv, nv = triangles[it], pts[ip], vn[ip]
+    tri = triangles[it]
     t0, t1 = x_old[tri], x[tri]  # (k, 3, 3)
-    c0, c1 = win.c0[pv], win.c1[pv]
-    n0 = _unit(np.cross(t0[:, 1] - t0[:, 0], t0[:, 2] - t0[:, 0]))[0]
-    n1 = _unit(np.cross(t1[:, 1] - t1[:, 0], t1[:, 2] - t1[:, 0]))[0]
+    c0, c1 = win.c0[pts[ip]], win.c1[pts[ip]]
     # continuous: the point meets the moving triangle inside it during the step
     tc = first_coplanar_time(np.concatenate([t0, c0[:, None]], 1), np.concatenate([t1, c1[:, None]], 1))
     crossed = np.isfinite(tc)
+    n1 = _unit(np.cross(t1[:, 1] - t1[:, 0], t1[:, 2] - t1[:, 0]))[0]
+    plane = _dot(c1 - t1[:, 0], n1)
+    # a pair that neither crossed nor ends within the thickness of the face's plane (with
+    # room for rounding) cannot act: dropped before the barycentrics
+    keep = np.flatnonzero(crossed | (np.abs(plane) < th * (1.0 + 1e-6)))
+    if len(keep) == 0:
+        return 0.0
+    ip, tri, t0, t1, c0, c1 = ip[keep], tri[keep], t0[keep], t1[keep], c0[keep], c1[keep]
+    tc, crossed, n1, plane = tc[keep], crossed[keep], n1[keep], plane[keep]
+    pv, nv = pts[ip], vn[ip]
+    n0 = _unit(np.cross(t0[:, 1] - t0[:, 0], t0[:, 2] - t0[:, 0]))[0]
     bary = _barycentric(c1, t1[:, 0], t1[:, 1], t1[:, 2])  # end of step, for proximity
-    side = np.sign(_dot(c1 - t1[:, 0], n1))
+    side = np.sign(plane)
     if np.any(crossed):
         f = np.flatnonzero(crossed)
         tt = tc[f][:, None, None]
@@ -712,7 +722,7 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
         crossed[f[~ok]] = False
         bary[f[ok]] = b[ok]
         side[f[ok]] = start[ok]  # the side of the cloth the point came from
-    inside = np.all(bary >= -_EPS_BARY, 1)
+    inside = (bary[:, 0] >= -_EPS_BARY) & (bary[:, 1] >= -_EPS_BARY) & (bary[:, 2] >= -_EPS_BARY)
     n_dir = -side[:, None] * n1  # the cloth moves away from the point, to its own side
     q1 = np.einsum("ki,kij->kj", bary, t1)
     sep = _dot(q1 - c1, n_dir)
