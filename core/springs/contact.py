@@ -587,10 +587,12 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     sub = np.flatnonzero(active[edges[:, 0]] | active[edges[:, 1]])
     if len(sub) == 0:
         return
-    a0, b0 = x_old[edges[:, 0]], x_old[edges[:, 1]]
-    a1, b1 = x[edges[:, 0]], x[edges[:, 1]]
-    elo = np.minimum(np.minimum(a0, b0), np.minimum(a1, b1))
-    ehi = np.maximum(np.maximum(a0, b0), np.maximum(a1, b1))
+    # the boxes over the step of the edges asked about (rows ``sub`` of full-size arrays)
+    elo, ehi, grow = (np.empty((len(edges), 3)) for _ in range(3))
+    d = np.abs(x - x_old)
+    es = edges[sub]
+    elo[sub], ehi[sub] = element_boxes(np.minimum(x_old, x), np.maximum(x_old, x), es)
+    grow[sub] = th + np.maximum(d[es[:, 0]], d[es[:, 1]])
     if "ridges" not in cache:
         c0, d0, c1, d1 = win.c0[ce[:, 0]], win.c0[ce[:, 1]], win.c1[ce[:, 0]], win.c1[ce[:, 1]]
         clo = np.minimum(np.minimum(c0, d0), np.minimum(c1, d1)) - th
@@ -600,9 +602,7 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
                         + _normals(win.c1, win.triangles[ef[:, 1]]))[0]
         cache["ridges"] = (BoxTree(clo, chi), n_ridge)
     tree, n_ridge_all = cache["ridges"]
-    d = np.abs(x - x_old)
-    ie, ic = _pair_cache(cache, "edges", tree, len(edges)).pairs(
-        elo, ehi, sub, th + np.maximum(d[edges[:, 0]], d[edges[:, 1]]))
+    ie, ic = _pair_cache(cache, "edges", tree, len(edges)).pairs(elo, ehi, sub, grow)
     if len(ie) == 0:
         return
     e, k = edges[ie], ce[ic]
