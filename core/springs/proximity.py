@@ -26,8 +26,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial import cKDTree
 
-__all__ = ["BoxTree", "PairCache", "element_boxes", "overlapping", "box_pairs", "coplanarity_times", "first_coplanar_time", "segment_parameters",
-           "closest_points_on_triangles", "barycentric", "dot", "unit", "BIG"]
+__all__ = ["BoxTree", "PairCache", "element_boxes", "overlapping", "box_pairs", "coplanarity_times",
+           "first_coplanar_time", "segment_parameters", "closest_points_on_triangles", "barycentric", "dot", "unit",
+           "BIG"]
 
 #: Sets of at most this many boxes are not indexed: they are tested against every query.
 FEW = 16
@@ -433,7 +434,8 @@ def closest_points_on_triangles(p: np.ndarray, a: np.ndarray, b: np.ndarray,
     """Closest point on triangle ``(a, b, c)`` to ``p``, row by row.
 
     Vectorised form of the Voronoi-region test (Ericson 2004, "Real-Time
-    Collision Detection", §5.1.5).
+    Collision Detection", §5.1.5): each row's region (inside, an edge, a corner) is
+    decided first and its closest point computed on that region's rows only.
 
     Parameters
     ----------
@@ -454,25 +456,32 @@ def closest_points_on_triangles(p: np.ndarray, a: np.ndarray, b: np.ndarray,
     va = d3 * d6 - d5 * d4
     vb = d5 * d2 - d1 * d6
     vc = d1 * d4 - d3 * d2
+    region = np.zeros(len(p), np.int8)  # 0: inside the face
+    region[(va <= 0) & ((d4 - d3) >= 0) & ((d5 - d6) >= 0)] = 1  # edge BC
+    region[(vb <= 0) & (d2 >= 0) & (d6 <= 0)] = 2  # edge AC
+    region[(vc <= 0) & (d1 >= 0) & (d3 <= 0)] = 3  # edge AB
+    region[(d6 >= 0) & (d5 <= d6)] = 4  # corner C
+    region[(d3 >= 0) & (d4 <= d3)] = 5  # corner B
+    region[(d1 <= 0) & (d2 <= 0)] = 6  # corner A
+    out = np.empty_like(p)
     with np.errstate(divide="ignore", invalid="ignore"):
-        denom = va + vb + vc
-        v = np.where(denom != 0, vb / denom, 0.0)
-        w = np.where(denom != 0, vc / denom, 0.0)
-        out = a + v[:, None] * ab + w[:, None] * ac  # interior
-        # edge BC
-        t_bc = (d4 - d3) / ((d4 - d3) + (d5 - d6))
-        m = (va <= 0) & ((d4 - d3) >= 0) & ((d5 - d6) >= 0)
-        out = np.where(m[:, None], b + np.nan_to_num(t_bc)[:, None] * (c - b), out)
-        # edge AC
-        t_ac = d2 / (d2 - d6)
-        m = (vb <= 0) & (d2 >= 0) & (d6 <= 0)
-        out = np.where(m[:, None], a + np.nan_to_num(t_ac)[:, None] * ac, out)
-        # edge AB
-        t_ab = d1 / (d1 - d3)
-        m = (vc <= 0) & (d1 >= 0) & (d3 <= 0)
-        out = np.where(m[:, None], a + np.nan_to_num(t_ab)[:, None] * ab, out)
-    # vertex regions
-    out = np.where(((d6 >= 0) & (d5 <= d6))[:, None], c, out)
-    out = np.where(((d3 >= 0) & (d4 <= d3))[:, None], b, out)
-    out = np.where(((d1 <= 0) & (d2 <= 0))[:, None], a, out)
+        i = np.flatnonzero(region == 0)
+        if len(i):
+            denom = va[i] + vb[i] + vc[i]
+            v = np.where(denom != 0, vb[i] / denom, 0.0)
+            w = np.where(denom != 0, vc[i] / denom, 0.0)
+            out[i] = a[i] + v[:, None] * ab[i] + w[:, None] * ac[i]
+        i = np.flatnonzero(region == 1)
+        if len(i):
+            e, f = d4[i] - d3[i], d5[i] - d6[i]
+            out[i] = b[i] + np.nan_to_num(e / (e + f))[:, None] * (c[i] - b[i])
+        i = np.flatnonzero(region == 2)
+        if len(i):
+            out[i] = a[i] + np.nan_to_num(d2[i] / (d2[i] - d6[i]))[:, None] * ac[i]
+        i = np.flatnonzero(region == 3)
+        if len(i):
+            out[i] = a[i] + np.nan_to_num(d1[i] / (d1[i] - d3[i]))[:, None] * ab[i]
+    for r, corner in ((4, c), (5, b), (6, a)):
+        i = np.flatnonzero(region == r)
+        out[i] = corner[i]
     return out

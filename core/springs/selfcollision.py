@@ -75,8 +75,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SinewError
-from .proximity import (barycentric, box_pairs, closest_points_on_triangles, coplanarity_times, element_boxes,
-                        segment_parameters, unit)
+from .proximity import (
+    barycentric,
+    box_pairs,
+    closest_points_on_triangles,
+    coplanarity_times,
+    element_boxes,
+    segment_parameters,
+    unit,
+)
 from .proximity import dot as _dot
 
 __all__ = ["SelfCollision", "SelfCollisionReport", "triangles_intersect", "crossing_pairs", "count_crossings",
