@@ -241,16 +241,18 @@ def _nearest(win: MeshWindow, x: np.ndarray, verts: np.ndarray, tris_idx: np.nda
     return best, q, bary, sign * dist, out_dir, interior
 
 
-def _may_cross_static(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, iv: np.ndarray,
-                      it_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The vertex–triangle pairs ``(iv, it_)`` of a static window that the continuous test
-    can accept: against a still triangle the coplanarity cubic is linear, so a vertex that
-    starts behind its plane (rejected by that test) or stays in front of it by more than
-    a rounding margin at both ends of the step (no root) is dropped before it."""
-    n = _face_normals(win, True)[it_]
-    a = win.c1[win.triangles[it_, 0]]
-    d0 = _dot(x_old[iv] - a, n)
-    d1 = _dot(x[iv] - a, n)
+def _may_cross(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, iv: np.ndarray,
+               it_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The vertex–triangle pairs ``(iv, it_)`` the continuous test can accept: a vertex that
+    starts behind the triangle's plane is rejected by that test anyway, and against a
+    still triangle the coplanarity cubic is linear, so a vertex in front of its plane by
+    more than a rounding margin at both ends of the step has no root. Both are dropped
+    before the cubic."""
+    d0 = _dot(x_old[iv] - win.c0[win.triangles[it_, 0]], _face_normals(win, False)[it_])
+    if win.c0 is not win.c1:
+        keep = np.flatnonzero(d0 >= -1e-9)
+        return iv[keep], it_[keep]
+    d1 = _dot(x[iv] - win.c1[win.triangles[it_, 0]], _face_normals(win, True)[it_])
     slack = 1e-6 * np.abs(d1 - d0) + 1e-9
     keep = np.flatnonzero((d0 >= -1e-9) & ((d0 <= slack) | (d1 <= slack)))
     return iv[keep], it_[keep]
@@ -437,8 +439,8 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         vlo, vhi = np.minimum(x_old, x), np.maximum(x_old, x)
         grow = band + (vhi - vlo)  # room for the later passes and, kept, the next step
         iv, it_ = vpairs.pairs(vlo, vhi, sub, grow)
-        if len(iv) and win.c0 is win.c1:
-            iv, it_ = _may_cross_static(win, x, x_old, iv, it_)
+        if len(iv):
+            iv, it_ = _may_cross(win, x, x_old, iv, it_)
         if len(iv):
             tr = tris[it_]
             p = np.stack([win.c0[tr[:, 0]], win.c0[tr[:, 1]], win.c0[tr[:, 2]], x_old[iv]], 1)
