@@ -241,6 +241,22 @@ def _nearest(win: MeshWindow, x: np.ndarray, verts: np.ndarray, tris_idx: np.nda
     return best, q, bary, sign * dist, out_dir, interior
 
 
+def _deepest(win: MeshWindow, x: np.ndarray, iv: np.ndarray, it_: np.ndarray, cpt) -> float:
+    """How deep (m, 0 if none) the deepest vertex lies inside the collider at the end of the
+    step, judged by its nearest candidate triangle (pairs ``iv, it_``). Only a vertex behind
+    the plane of one of its candidates can be inside its nearest one: the others are
+    dropped before the nearest points are computed."""
+    plane = _dot(x[iv] - win.c1[win.triangles[it_, 0]], _face_normals(win, True)[it_])
+    behind = np.zeros(len(x), bool)
+    behind[iv[plane < 1e-9]] = True
+    keep = np.flatnonzero(behind[iv])
+    if len(keep) == 0:
+        return 0.0
+    sd, interior = _nearest(win, x, iv[keep], it_[keep], cpt, len(x))[3::2]
+    inside = (sd < 0) & (win.closed | interior)
+    return float(-sd[inside].min()) if np.any(inside) else 0.0
+
+
 def _may_cross(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, iv: np.ndarray,
                it_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The vertex–triangle pairs ``(iv, it_)`` the continuous test can accept: a vertex that
@@ -541,10 +557,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         check = np.flatnonzero((in_contact | resting) & movable)
         iv, it_ = vpairs.pairs(x - band, x + band, check, band + np.abs(x - x_old))
         if len(iv):
-            sd, interior = _nearest(win, x, iv, it_, cpt, n)[3::2]
-            inside = (sd < 0) & (win.closed | interior)
-            if np.any(inside):
-                final = float(-sd[inside].min())
+            final = _deepest(win, x, iv, it_, cpt)
         stats.add(int(np.count_nonzero(in_contact | resting)), final, penetration)
     touching = np.zeros(n, bool)
     touching[near] = deficit[near] >= -0.1 * th  # resting at the thickness, not just near

@@ -466,3 +466,26 @@ def test_a_large_moving_collider_cut_to_the_part_near_the_cloth_acts_as_the_whol
         assert np.array_equal(xw, xc) and np.array_equal(vw, vc)
         held_total += int(hw.sum())
     assert held_total > 100  # the ball does push the cloth
+
+
+def test_deepest_point_inside_matches_the_signed_distance_of_a_closed_mesh():
+    # the contact stage reports how deep its deepest vertex ends inside a collider, from
+    # each vertex's nearest candidate triangle; vertices in front of every candidate's
+    # plane are skipped before the nearest points: the depth must be the brute-force one
+    from core.springs.contact import _deepest
+    from core.springs.proximity import box_pairs
+
+    verts, tris = uv_sphere(0.5, rings=12, segments=24)
+    ball = TriangleMesh(verts, tris, thickness=0.02)
+    win = ball.window(0.0, 1.0)
+    rng = np.random.default_rng(4)
+    for depth in (0.0, 0.01, 0.05):
+        d = rng.normal(size=(400, 3))
+        x = d / np.linalg.norm(d, axis=1)[:, None] * (0.5 + rng.uniform(-depth, 0.05, 400))[:, None]
+        band = 0.2  # every vertex paired with every triangle within 0.2 m: its nearest among them
+        p = verts[tris]
+        iv, it_ = box_pairs(x - band, x + band, p.min(axis=1), p.max(axis=1))
+        got = _deepest(win, x, iv, it_, closest_points_on_triangles)
+        want = max(0.0, -float(ball.signed_distance(x).min()))
+        assert got == pytest.approx(want, abs=1e-12)
+        assert (got > 0) == (depth > 0)
