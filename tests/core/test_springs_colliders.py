@@ -471,21 +471,33 @@ def test_a_large_moving_collider_cut_to_the_part_near_the_cloth_acts_as_the_whol
 def test_deepest_point_inside_matches_the_signed_distance_of_a_closed_mesh():
     # the contact stage reports how deep its deepest vertex ends inside a collider, from
     # each vertex's nearest candidate triangle; vertices in front of every candidate's
-    # plane are skipped before the nearest points: the depth must be the brute-force one
+    # plane are skipped before the nearest points: the depth must be the brute-force one,
+    # also when every vertex inside is only just inside
     from core.springs.contact import _deepest
     from core.springs.proximity import box_pairs
 
     verts, tris = uv_sphere(0.5, rings=12, segments=24)
     ball = TriangleMesh(verts, tris, thickness=0.02)
     win = ball.window(0.0, 1.0)
+    p = verts[tris]
+    nrm = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0])
+    nrm /= np.linalg.norm(nrm, axis=1)[:, None]
     rng = np.random.default_rng(4)
-    for depth in (0.0, 0.01, 0.05):
-        d = rng.normal(size=(400, 3))
-        x = d / np.linalg.norm(d, axis=1)[:, None] * (0.5 + rng.uniform(-depth, 0.05, 400))[:, None]
-        band = 0.2  # every vertex paired with every triangle within 0.2 m: its nearest among them
-        p = verts[tris]
+    for depth in (0.0, 1e-4, 2e-3, 0.02):
+        f = rng.integers(0, len(tris), 400)  # points on random faces, moved along their normals
+        on = np.einsum("ki,kij->kj", rng.dirichlet(np.ones(3), 400), p[f])
+        x = on + nrm[f] * rng.uniform(-depth, 0.03, 400)[:, None]
+        band = 0.03  # the contact band: a vertex's nearest triangle is among its candidates
         iv, it_ = box_pairs(x - band, x + band, p.min(axis=1), p.max(axis=1))
         got = _deepest(win, x, iv, it_, closest_points_on_triangles)
         want = max(0.0, -float(ball.signed_distance(x).min()))
-        assert got == pytest.approx(want, abs=1e-12)
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-15)
         assert (got > 0) == (depth > 0)
+    # an open plate, every vertex inside only by up to a micrometre
+    v, t = quad(size=1.0)
+    plate = TriangleMesh(v, t, thickness=0.02)
+    x = np.column_stack([rng.uniform(-0.45, 0.45, (200, 2)),
+                         np.r_[rng.uniform(-1e-6, 0.0, 100), rng.uniform(0.0, 0.03, 100)]])
+    iv, it_ = box_pairs(x - 0.03, x + 0.03, v[t].min(axis=1), v[t].max(axis=1))
+    got = _deepest(plate.window(0.0, 1.0), x, iv, it_, closest_points_on_triangles)
+    assert got == pytest.approx(-x[:, 2].min(), rel=1e-9) and got > 0
