@@ -161,7 +161,7 @@ class BoxTree:
         ok = _overlap_pairs(np.ascontiguousarray(qlo.T), np.ascontiguousarray(qhi.T), ia,
                             self.lo_t, self.hi_t, ib)
         ia, ib = rows[ia[ok]], ib[ok]
-        order = np.argsort(ia * len(self.lo) + ib)  # one order, whatever the tree's traversal
+        order = np.argsort(ia * len(self.lo) + ib, kind="stable")  # one order, whatever the traversal
         return ia[order], ib[order]
 
 
