@@ -23,16 +23,22 @@ def _triple(p: np.ndarray) -> np.ndarray:
     return np.einsum("kj,kj->k", np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]), p[:, 3] - p[:, 0])
 
 
+def _moving_triangles(seed: int, k: int, spread: float) -> tuple:
+    """A generator, ``k`` random triangles at the start and end of a step ``(k, 3, 3)``
+    (moved by ``spread`` times a normal sample) and random barycentric weights ``(k, 3)``."""
+    rng = np.random.default_rng(seed)
+    tri0 = rng.normal(size=(k, 3, 3))
+    tri1 = tri0 + spread * rng.normal(size=(k, 3, 3))
+    return rng, tri0, tri1, rng.dirichlet(np.ones(3), size=k)
+
+
 def test_contact_at_the_end_of_the_step_is_found_despite_rounding() -> None:
     # A vertex that ends the step exactly on a triangle's plane (an affine combination of
     # the end corners): its triple product at t = 1 is zero up to rounding, of either
     # sign. The old self-collision variant needed an exact sign change and missed some of
     # these; every one is a contact and must be reported at t = 1.
-    rng = np.random.default_rng(7)
     k = 2000
-    tri0 = rng.normal(size=(k, 3, 3))
-    tri1 = tri0 + 0.3 * rng.normal(size=(k, 3, 3))
-    w = rng.dirichlet(np.ones(3), size=k)
+    rng, tri0, tri1, w = _moving_triangles(7, k, 0.3)
     end = np.einsum("ki,kij->kj", w, tri1)
     start = end + rng.normal(size=(k, 3))
     p0 = np.concatenate([tri0, start[:, None]], axis=1)
@@ -76,11 +82,8 @@ def test_rows_answered_early_have_no_root_in_the_full_search() -> None:
     # answers must be the full search's, row by row.
     from core.springs.proximity import _cubic_roots, dot
 
-    rng = np.random.default_rng(5)
     k = 4000
-    tri0 = rng.normal(size=(k, 3, 3))
-    tri1 = tri0 + 0.2 * rng.normal(size=(k, 3, 3))
-    w = rng.dirichlet(np.ones(3), size=k)
+    rng, tri0, tri1, w = _moving_triangles(5, k, 0.2)
     on0, on1 = np.einsum("ki,kij->kj", w, tri0), np.einsum("ki,kij->kj", w, tri1)
     n0 = np.cross(tri0[:, 1] - tri0[:, 0], tri0[:, 2] - tri0[:, 0])
     kind = np.arange(k) % 5
