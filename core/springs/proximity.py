@@ -116,9 +116,7 @@ class BoxTree:
         -------
         ia, ib : numpy.ndarray
             Shape ``(k,)`` each, int64: query box ``ia[j]`` overlaps indexed box ``ib[j]``;
-            each pair once, sorted by ``ia`` then ``ib`` (the order does not depend on the
-            tree, so a subset of the indexed boxes numbered in the same order gives its
-            pairs in the same order).
+            each pair once.
         """
         rows = np.arange(len(alo)) if subset is None else np.asarray(subset, dtype=np.int64)
         if len(rows) == 0 or len(self.lo) == 0:
@@ -160,9 +158,7 @@ class BoxTree:
             ia, ib = ia[keep], ib[keep]
         ok = _overlap_pairs(np.ascontiguousarray(qlo.T), np.ascontiguousarray(qhi.T), ia,
                             self.lo_t, self.hi_t, ib)
-        ia, ib = rows[ia[ok]], ib[ok]
-        order = np.argsort(ia * len(self.lo) + ib, kind="stable")  # one order, whatever the traversal
-        return ia[order], ib[order]
+        return rows[ia[ok]], ib[ok]
 
 
 def element_boxes(lo: np.ndarray, hi: np.ndarray, elements: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -194,7 +190,10 @@ class PairCache:
     it overlaps overlaps the grown one); only rows that left their grown box query the
     tree again. So the passes of a contact step, and a second pass over the vertices a
     later stage moved, cost one tree query, and a collider kept across steps (a static
-    one) queries again only where the cloth moved.
+    one) queries again only where the cloth moved. The pairs of each tree query are kept
+    sorted by row then indexed box: their order does not depend on the tree, so a subset
+    of the indexed boxes numbered in the same order gives its pairs in the same order
+    (the contact stage's response depends on the order it meets its pairs in).
 
     Parameters
     ----------
@@ -235,6 +234,8 @@ class PairCache:
             g = g[:, None] if g.ndim == 1 else g
             glo[stale], ghi[stale] = lo[stale] - g, hi[stale] + g
             ia, ib = self.tree.pairs(glo, ghi, stale)
+            order = np.argsort(ia * len(self.tree.lo) + ib, kind="stable")  # whatever the traversal
+            ia, ib = ia[order], ib[order]
             gone = np.zeros(self.rows, bool)
             gone[stale] = True
             keep = ~gone[self.ia]
