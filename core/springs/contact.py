@@ -342,7 +342,6 @@ class Support:
     force: np.ndarray
     masses: np.ndarray
     touched: np.ndarray
-
     @classmethod
     def zeros(cls, masses: np.ndarray) -> Support:
         n = len(masses)
@@ -389,7 +388,9 @@ _BAND = 0.5
 def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarray, h: float,
                  edges: np.ndarray, movable: np.ndarray, stats: ContactStats | None = None,
                  support: Support | None = None, only: np.ndarray | None = None,
-                 triangles: np.ndarray | None = None) -> np.ndarray:
+                 triangles: np.ndarray | None = None,
+                 normals: np.ndarray | None = None,
+                 velocities: np.ndarray | None = None) -> np.ndarray:
     """Make the end of one step collision-free against one collider (module docstring).
 
     Parameters
@@ -416,6 +417,12 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
     triangles : numpy.ndarray, optional
         Shape ``(f, 3)``, the cloth's triangles, for the collider points against them
         (module docstring, step 4); without them that stage is skipped.
+    normals : numpy.ndarray, optional
+        Shape ``(n, 3)``: receives the outward contact normal of every vertex this
+        collider holds (other rows untouched).
+    velocities : numpy.ndarray, optional
+        Shape ``(n, 3)``: receives the velocity of the collider point each of them
+        touches, m/s (other rows untouched).
 
     Returns
     -------
@@ -561,7 +568,12 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         stats.add(int(np.count_nonzero(in_contact | resting)), final, penetration)
     touching = np.zeros(n, bool)
     touching[near] = deficit[near] >= -0.1 * th  # resting at the thickness, not just near
-    return (in_contact | touching) & movable
+    held = (in_contact | touching) & movable
+    if normals is not None:
+        normals[held] = n_contact[held]
+    if velocities is not None:
+        velocities[held] = (q1_contact[held] - q0_contact[held]) / h
+    return held
 
 
 def coulomb_velocity(v: np.ndarray, vc: np.ndarray | float, nrm: np.ndarray, mu: float,

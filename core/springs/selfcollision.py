@@ -274,11 +274,20 @@ class SelfCollisionReport:
         Vertices sent back to their start-of-step positions by the failsafe.
     unresolved : int
         Colliding pairs left (only when pinned vertices are driven through the mesh).
+    constraints : tuple of numpy.ndarray, optional
+        The pairs in contact as the response's constraints ``n·Σₖ αₖ xₖ ≥ target``:
+        ``(idx (k, 4), α (k, 4), n (k, 3), target (k,))`` (module docstring), for a later
+        projection that must keep them (:meth:`.simulate.Simulator.advance`'s strain
+        limit after self-collision).
+    reverted_vertices : numpy.ndarray, optional
+        Shape ``(n,)``, bool: the vertices the failsafe sent back (``None``: none).
     """
 
     contacts: int
     reverted: int
     unresolved: int
+    constraints: tuple | None = None
+    reverted_vertices: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -548,7 +557,19 @@ class SelfCollision:
                 break
             rows = np.flatnonzero(active)
             self._project(x, v, idx[rows], alpha[rows], normal[rows], target[rows], inv_mass)
+            # the projection takes back this step's approach: no vertex is moved further
+            # than it moved in the step plus the recovery (a vertex caught between layers
+            # that push it different ways drifts in the Jacobi sweeps, centimetres at one
+            # substep, and the springs around it store that); what is left is the failsafe's
+            push = x - x_solved
+            reach = np.linalg.norm(x_solved - x0, axis=1) + 2.0 * _RECOVERY * d
+            far = np.linalg.norm(push, axis=1)
+            over = far > reach
+            if np.any(over):
+                x[over] = x_solved[over] + push[over] * (reach[over] / far[over])[:, None]
         contacts = int(active.sum())
+        rows = np.flatnonzero(active)
+        constraints = (idx[rows], alpha[rows], normal[rows], target[rows]) if len(rows) else None
         # failsafe: back to the crossing-free start for whatever still collides. While no
         # vertex moved more than d/2 in the projection, the candidate boxes (grown by d)
         # still hold every pair that can meet; else a fresh broad phase over x₀ → x
@@ -567,7 +588,8 @@ class SelfCollision:
             x[verts] = x0[verts]
             v[verts] = 0.0
             hit = self._impacts(x0, x, idx, is_vf, dist0)[0]
-        return SelfCollisionReport(contacts, int(reverted.sum()), int(hit.sum()))
+        return SelfCollisionReport(contacts, int(reverted.sum()), int(hit.sum()), constraints,
+                                   reverted if np.any(reverted) else None)
 
     def count_crossings(self, x: np.ndarray) -> int:
         """Crossing triangle pairs of this mesh at ``x`` ``(n, 3)`` (see :func:`count_crossings`)."""
