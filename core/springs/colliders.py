@@ -177,8 +177,10 @@ def _edge_topology(t: np.ndarray) -> tuple:
     half = np.concatenate([t[:, [0, 1]], t[:, [1, 2]], t[:, [2, 0]]])
     face = np.tile(np.arange(len(t)), 3)
     opposite = np.concatenate([t[:, 2], t[:, 0], t[:, 1]])
-    key = np.sort(half, axis=1)
-    uniq, inv, count = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+    lo, hi = np.minimum(half[:, 0], half[:, 1]), np.maximum(half[:, 0], half[:, 1])
+    width = np.int64(hi.max()) + 1  # one int64 per edge, ordered as its (lo, hi) row
+    keys, inv, count = np.unique(lo * width + hi, return_inverse=True, return_counts=True)
+    uniq = np.stack([keys // width, keys % width], axis=1)
     inv = inv.reshape(-1)
     order = np.argsort(inv, kind="stable")
     starts = np.searchsorted(inv[order], np.arange(len(uniq)))

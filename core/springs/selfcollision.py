@@ -75,7 +75,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SinewError
-from .proximity import barycentric, box_pairs, closest_points_on_triangles, coplanarity_times, segment_parameters, unit
+from .proximity import (
+    barycentric,
+    box_pairs,
+    closest_points_on_triangles,
+    coplanarity_times,
+    element_boxes,
+    segment_parameters,
+    unit,
+)
 from .proximity import dot as _dot
 
 __all__ = ["SelfCollision", "SelfCollisionReport", "triangles_intersect", "crossing_pairs", "count_crossings",
@@ -206,11 +214,10 @@ def crossing_pairs(x: np.ndarray, triangles: np.ndarray) -> np.ndarray:
     """
     tri = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
     x = np.asarray(x, dtype=np.float64)
-    p = x[tri]
-    i, j = box_pairs(p.min(axis=1), p.max(axis=1))
+    i, j = box_pairs(*element_boxes(x, x, tri))
     share = _share_vertex(tri, i, tri, j)
     i, j = i[~share], j[~share]
-    hit = triangles_intersect(p[i], p[j])
+    hit = triangles_intersect(x[tri[i]], x[tri[j]])
     return np.stack([i[hit], j[hit]], axis=1)
 
 
@@ -360,12 +367,13 @@ class SelfCollision:
         g = self.distance if grow is None else grow
         lo, hi = np.minimum(x0, x1), np.maximum(x0, x1)
         tri, edges = self.triangles, self.edges
-        t_lo, t_hi = lo[tri].min(axis=1), hi[tri].max(axis=1)
+        t_lo, t_hi = element_boxes(lo, hi, tri)
         iv, it = box_pairs(lo - g, hi + g, t_lo, t_hi)
         ok = ~_share_vertex(iv[:, None], np.arange(len(iv)), tri, it)
         iv, it = iv[ok], it[ok]
         vf_keys = iv * np.int64(len(tri)) + it
-        e_lo, e_hi = lo[edges].min(axis=1) - 0.5 * g, hi[edges].max(axis=1) + 0.5 * g
+        e_lo, e_hi = element_boxes(lo, hi, edges)
+        e_lo, e_hi = e_lo - 0.5 * g, e_hi + 0.5 * g
         ea, eb = box_pairs(e_lo, e_hi)
         ok = ~_share_vertex(edges, ea, edges, eb)
         ea, eb = ea[ok], eb[ok]
