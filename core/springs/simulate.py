@@ -44,7 +44,7 @@ _STRETCH_TOLERANCE = 1e-2
 
 #: How often a step that went wrong is halved (:meth:`Simulator._span`): at most
 #: ``2**MAX_SPLITS`` steps in place of one.
-MAX_SPLITS = 3
+MAX_SPLITS = 4
 #: A strain-limited cloth stretched past this multiple of its ``max_stretch`` after a step
 #: takes it again in halves.
 _SPLIT_STRAIN = 5.0
