@@ -365,16 +365,22 @@ def test_bounding_box_cull_keeps_colliders_within_the_thickness_and_skips_far_on
             assert np.array_equal(x, x_old)
 
 
+def cotton_sheet(n, size, z):
+    """A flat ``n × n`` sheet ``size`` m wide at height ``z`` with the COTTON preset's
+    material and 3 % strain limit: the model and its triangles."""
+    g = grid(n, size, plane="XY")
+    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    tri = triangulate(g)
+    return build_model(g.positions + [0, 0, z], ss, stiffness=2000.0, shear_stiffness=200.0,
+                       bending_stiffness=2.0, damping=1.0, density=0.15, stiffness_mode="MATERIAL",
+                       triangles=tri, air_drag=0.5, max_stretch=0.03), tri
+
+
 @pytest.mark.parametrize("substeps", [1, 2])
 def test_cotton_dropped_on_a_sphere_comes_to_rest_outside_it(substeps):
     """A cotton-like sheet (the COTTON preset's material, with its 3 % strain limit) dropped
     onto a big sphere's cap: it lands, stops (no twitching) and stays a thickness outside."""
-    g = grid(8, 0.6, plane="XY")
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
-    tri = triangulate(g)
-    m = build_model(g.positions + [0, 0, 2.05], ss, stiffness=2000.0, shear_stiffness=200.0,
-                    bending_stiffness=2.0, damping=1.0, density=0.15, stiffness_mode="MATERIAL",
-                    triangles=tri, air_drag=0.5, max_stretch=0.03)
+    m, tri = cotton_sheet(8, 0.6, 2.05)
     v, t = uv_sphere(1.0, rings=12, segments=24)
     ball = TriangleMesh(v + [0, 0, 1.0], t, thickness=0.01, friction=0.3)
     sim = Simulator(m, "FAST", fps=24, substeps=substeps, iterations=10, triangles=tri)
@@ -510,12 +516,7 @@ def test_cotton_draped_over_a_ball_keeps_its_strain_limit_and_stays_outside():
     the colliders are resolved together in rounds, so strain under contact stays near the
     limit while nothing goes inside (before: 187 % at this scale, 47 % on the bench's
     drape)."""
-    g = grid(16, 1.2, plane="XY")
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
-    tri = triangulate(g)
-    m = build_model(g.positions + [0, 0, 0.75], ss, stiffness=2000.0, shear_stiffness=200.0,
-                    bending_stiffness=2.0, damping=1.0, density=0.15, stiffness_mode="MATERIAL",
-                    triangles=tri, air_drag=0.5, max_stretch=0.03)
+    m, tri = cotton_sheet(16, 1.2, 0.75)
     v, t = uv_sphere(0.3)
     ball = TriangleMesh(v + [0, 0, 0.3], t, thickness=0.02, friction=0.05)
     ground = TriangleMesh([[-3, -3, 0], [3, -3, 0], [3, 3, 0], [-3, 3, 0]], [[0, 1, 2], [0, 2, 3]],
