@@ -198,6 +198,7 @@ class LocalGlobal(Integrator):
             its, r, r0 = self._iterate(model, pre, obj, x, split_targets(model, targets)[0], its)
             ok = not self.compute_residual or converged(r, r0, model)
         else:
+            x = obj.predicted(targets)  # no springs: ŷ is the minimiser
             its = 1 if len(free) else its
             if self.compute_residual:
                 r = F.norm(obj.gradient(x))

@@ -147,7 +147,7 @@ def test_convergence_is_reported():
     few = Simulator(m, "FAST", fps=24, iterations=1).advance()
     many = Simulator(m, "FAST", fps=24, iterations=300).advance()
     assert not few.converged and many.converged and many.residual < few.residual
-    newton = Simulator(m, "NEWTON", fps=24, iterations=40).advance()
+    newton = Simulator(m, "NEWTON", fps=24, iterations=100).advance()
     assert newton.converged and np.isfinite(newton.max_residual)
 
 
