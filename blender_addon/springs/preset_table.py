@@ -35,7 +35,7 @@ PRESETS: dict[str, dict[str, object]] = {
                  pin_stiffness=0.0, solver="FAST", substeps=2, iterations=20),
     "FLAG": dict(_MATERIAL, density=0.12, stiffness=3000.0, shear_stiffness=300.0,
                  bending_stiffness=1.0, damping=1.0, air_drag=1.0, max_stretch=0.02,
-                 pin_stiffness=0.0, solver="FAST", substeps=1, iterations=20),
+                 pin_stiffness=0.0, solver="FAST", substeps=1, iterations=60),
 }
 
 #: Largest edge strain while hanging (the 48 frames, settling included; see the module
