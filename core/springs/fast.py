@@ -36,6 +36,13 @@ has the full spring stiffness where the true Hessian has only the tension); on
 those Anderson needed ~40 iterations where Chebyshev needed 45–60 and a
 hand-picked ``ρ`` (its estimate from the first step, ~0.95, was far too low).
 
+Steps with colliders keep Chebyshev acceleration even when Anderson is chosen: the
+solve does not see the colliders (the contact stage projects afterwards), so a
+contact-limited step stalls and ends on whatever iterate the budget leaves, and
+Anderson's extrapolations leave iterates further into the collider than
+Chebyshev's (a cotton sheet resting on a ball twitched at 0.02–0.05 m/s instead of
+≤ 0.002; a strip folding onto the ground crossed itself with numpy 1.24).
+
 Chebyshev acceleration: after ``chebyshev_start`` plain iterations,
 ``x⁽ᵏ⁺¹⁾ = ω_{k+1} (γ (x̂⁽ᵏ⁺¹⁾ − x⁽ᵏ⁾) + x⁽ᵏ⁾ − x⁽ᵏ⁻¹⁾) + x⁽ᵏ⁻¹⁾`` with
 ``ω = 2/(2 − ρ²)`` then ``ω ← 4/(4 − ρ² ω)``. The spectral radius ``ρ`` is
@@ -234,7 +241,8 @@ class LocalGlobal(Integrator):
     ----------
     acceleration : str
         ``'ANDERSON'`` (default): Anderson acceleration of the local/global map
-        (:class:`_Anderson`); ``'CHEBYSHEV'``: Wang 2015; ``'NONE'``: plain iterations.
+        (:class:`_Anderson`), Chebyshev in steps with colliders (module docstring);
+        ``'CHEBYSHEV'``: Wang 2015; ``'NONE'``: plain iterations.
     memory : int
         Anderson: how many earlier iterates the extrapolation combines.
     rho : float, optional
@@ -298,7 +306,8 @@ class LocalGlobal(Integrator):
         ok = True
         if len(free) and model.spring_count:
             pre = self.prefactored(model, h)
-            its, r, r0 = self._iterate(model, pre, obj, x, split_targets(model, targets)[0], its)
+            its, r, r0 = self._iterate(model, pre, obj, x, split_targets(model, targets)[0], its,
+                                       contact=len(colliders) > 0)
             ok = not self.compute_residual or converged(r, r0, model)
         else:
             x = obj.predicted(targets)  # no springs: ŷ is the minimiser
@@ -311,7 +320,7 @@ class LocalGlobal(Integrator):
         return StepInfo(its, r, ok and limited)
 
     def _iterate(self, model: Model, pre: _Prefactored, obj: Objective, x: np.ndarray,
-                 targets: np.ndarray, iterations: int) -> tuple[int, float, float]:
+                 targets: np.ndarray, iterations: int, contact: bool = False) -> tuple[int, float, float]:
         """Run the local/global iterations on ``x`` ``(n, 3)`` in place (free rows).
 
         The right-hand side of the global step at ``x`` is
@@ -351,8 +360,9 @@ class LocalGlobal(Integrator):
             const -= pre.coupling @ targets
             d_pin = np.ascontiguousarray((pre.inc_pin_springs @ targets).T)
         rho = self.rho if self.rho is not None else pre.rho
-        use_cheb = self.chebyshev and rho is not None
-        measure = self.chebyshev and rho is None
+        cheb = self.chebyshev or (contact and self.acceleration == "ANDERSON")
+        use_cheb = cheb and rho is not None
+        measure = cheb and rho is None
         xf = np.asfortranarray(x[free])  # columns contiguous, as SuperLU wants them
         const = np.asfortranarray(const)
         rhs = np.empty_like(const)
@@ -372,7 +382,7 @@ class LocalGlobal(Integrator):
         sx_prev = sx
         its = iterations
         best_r, best_x = np.inf, xf  # the iterate with the smallest residual so far
-        aa = _Anderson(self.memory, xf.shape) if self.acceleration == "ANDERSON" else None
+        aa = _Anderson(self.memory, xf.shape) if self.acceleration == "ANDERSON" and not contact else None
         self.restarts = 0
         if aa is not None:
             pre.want_energy = True
