@@ -36,7 +36,8 @@ has the full spring stiffness where the true Hessian has only the tension); on
 those Anderson needed ~40 iterations where Chebyshev needed 45–60 and a
 hand-picked ``ρ`` (its estimate from the first step, ~0.95, was far too low).
 
-Steps with colliders keep Chebyshev acceleration even when Anderson is chosen: the
+Steps near a collider (:func:`_near_collider`) keep Chebyshev
+acceleration even when Anderson is chosen: the
 solve does not see the colliders (the contact stage projects afterwards), so a
 contact-limited step stalls and ends on whatever iterate the budget leaves, and
 Anderson's extrapolations leave iterates further into the collider than
@@ -234,6 +235,40 @@ class _Anderson:
         return x, s
 
 
+#: m added to a step's motion when deciding whether a collider is near the cloth.
+_NEAR = 0.05
+
+
+def _near_collider(colliders: Sequence[Any], x0: np.ndarray, x: np.ndarray) -> bool:
+    """Whether any collider may touch the cloth in this step: the cloth's positions at the
+    start ``x0`` and the solve's start ``x`` (both ``(n, 3)``) grown by the step's largest
+    motion, :data:`_NEAR` and the collider's thickness overlap its box (meshes) or come
+    that close to it (planes and spheres, by their signed distance). Colliders of unknown
+    type count as near."""
+    if not len(colliders):
+        return False
+    reach = float(np.sqrt(np.einsum("ij,ij->i", x - x0, x - x0).max(initial=0.0))) + _NEAR
+    lo = np.minimum(x0.min(axis=0), x.min(axis=0))
+    hi = np.maximum(x0.max(axis=0), x.max(axis=0))
+    for c in colliders:
+        grow = reach + float(getattr(c, "thickness", 0.0))
+        if hasattr(c, "c0") and hasattr(c, "c1"):  # a mesh over one substep
+            pts = (c.c0, c.c1)
+        elif hasattr(c, "vertices"):
+            pts = (c.vertices,) if getattr(c, "previous", None) is None else (c.vertices, c.previous)
+        elif hasattr(c, "signed_distance"):
+            if float(c.signed_distance(x0).min()) < grow:
+                return True
+            continue
+        else:
+            return True
+        c_lo = np.min([p.min(axis=0) for p in pts], axis=0)
+        c_hi = np.max([p.max(axis=0) for p in pts], axis=0)
+        if np.all(c_lo <= hi + grow) and np.all(lo <= c_hi + grow):
+            return True
+    return False
+
+
 class LocalGlobal(Integrator):
     """Liu 2013 local/global implicit Euler, Anderson- or Chebyshev-accelerated.
 
@@ -241,7 +276,7 @@ class LocalGlobal(Integrator):
     ----------
     acceleration : str
         ``'ANDERSON'`` (default): Anderson acceleration of the local/global map
-        (:class:`_Anderson`), Chebyshev in steps with colliders (module docstring);
+        (:class:`_Anderson`), Chebyshev in steps near a collider (module docstring);
         ``'CHEBYSHEV'``: Wang 2015; ``'NONE'``: plain iterations.
     memory : int
         Anderson: how many earlier iterates the extrapolation combines.
@@ -307,7 +342,7 @@ class LocalGlobal(Integrator):
         if len(free) and model.spring_count:
             pre = self.prefactored(model, h)
             its, r, r0 = self._iterate(model, pre, obj, x, split_targets(model, targets)[0], its,
-                                       contact=len(colliders) > 0)
+                                       contact=_near_collider(colliders, obj.x0, x))
             ok = not self.compute_residual or converged(r, r0, model)
         else:
             x = obj.predicted(targets)  # no springs: ŷ is the minimiser

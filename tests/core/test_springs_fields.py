@@ -418,3 +418,21 @@ def test_a_cloth_that_has_not_moved_is_not_converged():
     # ŷ's residual is dominated by the pinned edge: 1 % of it exceeds the unmoved residual
     assert CONVERGENCE_RTOL * np.linalg.norm(obj.gradient(obj.predicted(targets))) > unmoved
     assert not INTEGRATORS["FAST"]().step(m, m.initial_state(), 1 / FPS, iterations=1).converged
+
+
+def test_a_far_collider_leaves_a_fast_bake_unchanged():
+    """FAST keeps Chebyshev acceleration in steps near a collider (its solve does not see
+    them) and Anderson elsewhere: a sphere metres away changes nothing in a flag's bake."""
+    from core.springs.colliders import Sphere
+
+    wind = ForceField("WIND", field_matrix((0.0, -3.0, 0.0), (0.0, 1.0, 0.0)), strength=3.0,
+                      shape="PLANE", wind_factor=0.0)
+    out = []
+    for cols in ([], [Sphere((0.0, 0.0, -5.0), 0.5)]):
+        m, tri = curtain()
+        ff = FieldForces(tri, m.masses, fps=FPS)
+        sim = Simulator(m, "FAST", fps=FPS, iterations=60)
+        for f in range(6):
+            sim.advance(colliders=cols, external=ff.for_frame([wind], [wind], f))
+        out.append(sim.state.x.copy())
+    assert np.array_equal(out[0], out[1])
