@@ -419,8 +419,8 @@ class LocalGlobal(Integrator):
         best_r, best_x = np.inf, xf  # the iterate with the smallest residual so far
         aa = _Anderson(self.memory, xf.shape) if self.acceleration == "ANDERSON" and not contact else None
         self.restarts = 0
+        pre.want_energy = aa is not None
         if aa is not None:
-            pre.want_energy = True
             pre.proj0 = np.einsum("ks,ks->s", *obj.geometry0()) if damp else None
             w_f = obj.w[free]
             y_f = np.asfortranarray(obj.y[free])
