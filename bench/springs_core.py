@@ -120,11 +120,11 @@ def run(quick: bool = False) -> list[dict[str, object]]:
         # "FAST": 10 plain iterations, always all of them (the issue-4 per-iteration
         # figures); "FAST (default)": Chebyshev, stopping at the shared tolerance, budget 20
         # (what the presets run)
-        cases = [("FAST", LocalGlobal(chebyshev=False, tolerance=0.0), 1, 10),
+        cases = [("FAST", LocalGlobal(acceleration="NONE", tolerance=0.0), 1, 10),
                  ("FAST (default)", "FAST", 1, 20),
                  ("NEWTON", "NEWTON", 1, 3), ("IMPLICIT", "IMPLICIT", 1, 1)]
         if n == 64:  # marginal cost of an iteration: the same step with twice the iterations
-            cases += [("FAST×20", LocalGlobal(chebyshev=False, tolerance=0.0), 1, 20),
+            cases += [("FAST×20", LocalGlobal(acceleration="NONE", tolerance=0.0), 1, 20),
                       ("NEWTON×6", "NEWTON", 1, 6)]
         if n > 128:  # the largest grid: FAST alone (the issue's scaling point)
             cases = cases[:1]

@@ -12,7 +12,7 @@ Integrators (all share ``step(model, state, h, *, pins, iterations, colliders)``
 ``SYMPLECTIC`` semi-implicit Euler;
 ``IMPLICIT``   one linearised backward-Euler step (Baraff & Witkin 1998);
 ``NEWTON``     implicit Euler as minimisation, Newton + Armijo line search;
-``FAST``       Liu et al. 2013 local/global (+ Wang 2015 Chebyshev option).
+``FAST``       Liu et al. 2013 local/global (+ Anderson 1965 / Peng 2018 or Wang 2015 Chebyshev acceleration).
 
 Force fields (:mod:`.fields`): Blender's Wind, Force, Vortex, Turbulence and Drag
 evaluated on plain arrays, fed to the integrators as ``external`` forces.

@@ -1,7 +1,8 @@
 """FAST: Liu et al. 2013 "Fast Simulation of Mass-Spring Systems" local/global
-solver, with optional Chebyshev acceleration (Wang 2015 "A Chebyshev
-Semi-Iterative Approach for Accelerating Projective and Position-based
-Dynamics").
+solver, with Anderson acceleration (Peng et al. 2018 "Anderson Acceleration for
+Geometry Optimization and Physics Simulation"; default) or Chebyshev acceleration
+(Wang 2015 "A Chebyshev Semi-Iterative Approach for Accelerating Projective and
+Position-based Dynamics").
 
 It minimises the same backward-Euler objective ``g`` as NEWTON (see
 :mod:`.base`). Each spring energy is written as
@@ -24,6 +25,24 @@ Laplacian, so it is split as ``D = L_d ⊗ I − T`` with the isotropic
 transverse part ``T = Σ k_d (I − ûûᵀ)`` lagged by one iteration on the
 right-hand side. ``T ≤ L_d ⊗ I < W + L_k + L_d/h`` so the lagged iteration
 converges, to the same minimiser as NEWTON.
+
+Anderson acceleration (:class:`_Anderson`): each iterate extrapolates from the
+last ``memory`` local/global iterates; an extrapolated iterate that increases
+``g`` (evaluated with the local step's spring lengths at no extra pass) is
+replaced by the plain one and the history restarts (Peng 2018 §3.2), so it never
+does worse than plain iterations. Local/global converges slowly in the soft modes
+(a flag turning about its pole, cloth swinging from pins: the prefactored matrix
+has the full spring stiffness where the true Hessian has only the tension); on
+those Anderson needed ~40 iterations where Chebyshev needed 45–60 and a
+hand-picked ``ρ`` (its estimate from the first step, ~0.95, was far too low).
+
+Steps near a collider (:func:`_near_collider`) keep Chebyshev
+acceleration even when Anderson is chosen: the
+solve does not see the colliders (the contact stage projects afterwards), so a
+contact-limited step stalls and ends on whatever iterate the budget leaves, and
+Anderson's extrapolations leave iterates further into the collider than
+Chebyshev's (a cotton sheet resting on a ball twitched at 0.02–0.05 m/s instead of
+≤ 0.002; a strip folding onto the ground crossed itself with numpy 1.24).
 
 Chebyshev acceleration: after ``chebyshev_start`` plain iterations,
 ``x⁽ᵏ⁺¹⁾ = ω_{k+1} (γ (x̂⁽ᵏ⁺¹⁾ − x⁽ᵏ⁾) + x⁽ᵏ⁾ − x⁽ᵏ⁻¹⁾) + x⁽ᵏ⁻¹⁾`` with
@@ -77,6 +96,11 @@ class _Prefactored(SpringLaplacian):
         self._proj = np.empty(s)
         self._tmp = np.empty(s)
         self.rho: float | None = None
+        #: :meth:`spring_forces` also sets :attr:`energy` (J), the spring and damping part of
+        #: ``g``; ``proj0`` ``(s,)`` = ``û⁰·d⁰`` of the step then.
+        self.want_energy = False
+        self.energy = 0.0
+        self.proj0: np.ndarray | None = None
 
     def spring_forces(self, model: Model, xf: np.ndarray, d_pin: np.ndarray | None,
                       u0: np.ndarray | None, out: np.ndarray) -> np.ndarray:
@@ -102,6 +126,11 @@ class _Prefactored(SpringLaplacian):
             np.multiply(d[k], d[k], out=tmp)
             length += tmp
         np.sqrt(length, out=length)
+        if self.want_energy:
+            # ½ Σ k (ℓ − L)² (+ ½ Σ (k_d/h)(û⁰·(d − d⁰))² below), for the Anderson safeguard
+            np.subtract(length, model.rest_lengths, out=tmp)
+            tmp *= tmp
+            self.energy = 0.5 * F.dot(model.stiffness, tmp)
         tiny = None
         if length.min(initial=np.inf) <= _TINY:
             tiny = length <= _TINY
@@ -116,6 +145,10 @@ class _Prefactored(SpringLaplacian):
             for k in (1, 2):
                 np.multiply(d[k], u0[k], out=tmp)
                 proj += tmp
+            if self.want_energy:
+                np.subtract(proj, self.proj0, out=tmp)
+                tmp *= tmp
+                self.energy += 0.5 * F.dot(self.kd_h, tmp)
             proj *= self.kd_h
             d *= scale
             for k in range(3):
@@ -132,20 +165,127 @@ class _Prefactored(SpringLaplacian):
         return out
 
 
+class _Anderson:
+    """Anderson acceleration (Anderson 1965; Walker & Ni 2011 "Anderson Acceleration for
+    Fixed-Point Iterations"; for local/global solvers Peng et al. 2018 "Anderson
+    Acceleration for Geometry Optimization and Physics Simulation") of the fixed-point map
+    ``G(x) = S⁻¹ b(x)`` (one local/global iteration).
+
+    With ``fₖ = G(xₖ) − xₖ`` and the last ``m`` differences ``ΔFᵢ = fᵢ₊₁ − fᵢ``,
+    ``ΔGᵢ = G(xᵢ₊₁) − G(xᵢ)``, the next iterate is ``xₖ₊₁ = G(xₖ) − Σᵢ γᵢ ΔGᵢ`` with ``γ``
+    minimising ``‖fₖ − Σᵢ γᵢ ΔFᵢ‖`` (an ``m × m`` normal-equation solve, slightly
+    regularised). Being a combination of solves, ``S xₖ₊₁`` follows from the right-hand
+    sides (``S G(xᵢ) = bᵢ``) without a product, as the residual check needs.
+
+    On the presets' 64² hanging sheet it reaches :data:`~.base.CONVERGENCE_RTOL` in ~12
+    iterations where Chebyshev (estimated ``ρ``) needed ~19 and plain iterations ~50; on
+    the demo's flag in wind in ~40 where Chebyshev needed 45–60 (with a hand-picked ``ρ``)
+    and was very sensitive to ``ρ`` (session 4 measurements, ``docs/MATERIAL.md``).
+    """
+
+    def __init__(self, memory: int, shape: tuple[int, int]) -> None:
+        self.memory = memory
+        self.shape = shape
+        size = shape[0] * shape[1]
+        # ring buffers of flattened (column-major) differences: ΔGᵢ, ΔFᵢ and S ΔGᵢ
+        self.d_g = np.empty((memory, size))
+        self.d_f = np.empty((memory, size))
+        self.d_s = np.empty((memory, size))
+        self.gram = np.zeros((memory, memory))  # ΔFᵢ·ΔFⱼ
+        self.count = 0
+        self.last: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
+
+    def clear(self) -> None:
+        self.count = 0
+        self.last = None
+
+    def extrapolate(self, g: np.ndarray, f: np.ndarray,
+                    sg: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Record ``G(xₖ)`` ``(f, 3)``, ``fₖ`` and ``S G(xₖ)`` (or ``None``), all
+        Fortran-ordered and not modified afterwards; return ``(xₖ₊₁, S xₖ₊₁)``."""
+        gv, fv = g.ravel(order="F"), f.ravel(order="F")
+        sv = None if sg is None else sg.ravel(order="F")
+        if self.last is not None:
+            g0, f0, s0 = self.last
+            k = self.count % self.memory
+            np.subtract(fv, f0, out=self.d_f[k])
+            np.subtract(gv, g0, out=self.d_g[k])
+            if sv is not None and s0 is not None:
+                np.subtract(sv, s0, out=self.d_s[k])
+            self.count += 1
+            q = min(self.count, self.memory)
+            row = np.einsum("ij,j->i", self.d_f[:q], self.d_f[k])
+            self.gram[k, :q] = row
+            self.gram[:q, k] = row
+        self.last = (gv, fv, sv)
+        q = min(self.count, self.memory)
+        if not q:
+            return g, sg
+        gram = self.gram[:q, :q].copy()
+        gram[np.diag_indices(q)] += 1e-10 * np.trace(gram) + 1e-300
+        try:
+            gam = np.linalg.solve(gram, np.einsum("ij,j->i", self.d_f[:q], fv))
+        except np.linalg.LinAlgError:
+            return g, sg
+        if not np.all(np.isfinite(gam)):
+            return g, sg
+        cols, rows = self.shape[1], self.shape[0]
+        x = (gv - np.einsum("i,ij->j", gam, self.d_g[:q])).reshape(cols, rows).T
+        s = None if sv is None else (sv - np.einsum("i,ij->j", gam, self.d_s[:q])).reshape(cols, rows).T
+        return x, s
+
+
+#: m added to a step's motion when deciding whether a collider is near the cloth.
+_NEAR = 0.05
+
+
+def _near_collider(colliders: Sequence[Any], x0: np.ndarray, x: np.ndarray) -> bool:
+    """Whether any collider may touch the cloth in this step: the cloth's positions at the
+    start ``x0`` and the solve's start ``x`` (both ``(n, 3)``) grown by the step's largest
+    motion, :data:`_NEAR` and the collider's thickness overlap its box (meshes) or come
+    that close to it (planes and spheres, by their signed distance). Colliders of unknown
+    type count as near."""
+    if not len(colliders):
+        return False
+    reach = float(np.sqrt(np.einsum("ij,ij->i", x - x0, x - x0).max(initial=0.0))) + _NEAR
+    lo = np.minimum(x0.min(axis=0), x.min(axis=0))
+    hi = np.maximum(x0.max(axis=0), x.max(axis=0))
+    for c in colliders:
+        grow = reach + float(getattr(c, "thickness", 0.0))
+        if hasattr(c, "c0") and hasattr(c, "c1"):  # a mesh over one substep
+            pts = (c.c0, c.c1)
+        elif hasattr(c, "vertices"):
+            pts = (c.vertices,) if getattr(c, "previous", None) is None else (c.vertices, c.previous)
+        elif hasattr(c, "signed_distance"):
+            if float(c.signed_distance(x0).min()) < grow:
+                return True
+            continue
+        else:
+            return True
+        c_lo = np.min([p.min(axis=0) for p in pts], axis=0)
+        c_hi = np.max([p.max(axis=0) for p in pts], axis=0)
+        if np.all(c_lo <= hi + grow) and np.all(lo <= c_hi + grow):
+            return True
+    return False
+
+
 class LocalGlobal(Integrator):
-    """Liu 2013 local/global implicit Euler, optionally Chebyshev-accelerated.
+    """Liu 2013 local/global implicit Euler, Anderson- or Chebyshev-accelerated.
 
     Parameters
     ----------
-    chebyshev : bool
-        Use Wang 2015 Chebyshev acceleration (default: on; on the presets it halves
-        the iterations to :data:`~.base.CONVERGENCE_RTOL`).
+    acceleration : str
+        ``'ANDERSON'`` (default): Anderson acceleration of the local/global map
+        (:class:`_Anderson`), Chebyshev in steps near a collider (module docstring);
+        ``'CHEBYSHEV'``: Wang 2015; ``'NONE'``: plain iterations.
+    memory : int
+        Anderson: how many earlier iterates the extrapolation combines.
     rho : float, optional
         Spectral radius estimate for Chebyshev; estimated if ``None``.
     gamma : float
         Under-relaxation of the Chebyshev iteration (Wang uses 0.9–1).
     chebyshev_start : int
-        Plain iterations before acceleration starts.
+        Plain iterations before Chebyshev acceleration starts.
     compute_residual : bool
         Evaluate ``‖∇g‖`` after the last iteration (one extra local step) and stop
         early when it meets the tolerance.
@@ -161,10 +301,14 @@ class LocalGlobal(Integrator):
                    "large steps and fast; a few iterations give plausible motion")
     implicit = True
 
-    def __init__(self, chebyshev: bool = True, rho: float | None = None, gamma: float = 0.9,
-                 chebyshev_start: int = 4, compute_residual: bool = True,
+    def __init__(self, acceleration: str = "ANDERSON", memory: int = 5, rho: float | None = None,
+                 gamma: float = 0.9, chebyshev_start: int = 4, compute_residual: bool = True,
                  tolerance: float | None = None) -> None:
-        self.chebyshev = bool(chebyshev)
+        if acceleration not in ("ANDERSON", "CHEBYSHEV", "NONE"):
+            raise ValueError(f"acceleration must be 'ANDERSON', 'CHEBYSHEV' or 'NONE', got {acceleration!r}")
+        self.acceleration = acceleration
+        self.chebyshev = acceleration == "CHEBYSHEV"
+        self.memory = max(int(memory), 1)
         self.rho = rho
         self.gamma = float(gamma)
         self.chebyshev_start = max(int(chebyshev_start), 1)
@@ -173,6 +317,8 @@ class LocalGlobal(Integrator):
         self._cache: dict[tuple[int, float], _Prefactored] = {}
         #: ``‖∇g‖`` at the start and after each iteration of the last step (N).
         self.residual_history: list[float] = []
+        #: Anderson restarts in the last step (an extrapolated iterate that increased ``g``).
+        self.restarts = 0
 
     def prefactored(self, model: Model, h: float) -> _Prefactored:
         """The cached global-step factorisation for ``(model, h)``."""
@@ -195,9 +341,11 @@ class LocalGlobal(Integrator):
         ok = True
         if len(free) and model.spring_count:
             pre = self.prefactored(model, h)
-            its, r, r0 = self._iterate(model, pre, obj, x, split_targets(model, targets)[0], its)
+            its, r, r0 = self._iterate(model, pre, obj, x, split_targets(model, targets)[0], its,
+                                       contact=_near_collider(colliders, obj.x0, x))
             ok = not self.compute_residual or converged(r, r0, model)
         else:
+            x = obj.predicted(targets)  # no springs: ŷ is the minimiser
             its = 1 if len(free) else its
             if self.compute_residual:
                 r = F.norm(obj.gradient(x))
@@ -207,7 +355,7 @@ class LocalGlobal(Integrator):
         return StepInfo(its, r, ok and limited)
 
     def _iterate(self, model: Model, pre: _Prefactored, obj: Objective, x: np.ndarray,
-                 targets: np.ndarray, iterations: int) -> tuple[int, float, float]:
+                 targets: np.ndarray, iterations: int, contact: bool = False) -> tuple[int, float, float]:
         """Run the local/global iterations on ``x`` ``(n, 3)`` in place (free rows).
 
         The right-hand side of the global step at ``x`` is
@@ -247,8 +395,9 @@ class LocalGlobal(Integrator):
             const -= pre.coupling @ targets
             d_pin = np.ascontiguousarray((pre.inc_pin_springs @ targets).T)
         rho = self.rho if self.rho is not None else pre.rho
-        use_cheb = self.chebyshev and rho is not None
-        measure = self.chebyshev and rho is None
+        cheb = self.chebyshev or (contact and self.acceleration == "ANDERSON")
+        use_cheb = cheb and rho is not None
+        measure = cheb and rho is None
         xf = np.asfortranarray(x[free])  # columns contiguous, as SuperLU wants them
         const = np.asfortranarray(const)
         rhs = np.empty_like(const)
@@ -267,8 +416,34 @@ class LocalGlobal(Integrator):
         sx = pre.matrix_csr @ xf if check else None
         sx_prev = sx
         its = iterations
+        best_r, best_x = np.inf, xf  # the iterate with the smallest residual so far
+        aa = _Anderson(self.memory, xf.shape) if self.acceleration == "ANDERSON" and not contact else None
+        self.restarts = 0
+        pre.want_energy = aa is not None
+        if aa is not None:
+            pre.proj0 = np.einsum("ks,ks->s", *obj.geometry0()) if damp else None
+            w_f = obj.w[free]
+            y_f = np.asfortranarray(obj.y[free])
+            diff = np.empty_like(const)
+        g_prev = np.inf
+        plain = None  # (G(x), S G(x)) of the previous iterate when x was extrapolated
         for it in range(iterations):
             pre.spring_forces(model, xf, d_pin, u0, rhs)
+            if aa is not None:
+                # g(x) = ½ Σ W ‖x − ŷ‖² + E(x) + damping (up to a constant); Peng et al. 2018
+                # §3.2: an extrapolated iterate must not increase it, else take the plain one
+                np.subtract(xf, y_f, out=diff)
+                diff *= diff
+                g_x = pre.energy + 0.5 * F.dot(w_f, diff.sum(axis=1))
+                if plain is not None and g_x > g_prev:
+                    xf, sx = plain
+                    aa.clear()
+                    self.restarts += 1
+                    pre.spring_forces(model, xf, d_pin, u0, rhs)
+                    np.subtract(xf, y_f, out=diff)
+                    diff *= diff
+                    g_x = pre.energy + 0.5 * F.dot(w_f, diff.sum(axis=1))
+                g_prev = g_x
             rhs += const
             if check:
                 # ∇g(x) = S x − b(x)
@@ -279,9 +454,16 @@ class LocalGlobal(Integrator):
                 if r_it <= tol:
                     its = it
                     break
+                if r_it < best_r:
+                    best_r, best_x = r_it, xf
             xf_hat = pre.solve(rhs)
             sx_new = rhs.copy(order="F") if check else None  # S x̂ = rhs
-            if use_cheb and it >= cheb_start:
+            if aa is not None:
+                xf_hat = np.asfortranarray(xf_hat)
+                xf_new, sx_new_aa = aa.extrapolate(xf_hat, xf_hat - xf, sx_new)
+                plain = None if xf_new is xf_hat else (xf_hat, sx_new)
+                sx_new = sx_new_aa
+            elif use_cheb and it >= cheb_start:
                 if it == cheb_start:
                     omega = 2.0 / (2.0 - rho * rho)
                 else:
@@ -307,15 +489,20 @@ class LocalGlobal(Integrator):
                 last_step = step_norm
             xf_prev, xf = xf, xf_new
             sx_prev, sx = sx, sx_new
-        x[free] = xf
         if measure and ratios:
             pre.rho = float(min(max(ratios[-1], 0.0), 0.9999))
         self.residual_history = hist
         if not check:
+            x[free] = xf
             return its, float("nan"), float("nan")
+        r = hist[-1]
         if its == iterations:  # the budget ran out: the residual of the last solve
-            grad = pre.matrix_csr @ xf
-            grad -= pre.spring_forces(model, xf, d_pin, u0, rhs)
+            grad = np.subtract(sx, pre.spring_forces(model, xf, d_pin, u0, rhs), out=grad)
             grad -= const
-            hist.append(F.norm(grad))
-        return its, hist[-1], hist[0]
+            r = F.norm(grad)
+            hist.append(r)
+            if best_r < r:
+                # accelerated iterates are not monotone: keep the best one seen
+                xf, r = best_x, best_r
+        x[free] = xf
+        return its, r, hist[0]

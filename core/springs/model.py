@@ -377,6 +377,16 @@ def build_model(
             raise SinewError("total_mass must be > 0")
         masses = lumped_masses(x, np.zeros((0, 3)) if triangles is None else triangles, mt)
 
+    if len(springs):
+        # Spring forces carry an absolute round-off of ~ε k L (float64). Where it exceeds a
+        # vertex's weight the motion is noise: an infinite stiffness (Blender clamps it to
+        # FLT_MAX = 3.4e38 N/m) would bake a frozen cloth with 10¹⁵ N of force imbalance.
+        noise = float(np.finfo(np.float64).eps * np.max(k_all * rest))
+        weight = float(masses.min()) * max(float(np.linalg.norm(g)), 1.0)
+        if noise > weight:
+            raise SinewError(f"stiffness is too large to simulate: the round-off in its spring "
+                             f"forces ({noise:.3g} N) exceeds a vertex's weight ({weight:.3g} N); "
+                             f"lower the stiffness")
     if pinned is None:
         pin = np.zeros(n, dtype=bool)
     else:

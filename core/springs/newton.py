@@ -118,6 +118,7 @@ class NewtonImplicitEuler(Integrator):
             its, r = self._newton_direct(model, obj, x, int(iterations), hist)
         else:
             # No springs: g is a pure quadratic, minimised by ŷ.
+            x = obj.predicted(targets)
             its = 1 if len(free) else 0
             r = F.norm(obj.gradient(x))
             hist += [r, r] if len(free) else [r]

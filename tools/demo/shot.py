@@ -518,11 +518,10 @@ def blender_pole_angle(arm, tip: str, chain_length: int, target, target_bone: st
 
 
 #: Spring settings per element: a preset of the Cloth panel (DENSITY + MATERIAL, with a
-#: strain limit), then these overrides. The flag uses the IMPLICIT solver: with the FLAG
-#: preset's FAST solver a flag in a strong wind does not converge and crumples against its pole.
+#: strain limit, and the preset's own solver), then these overrides.
 SPRINGS: dict[str, dict[str, object]] = {
     CAPE: dict(preset="COTTON", substeps=1),
-    FLAG: dict(preset="FLAG", solver="IMPLICIT", substeps=1, pre_roll=24),
+    FLAG: dict(preset="FLAG", substeps=1, pre_roll=24),
     DRAPE: dict(preset="COTTON", substeps=3),
 }
 
