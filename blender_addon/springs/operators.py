@@ -254,21 +254,23 @@ class SpringBakeJob(BakeJob):
 
 def collider_frames(mesh_cls: type, frames: list) -> list[list]:
     """Per frame, ``mesh_cls`` colliders (``core.springs.TriangleMesh``) from the
-    :func:`.read.read_colliders` tuples; a collider with the same triangles as on the
-    frame before moves (and deforms) linearly from there within the frame, built from
-    that frame's (:meth:`~core.springs.TriangleMesh.moved_to`: its edge topology is kept,
-    and one that has not moved stays the same object, broad-phase structures and all)."""
+    :func:`.read.read_colliders` tuples; a collider with the same vertices as on the
+    frame before moves (and deforms) linearly from there within the frame (also when its
+    triangles differ: Blender splits a deforming body's quads anew as they bend); one
+    with the same triangles too is built from that frame's
+    (:meth:`~core.springs.TriangleMesh.moved_to`: its edge topology is kept, and one that
+    has not moved stays the same object, broad-phase structures and all)."""
     out = []
     before: list = []
     meshes: list = []
     for cols in frames:
         row = []
         for k, (v, t, th, fr) in enumerate(cols):
-            if k < len(before) and before[k][0].shape == v.shape and np.array_equal(before[k][1], t):
-                if tuple(before[k][2:]) == (th, fr):
-                    row.append(meshes[k].moved_to(v, previous=before[k][0]))
-                else:
-                    row.append(mesh_cls(v, t, thickness=th, friction=fr, previous=before[k][0]))
+            same_vertices = k < len(before) and before[k][0].shape == v.shape
+            if same_vertices and np.array_equal(before[k][1], t) and tuple(before[k][2:]) == (th, fr):
+                row.append(meshes[k].moved_to(v, previous=before[k][0]))
+            elif same_vertices:  # new settings, or a deforming body's quads split anew: it still moves
+                row.append(mesh_cls(v, t, thickness=th, friction=fr, previous=before[k][0]))
             else:
                 row.append(mesh_cls(v, t, thickness=th, friction=fr))
         out.append(row)

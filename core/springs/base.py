@@ -47,7 +47,7 @@ from ..errors import SinewError
 from . import forces as F
 from .colliders import resolve, resolve_again
 from .model import Model, State
-from .strainlimit import limit_strain
+from .strainlimit import LinearRows, limit_strain
 
 __all__ = ["StepInfo", "Integrator", "Objective", "block_apply", "pin_targets", "split_targets",
            "anchor_forces", "CONVERGENCE_RTOL", "converged", "force_scale"]
@@ -61,6 +61,19 @@ __all__ = ["StepInfo", "Integrator", "Objective", "block_apply", "pin_targets", 
 #: error and the flag in wind barely lifted, and a cloth at rest that did not move at all
 #: was within 1 % of it.)
 CONVERGENCE_RTOL = 1e-2
+
+#: After the contact stage the structural springs may be this much (relative) shorter
+#: than the solver left them (or their rest length, if shorter) before the push that
+#: compresses them is passed on to the vertices beyond (:meth:`Integrator._finish`).
+_COMPRESSION = 0.01
+#: ... and that projection runs when a spring is this much (relative to its rest length)
+#: shorter than that: a contact stage that only flattens the cloth a little onto a surface
+#: is left alone.
+_COMPRESSION_TRIGGER = 0.1
+#: Rounds of strain limit and contact after the contact stage (:func:`_after_contact`),
+#: until no spring is longer than its limit by more than ``_ROUND_TOLERANCE`` (relative).
+_ROUNDS = 4
+_ROUND_TOLERANCE = 0.02
 
 
 @dataclass
@@ -222,25 +235,103 @@ class Integrator:
                 x_new[pi] = hard
             limited = limit_strain(model, x_new, v_new, h).converged
         if colliders:
-            resolve(colliders, x_new, v_new, x_old, h, model)
-            if model.max_stretch > 0:
-                # the contact stage stretches what it pushes out of a curved body (a cloth
-                # landing on a ball); left for the next solve's springs, that stretch is
-                # energy they give back: resting cloth twitches and slides off. So the
-                # strain limit again, and the colliders once more on what it moved
-                if len(pi):
-                    x_new[pi] = hard
-                before = x_new.copy()
-                limited = limit_strain(model, x_new, v_new, h).converged
-                moved = np.any(x_new != before, axis=1)
-                if np.any(moved):
-                    resolve_again(colliders, x_new, v_new, x_old, h, model, moved, carry=True)
+            e = model.structural_count
+            sp = model.springs[:e]
+            d = x_new[sp[:, 0]] - x_new[sp[:, 1]]
+            solved = np.linalg.norm(d, axis=1)
+            directions = d / np.maximum(solved, 1e-300)[:, None]
+            held = resolve(colliders, x_new, v_new, x_old, h, model)
+            normals = getattr(colliders, "normals", None)
+            if np.any(held) and normals is not None and model.max_stretch > 0:
+                limited = _after_contact(model, x_new, v_new, x_old, h, colliders, held,
+                                         solved, directions, hard) and limited
+                # a held vertex is given no speed its positions do not show: its speed
+                # relative to the collider is cut, along the normal and across it, to what
+                # its whole step shows, (x − x₀)/h (a vertex the solve moves and the
+                # contact stage moves back every step would keep the solve's velocity, and
+                # never come to rest); cuts only, so no energy is added
+                on = np.flatnonzero(held)
+                nrm, vc = normals[on], colliders.velocities[on]
+                rel = v_new[on] - vc
+                step = (x_new[on] - x_old[on]) / h - vc
+                vn, sn = np.einsum("ij,ij->i", rel, nrm), np.einsum("ij,ij->i", step, nrm)
+                vt, st = rel - vn[:, None] * nrm, step - sn[:, None] * nrm
+                lt, ls = np.sqrt(np.einsum("ij,ij->i", vt, vt)), np.sqrt(np.einsum("ij,ij->i", st, st))
+                cut = np.minimum(1.0, ls / np.where(lt > 0, lt, 1.0))
+                vn = np.clip(vn, 0.0, np.maximum(sn, 0.0))
+                v_new[on] = vc + cut[:, None] * vt + vn[:, None] * nrm
         if len(pi):
             x_new[pi] = hard
             v_new[pi] = (hard - x_old[pi]) / h
         state.x[...] = x_new
         state.v[...] = v_new
         return limited
+
+
+def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray, h: float,
+                   colliders: Any, held: np.ndarray, solved: np.ndarray,
+                   directions: np.ndarray, hard: np.ndarray) -> bool:
+    """After the contact stage: pass its push on to the cloth; returns whether the strain
+    limit (if any) holds.
+
+    The contact stage moves the vertices it pushes out of a collider and nothing else. A
+    push along a stiff spring compresses it (a strip landing on its end: each row is
+    stopped on the surface while the next one is still falling) and one across a
+    curved body stretches the springs around it (a cloth landing on a ball); left for the
+    next solve, that is energy the springs give back: the cloth jumps, twitches, slides
+    off, and a fold diverges. So one projection (:func:`.strainlimit.limit_strain`) of
+    the structural springs onto ``(1 − c) min(ℓ_solved, L) ≤ ℓ ≤ (1 + s) L`` (no shorter
+    than the solver left them, ``c`` = :data:`_COMPRESSION`; no longer than the strain
+    limit ``s``, if any) together with the contacts, each held vertex on the outer side
+    of its contact plane: the push travels along the springs as it would inside the
+    solve, and the held vertices slide over their colliders instead of being pulled in.
+    The vertices it moves change velocity by ``Δx/h``; where a collider holds them, the
+    normal speed relative to it is kept between 0 (inelastic) and what the whole step
+    shows, ``(x − x₀)/h``; then the colliders once more on what it moved.
+    """
+    pi = model.pinned_index
+    if len(pi):
+        x[pi] = hard
+    e = model.structural_count
+    rest = model.rest_lengths[:e]
+    normals = colliders.normals
+    scale = float(np.median(rest))
+    sp = model.springs[:e]
+    bound = (1.0 + model.max_stretch) * rest * (1.0 + _ROUND_TOLERANCE)
+    lower = np.minimum(solved, rest) * (1.0 - _COMPRESSION)
+    along = np.einsum("ij,ij->i", x[sp[:, 0]] - x[sp[:, 1]], directions)
+    compressed = bool(np.any(along < lower - _COMPRESSION_TRIGGER * rest))
+    held = held.copy()
+    for k in range(_ROUNDS):
+        idx = np.flatnonzero(held)
+        contacts = LinearRows.points(idx, normals[idx], x[idx], scale)
+        before = x.copy()
+        if k == 0 and compressed:
+            limit_strain(model, x, v, h, stretch=False,
+                         rows=LinearRows.join(LinearRows.springs(sp, directions, lower, rest), contacts))
+        info = limit_strain(model, x, v, h, rows=contacts)
+        moved = np.any(x != before, axis=1)
+        if not np.any(moved):
+            break
+        # the projection changed v by Δx/h; a held vertex it lifted off its collider keeps
+        # no more outward speed than its whole step shows, (x − x₀)/h (a row of a falling
+        # strip that the contact stage stopped and the projection then lifted back is
+        # not thrown up), and no inward speed (inelastic)
+        on = np.flatnonzero(moved & held)
+        nrm, vc = normals[on], colliders.velocities[on]
+        vn = np.einsum("ij,ij->i", v[on] - vc, nrm)
+        step = np.einsum("ij,ij->i", (x[on] - x_old[on]) / h - vc, nrm)
+        v[on] += (np.clip(vn, 0.0, np.maximum(step, 0.0)) - vn)[:, None] * nrm
+        # a held vertex slides along the tangent plane of its contact, which on a curved
+        # body goes slightly in: the colliders once more on what moved, and another round
+        # while that stretched the cloth past its limit again
+        held |= resolve_again(colliders, x, v, x_old, h, model, moved, carry=k == 0)
+        if pi is not None and len(pi):
+            x[pi] = hard
+        length = np.linalg.norm(x[sp[:, 0]] - x[sp[:, 1]], axis=1)
+        if not np.any(length > bound):
+            break
+    return info.converged or model.max_stretch <= 0
 
 
 class Objective:

@@ -86,6 +86,10 @@ class Plane:
         """Distance above the plane, shape ``(n,)``, m (negative inside)."""
         return (x - self.point) @ self.normal
 
+    def normal_at(self, x: np.ndarray) -> np.ndarray:
+        """Outward unit normals ``(k, 3)`` at (near) surface points ``x`` ``(k, 3)``."""
+        return np.broadcast_to(self.normal, x.shape).copy()
+
     def resolve(self, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray,
                 stats: ContactStats | None = None) -> None:
         """Project and fix velocities in place (see module docstring)."""
@@ -127,6 +131,13 @@ class Sphere:
         """Distance from the surface, shape ``(n,)``, m (negative inside)."""
         return np.linalg.norm(x - self.center, axis=1) - self.radius
 
+    def normal_at(self, x: np.ndarray) -> np.ndarray:
+        """Outward unit normals ``(k, 3)`` at (near) surface points ``x`` ``(k, 3)``."""
+        d = x - self.center
+        r = np.linalg.norm(d, axis=1)
+        return np.where((r > 1e-12)[:, None], d / np.where(r > 1e-12, r, 1.0)[:, None],
+                        np.array([0.0, 0.0, 1.0]))
+
     def resolve(self, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray,
                 stats: ContactStats | None = None) -> None:
         """Project and fix velocities in place (see module docstring)."""
@@ -166,8 +177,10 @@ def _edge_topology(t: np.ndarray) -> tuple:
     half = np.concatenate([t[:, [0, 1]], t[:, [1, 2]], t[:, [2, 0]]])
     face = np.tile(np.arange(len(t)), 3)
     opposite = np.concatenate([t[:, 2], t[:, 0], t[:, 1]])
-    key = np.sort(half, axis=1)
-    uniq, inv, count = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+    lo, hi = np.minimum(half[:, 0], half[:, 1]), np.maximum(half[:, 0], half[:, 1])
+    width = np.int64(hi.max()) + 1  # one int64 per edge, ordered as its (lo, hi) row
+    keys, inv, count = np.unique(lo * width + hi, return_inverse=True, return_counts=True)
+    uniq = np.stack([keys // width, keys % width], axis=1)
     inv = inv.reshape(-1)
     order = np.argsort(inv, kind="stable")
     starts = np.searchsorted(inv[order], np.arange(len(uniq)))
@@ -356,6 +369,11 @@ class ColliderSet(list):
         self.support = support
         self.triangles = triangles
         self.held: np.ndarray | None = None  # set by resolve()
+        # set by resolve(), (n, 3): the held vertices' outward normals and the velocities
+        # of the collider points they touch (m/s)
+        self.normals: np.ndarray | None = None
+        self.velocities: np.ndarray | None = None
+        self.frictions: np.ndarray | None = None  # (n,): the held vertices' friction
 
 
 def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
@@ -402,19 +420,22 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
     cols = [c.window(0.0, 1.0) if isinstance(c, TriangleMesh) else c for c in colliders]
     after = []  # positions right after each collider
     held = np.zeros(n, bool)
+    normals, velocities, frictions = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros(n)
     for col in cols:
         if isinstance(col, MeshWindow):
-            held |= resolve_mesh(col, x, v, x_prev, h, edges, movable, stats, support, only=only,
-                                 triangles=triangles)
-        elif only is None:
-            before = x.copy()
-            col.resolve(x, v, x_prev, stats)
-            held |= np.any(x != before, axis=1)
-        else:  # analytic colliders are cheap; ``only`` keeps them off the other vertices
-            sel = np.flatnonzero(only & movable)
+            hit = resolve_mesh(col, x, v, x_prev, h, edges, movable, stats, support, only=only,
+                               triangles=triangles, normals=normals, velocities=velocities)
+            held |= hit
+            frictions[hit] = col.friction
+        else:
+            sel = np.arange(n) if only is None else np.flatnonzero(only & movable)
+            # analytic colliders are cheap; ``only`` keeps them off the other vertices
             xs, vs = x[sel], v[sel]
             col.resolve(xs, vs, x_prev[sel], stats)
-            held[sel] |= np.any(xs != x[sel], axis=1)
+            hit = np.any(xs != x[sel], axis=1)
+            held[sel] |= hit
+            normals[sel[hit]] = col.normal_at(xs[hit])
+            frictions[sel[hit]] = col.friction
             x[sel], v[sel] = xs, vs
         after.append(x.copy())
     meshes = [i for i, c in enumerate(cols) if isinstance(c, MeshWindow)]
@@ -439,6 +460,7 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
         support.settle()
     if isinstance(colliders, ColliderSet):
         colliders.held = held
+        colliders.normals, colliders.velocities, colliders.frictions = normals, velocities, frictions
     return held
 
 
@@ -453,6 +475,11 @@ def resolve_again(colliders: Sequence[object], x: np.ndarray, v: np.ndarray, x_p
     support = getattr(colliders, "support", None) if carry else None
     again = ColliderSet(list(colliders), ContactStats(), support, getattr(colliders, "triangles", None))
     held = resolve(again, x, v, x_prev, h, model, only=only)
+    if isinstance(colliders, ColliderSet) and colliders.normals is not None:
+        # the contacts it found, for the stages after it
+        colliders.normals[held] = again.normals[held]
+        colliders.velocities[held] = again.velocities[held]
+        colliders.frictions[held] = again.frictions[held]
     stats = getattr(colliders, "stats", None)
     if stats is not None:
         stats.add(0, again.stats.max_penetration)

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .proximity import BoxTree, PairCache, first_coplanar_time, overlapping, segment_parameters
+from .proximity import BoxTree, PairCache, element_boxes, first_coplanar_time, overlapping, segment_parameters
 from .proximity import barycentric as _barycentric
 from .proximity import dot as _dot
 from .proximity import unit as _unit
@@ -138,10 +138,57 @@ class MeshWindow:
 def _apart(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, grow: float) -> bool:
     """Whether the collider's bounding box over the step, grown by ``grow`` (m), misses
     the cloth's ``x_old → x`` (then neither vertices, edges nor faces can touch it)."""
-    lo = np.minimum(win.c0.min(axis=0), win.c1.min(axis=0)) - grow
-    hi = np.maximum(win.c0.max(axis=0), win.c1.max(axis=0)) + grow
-    return not bool(np.all((np.minimum(x.min(axis=0), x_old.min(axis=0)) <= hi)
-                           & (lo <= np.maximum(x.max(axis=0), x_old.max(axis=0)))))
+    if "box" not in win.cache:
+        win.cache["box"] = (np.minimum(win.c0.min(axis=0), win.c1.min(axis=0)),
+                            np.maximum(win.c0.max(axis=0), win.c1.max(axis=0)))
+    lo, hi = win.cache["box"]
+    return not bool(np.all((np.minimum(x.min(axis=0), x_old.min(axis=0)) <= hi + grow)
+                           & (lo - grow <= np.maximum(x.max(axis=0), x_old.max(axis=0)))))
+
+
+#: A moving collider with more triangles than this is cut, per step, to the part near the
+#: cloth (:func:`_near_part`) before any broad-phase structure is built.
+_CUT = 256
+
+
+def _near_part(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, grow: float) -> MeshWindow:
+    """The part of a moving window that can touch the cloth this step: the triangles and
+    ridges whose boxes over the step come within ``2 grow`` (m) of the cloth's box over the
+    step ``x_old → x``, plus every triangle on a kept ridge's sides (its normal) and around
+    a kept ridge point (the point's normal), as a window of its own. Kept in ``win.cache``
+    and reused by the later calls of the step while the cloth's box, grown by ``grow``,
+    stays inside the one it was cut for; a deforming body of thousands of triangles then
+    costs broad-phase structures over the few near the cloth, not over all of them."""
+    clo = np.minimum(x.min(axis=0), x_old.min(axis=0)) - grow
+    chi = np.maximum(x.max(axis=0), x_old.max(axis=0)) + grow
+    done = win.cache.get("near")
+    if done is not None and np.all(clo >= done[0]) and np.all(chi <= done[1]):
+        return done[2]
+    lo, hi = clo - grow, chi + grow
+    vlo, vhi = np.minimum(win.c0, win.c1), np.maximum(win.c0, win.c1)
+    t, e = win.triangles, win.edges
+    keep_t = np.ones(len(t), bool)
+    col = [t[:, j] for j in range(3)]
+    for k in range(3):  # the triangle's box over the step against the cloth's
+        tlo = np.minimum(np.minimum(vlo[col[0], k], vlo[col[1], k]), vlo[col[2], k])
+        thi = np.maximum(np.maximum(vhi[col[0], k], vhi[col[1], k]), vhi[col[2], k])
+        keep_t &= (tlo <= hi[k]) & (thi >= lo[k])
+    keep_e = np.ones(len(e), bool)
+    for k in range(3):
+        keep_e &= ((np.minimum(vlo[e[:, 0], k], vlo[e[:, 1], k]) <= hi[k])
+                   & (np.maximum(vhi[e[:, 0], k], vhi[e[:, 1], k]) >= lo[k]))
+    ke = np.flatnonzero(keep_e)
+    keep_t[win.edge_faces[ke].reshape(-1)] = True
+    point = np.zeros(len(vlo), bool)
+    point[e[ke].reshape(-1)] = True
+    keep_t |= point[t[:, 0]] | point[t[:, 1]] | point[t[:, 2]]
+    kt = np.flatnonzero(keep_t)
+    renum = np.full(len(t), -1, dtype=np.int64)
+    renum[kt] = np.arange(len(kt))
+    part = MeshWindow(win.c0, win.c1, t[kt], e[ke], renum[win.edge_faces[ke]], win.thickness,
+                      win.friction, win.closed)
+    win.cache["near"] = (lo, hi, part)
+    return part
 
 
 def _normals(c: np.ndarray, tris: np.ndarray) -> np.ndarray:
@@ -158,25 +205,73 @@ def _friction(x: np.ndarray, rel_start: np.ndarray, n: np.ndarray, push: np.ndar
     return x - dt * (cut / np.where(ln > 0, ln, 1.0))[:, None]
 
 
+def _face_normals(win: MeshWindow, end: bool) -> np.ndarray:
+    """Unit normals ``(t, 3)`` of the window's triangles at the end (or the start) of the
+    step, computed once per window (kept in ``win.cache``)."""
+    c = win.c1 if end or win.c0 is win.c1 else win.c0
+    key = "normals1" if c is win.c1 else "normals0"
+    if key not in win.cache:
+        win.cache[key] = _normals(c, win.triangles)
+    return win.cache[key]
+
+
 def _nearest(win: MeshWindow, x: np.ndarray, verts: np.ndarray, tris_idx: np.ndarray,
-             cpt) -> tuple[np.ndarray, ...]:
-    """Per candidate pair: nearest point on the end triangle, barycentrics, signed distance,
-    outward direction and whether the nearest point is inside the face."""
+             cpt, n: int) -> tuple[np.ndarray, ...]:
+    """The nearest of each vertex's candidate triangles (pairs ``verts, tris_idx``, vertices
+    below ``n``) at the end of the step: the pair's index (in increasing vertex order, the
+    first on a tie), the nearest point on the triangle, its barycentrics, the signed
+    distance, the outward direction and whether the nearest point is inside the face. Only
+    the distance is computed for every pair; the rest for the nearest ones."""
     t = win.triangles[tris_idx]
     a, b, c = win.c1[t[:, 0]], win.c1[t[:, 1]], win.c1[t[:, 2]]
     p = x[verts]
     q = cpt(p, a, b, c)
-    nrm = _unit(np.cross(b - a, c - a))[0]
     diff = p - q
     dist = np.sqrt(_dot(diff, diff))
+    best = _group_min(verts, dist, n)
+    q, diff, dist = q[best], diff[best], dist[best]
+    nrm = _face_normals(win, True)[tris_idx[best]]
     side = _dot(diff, nrm)
     sign = np.where(side < 0, -1.0, 1.0)
     interior = np.abs(side) >= (1.0 - 1e-9) * dist
     out_dir = np.where((dist > 1e-12)[:, None], sign[:, None] * diff / np.where(dist > 1e-12, dist, 1)[:, None],
                        nrm)
     out_dir = np.where(interior[:, None], nrm, out_dir)
-    bary = _barycentric(q, a, b, c)
-    return q, bary, sign * dist, out_dir, interior
+    bary = _barycentric(q, a[best], b[best], c[best])
+    return best, q, bary, sign * dist, out_dir, interior
+
+
+def _deepest(win: MeshWindow, x: np.ndarray, iv: np.ndarray, it_: np.ndarray, cpt) -> float:
+    """How deep (m, 0 if none) the deepest vertex lies inside the collider at the end of the
+    step, judged by its nearest candidate triangle (pairs ``iv, it_``). Only a vertex behind
+    the plane of one of its candidates can be inside its nearest one: the others are
+    dropped before the nearest points are computed."""
+    plane = _dot(x[iv] - win.c1[win.triangles[it_, 0]], _face_normals(win, True)[it_])
+    behind = np.zeros(len(x), bool)
+    behind[iv[plane < 1e-9]] = True
+    keep = np.flatnonzero(behind[iv])
+    if len(keep) == 0:
+        return 0.0
+    sd, interior = _nearest(win, x, iv[keep], it_[keep], cpt, len(x))[3::2]
+    inside = (sd < 0) & (win.closed | interior)
+    return float(-sd[inside].min()) if np.any(inside) else 0.0
+
+
+def _may_cross(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, iv: np.ndarray,
+               it_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The vertex–triangle pairs ``(iv, it_)`` the continuous test can accept: a vertex that
+    starts behind the triangle's plane is rejected by that test anyway, and against a
+    still triangle the coplanarity cubic is linear, so a vertex in front of its plane by
+    more than a rounding margin at both ends of the step has no root. Both are dropped
+    before the cubic."""
+    d0 = _dot(x_old[iv] - win.c0[win.triangles[it_, 0]], _face_normals(win, False)[it_])
+    if win.c0 is not win.c1:
+        keep = np.flatnonzero(d0 >= -1e-9)
+        return iv[keep], it_[keep]
+    d1 = _dot(x[iv] - win.c1[win.triangles[it_, 0]], _face_normals(win, True)[it_])
+    slack = 1e-6 * np.abs(d1 - d0) + 1e-9
+    keep = np.flatnonzero((d0 >= -1e-9) & ((d0 <= slack) | (d1 <= slack)))
+    return iv[keep], it_[keep]
 
 
 def _triangle_tree(win: MeshWindow) -> tuple[BoxTree, np.ndarray, np.ndarray]:
@@ -200,11 +295,17 @@ def _pair_cache(cache: dict, key: str, tree: BoxTree, rows: int) -> PairCache:
 
 
 def _group_min(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Index (into ``keys``) of the smallest ``values`` per key; rows sorted by key."""
-    order = np.lexsort((values, keys))
-    first = np.ones(len(order), bool)
-    first[1:] = keys[order][1:] != keys[order][:-1]
-    return order[first]
+    """Index (into ``keys``, ``(k,)`` ints below ``n``) of the smallest ``values`` per key,
+    the first one on a tie (``nan`` counts as largest); in increasing key order. Two
+    unbuffered scatters of length ``k``, no sort."""
+    k = len(keys)
+    low = np.full(n, np.nan)
+    np.fmin.at(low, keys, values)
+    low = low[keys]
+    hit = np.flatnonzero((values == low) | np.isnan(low))
+    first = np.full(n, k)
+    np.minimum.at(first, keys[hit], hit)
+    return first[first < k]
 
 
 @dataclass
@@ -241,7 +342,6 @@ class Support:
     force: np.ndarray
     masses: np.ndarray
     touched: np.ndarray
-
     @classmethod
     def zeros(cls, masses: np.ndarray) -> Support:
         n = len(masses)
@@ -288,7 +388,9 @@ _BAND = 0.5
 def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarray, h: float,
                  edges: np.ndarray, movable: np.ndarray, stats: ContactStats | None = None,
                  support: Support | None = None, only: np.ndarray | None = None,
-                 triangles: np.ndarray | None = None) -> np.ndarray:
+                 triangles: np.ndarray | None = None,
+                 normals: np.ndarray | None = None,
+                 velocities: np.ndarray | None = None) -> np.ndarray:
     """Make the end of one step collision-free against one collider (module docstring).
 
     Parameters
@@ -315,6 +417,12 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
     triangles : numpy.ndarray, optional
         Shape ``(f, 3)``, the cloth's triangles, for the collider points against them
         (module docstring, step 4); without them that stage is skipped.
+    normals : numpy.ndarray, optional
+        Shape ``(n, 3)``: receives the outward contact normal of every vertex this
+        collider holds (other rows untouched).
+    velocities : numpy.ndarray, optional
+        Shape ``(n, 3)``: receives the velocity of the collider point each of them
+        touches, m/s (other rows untouched).
 
     Returns
     -------
@@ -332,6 +440,9 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
     if _apart(win, x, x_old, th * (1.0 + _BAND) + 1e-9):
         return np.zeros(n, bool)
     band = th * (1.0 + _BAND) + 1e-9
+    if win.c0 is not win.c1 and len(tris) > _CUT:
+        win = _near_part(win, x, x_old, band + th)
+        tris = win.triangles
     cache = win.cache
     tri_tree = _triangle_tree(win)[0]
     vpairs = _pair_cache(cache, "vertices", tri_tree, n)
@@ -352,6 +463,8 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         grow = band + (vhi - vlo)  # room for the later passes and, kept, the next step
         iv, it_ = vpairs.pairs(vlo, vhi, sub, grow)
         if len(iv):
+            iv, it_ = _may_cross(win, x, x_old, iv, it_)
+        if len(iv):
             tr = tris[it_]
             p = np.stack([win.c0[tr[:, 0]], win.c0[tr[:, 1]], win.c0[tr[:, 2]], x_old[iv]], 1)
             p1 = np.stack([win.c1[tr[:, 0]], win.c1[tr[:, 1]], win.c1[tr[:, 2]], x[iv]], 1)
@@ -365,7 +478,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
                 nt = _unit(np.cross(pt[:, 1] - pt[:, 0], pt[:, 2] - pt[:, 0]))[0]
                 rel = (p1[sel, 3] - p[sel, 3]) - np.einsum("ki,kij->kj", bary, p1[sel, :3] - p[sel, :3])
                 # crossing into the front face, inside the triangle, and starting in front
-                start_side = _dot(p[sel, 3] - p[sel, 0], _normals(win.c0, tr[sel]))
+                start_side = _dot(p[sel, 3] - p[sel, 0], _face_normals(win, False)[it_[sel]])
                 ok = (np.all(bary >= -_EPS_BARY, 1) & (_dot(rel, nt) < 0) & (start_side >= -1e-9))
                 sel, bary, tt = sel[ok], bary[ok], tc[sel][ok]
                 if len(sel):
@@ -374,7 +487,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
                     vi = iv[sel]
                     q0 = np.einsum("ki,kij->kj", bary, p[sel, :3])
                     q1 = np.einsum("ki,kij->kj", bary, p1[sel, :3])
-                    n1 = _normals(win.c1, tris[it_[sel]])
+                    n1 = _face_normals(win, True)[it_[sel]]
                     s_end = _dot(x[vi] - q1, n1)
                     penetration = max(penetration, float(np.max(np.maximum(-s_end, 0.0))))
                     push = th - s_end
@@ -390,10 +503,8 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         # ---------- vertex–face, proximity at the end
         iv, it_ = vpairs.pairs(x - band, x + band, sub, grow)
         if len(iv):
-            q, bary, sd, out_dir, interior = _nearest(win, x, iv, it_, cpt)
-            best = _group_min(iv, np.abs(sd), n)
-            iv, it_, q, bary, sd, out_dir = iv[best], it_[best], q[best], bary[best], sd[best], out_dir[best]
-            interior = interior[best]
+            best, q, bary, sd, out_dir, interior = _nearest(win, x, iv, it_, cpt, n)
+            iv, it_ = iv[best], it_[best]
             valid = (sd >= 0) | win.closed | interior
             if it == 0:  # resting vertices inside the band keep (and adjust) their support
                 rest = valid & (sd < band) & np.isnan(deficit[iv])
@@ -453,16 +564,16 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         check = np.flatnonzero((in_contact | resting) & movable)
         iv, it_ = vpairs.pairs(x - band, x + band, check, band + np.abs(x - x_old))
         if len(iv):
-            _, _, sd, _, interior = _nearest(win, x, iv, it_, cpt)
-            best = _group_min(iv, np.abs(sd), n)
-            sd, interior = sd[best], interior[best]
-            inside = (sd < 0) & (win.closed | interior)
-            if np.any(inside):
-                final = float(-sd[inside].min())
+            final = _deepest(win, x, iv, it_, cpt)
         stats.add(int(np.count_nonzero(in_contact | resting)), final, penetration)
     touching = np.zeros(n, bool)
     touching[near] = deficit[near] >= -0.1 * th  # resting at the thickness, not just near
-    return (in_contact | touching) & movable
+    held = (in_contact | touching) & movable
+    if normals is not None:
+        normals[held] = n_contact[held]
+    if velocities is not None:
+        velocities[held] = (q1_contact[held] - q0_contact[held]) / h
+    return held
 
 
 def coulomb_velocity(v: np.ndarray, vc: np.ndarray | float, nrm: np.ndarray, mu: float,
@@ -503,10 +614,12 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     sub = np.flatnonzero(active[edges[:, 0]] | active[edges[:, 1]])
     if len(sub) == 0:
         return
-    a0, b0 = x_old[edges[:, 0]], x_old[edges[:, 1]]
-    a1, b1 = x[edges[:, 0]], x[edges[:, 1]]
-    elo = np.minimum(np.minimum(a0, b0), np.minimum(a1, b1))
-    ehi = np.maximum(np.maximum(a0, b0), np.maximum(a1, b1))
+    # the boxes over the step of the edges asked about (rows ``sub`` of full-size arrays)
+    elo, ehi, grow = (np.empty((len(edges), 3)) for _ in range(3))
+    d = np.abs(x - x_old)
+    es = edges[sub]
+    elo[sub], ehi[sub] = element_boxes(np.minimum(x_old, x), np.maximum(x_old, x), es)
+    grow[sub] = th + np.maximum(d[es[:, 0]], d[es[:, 1]])
     if "ridges" not in cache:
         c0, d0, c1, d1 = win.c0[ce[:, 0]], win.c0[ce[:, 1]], win.c1[ce[:, 0]], win.c1[ce[:, 1]]
         clo = np.minimum(np.minimum(c0, d0), np.minimum(c1, d1)) - th
@@ -516,23 +629,30 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
                         + _normals(win.c1, win.triangles[ef[:, 1]]))[0]
         cache["ridges"] = (BoxTree(clo, chi), n_ridge)
     tree, n_ridge_all = cache["ridges"]
-    d = np.abs(x - x_old)
-    ie, ic = _pair_cache(cache, "edges", tree, len(edges)).pairs(
-        elo, ehi, sub, th + np.maximum(d[edges[:, 0]], d[edges[:, 1]]))
+    ie, ic = _pair_cache(cache, "edges", tree, len(edges)).pairs(elo, ehi, sub, grow)
     if len(ie) == 0:
         return
     e, k = edges[ie], ce[ic]
-    n_ridge = n_ridge_all[ic]
-    pa0, pb0, pa1, pb1 = x_old[e[:, 0]], x_old[e[:, 1]], x[e[:, 0]], x[e[:, 1]]
-    qc0, qd0, qc1, qd1 = win.c0[k[:, 0]], win.c0[k[:, 1]], win.c1[k[:, 0]], win.c1[k[:, 1]]
-    # end-of-step closest points and the common normal, pointing out of the ridge
+    pa1, pb1 = x[e[:, 0]], x[e[:, 1]]
+    qc1, qd1 = win.c1[k[:, 0]], win.c1[k[:, 1]]
+    # end-of-step closest points, inside both segments (else the pair is not usable)
     s, u = segment_parameters(pa1, pb1, qc1, qd1)
-    cross = np.cross(pb1 - pa1, qd1 - qc1)
-    nn, ln = _unit(cross)
-    l1 = np.linalg.norm(pb1 - pa1, axis=1) * np.linalg.norm(qd1 - qc1, axis=1)
-    usable = (ln > 1e-6 * l1) & (s > 1e-6) & (s < 1 - 1e-6) & (u > 1e-6) & (u < 1 - 1e-6)
+    inner = np.flatnonzero((s > 1e-6) & (s < 1 - 1e-6) & (u > 1e-6) & (u < 1 - 1e-6))
+    if len(inner) == 0:
+        return
+    e, k, ic, s, u = e[inner], k[inner], ic[inner], s[inner], u[inner]
+    pa1, pb1, qc1, qd1 = pa1[inner], pb1[inner], qc1[inner], qd1[inner]
+    pa0, pb0 = x_old[e[:, 0]], x_old[e[:, 1]]
+    qc0, qd0 = (qc1, qd1) if win.c0 is win.c1 else (win.c0[k[:, 0]], win.c0[k[:, 1]])
+    n_ridge = n_ridge_all[ic]
+    # the common normal, pointing out of the ridge
+    dp, dq = pb1 - pa1, qd1 - qc1
+    nn, ln = _unit(np.cross(dp, dq))
+    l1 = (np.sqrt(dp[:, 0] * dp[:, 0] + dp[:, 1] * dp[:, 1] + dp[:, 2] * dp[:, 2])
+          * np.sqrt(dq[:, 0] * dq[:, 0] + dq[:, 1] * dq[:, 1] + dq[:, 2] * dq[:, 2]))
+    usable = ln > 1e-6 * l1
     nn = nn * np.where(_dot(nn, n_ridge) < 0, -1.0, 1.0)[:, None]
-    sep = _dot(pa1 + s[:, None] * (pb1 - pa1) - (qc1 + u[:, None] * (qd1 - qc1)), nn)
+    sep = _dot(pa1 + s[:, None] * dp - (qc1 + u[:, None] * dq), nn)
     sep0 = _dot(pa0 + s[:, None] * (pb0 - pa0) - (qc0 + u[:, None] * (qd0 - qc0)), nn)
     near = (sep < th - 1e-12) & (sep > -th)
     flip = usable & (sep0 > 0) & (sep <= -th)
@@ -586,25 +706,37 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
         cache["points"] = (pts, _unit(vn[pts])[0],
                            BoxTree(np.minimum(c0, c1) - th, np.maximum(c0, c1) + th))
     pts, vn, tree = cache["points"]
-    sub = np.flatnonzero(np.any(active[triangles], axis=1) & np.any(movable[triangles], axis=1))
+    t0, t1, t2 = triangles[:, 0], triangles[:, 1], triangles[:, 2]
+    sub = np.flatnonzero((active[t0] | active[t1] | active[t2]) & (movable[t0] | movable[t1] | movable[t2]))
     if len(sub) == 0 or len(pts) == 0:
         return 0.0
-    a0, a1 = x_old[triangles], x[triangles]  # (f, 3, 3)
-    flo, fhi = np.minimum(a0.min(1), a1.min(1)), np.maximum(a0.max(1), a1.max(1))
-    it, ip = _pair_cache(cache, "faces", tree, len(triangles)).pairs(
-        flo, fhi, sub, th + np.abs(a1 - a0).max(1))
+    # the boxes over the step of the faces asked about (rows ``sub`` of full-size arrays)
+    flo, fhi, grow = (np.empty((len(triangles), 3)) for _ in range(3))
+    d = np.abs(x - x_old)
+    flo[sub], fhi[sub] = element_boxes(np.minimum(x_old, x), np.maximum(x_old, x), triangles[sub])
+    grow[sub] = th + element_boxes(d, d, triangles[sub])[1]
+    it, ip = _pair_cache(cache, "faces", tree, len(triangles)).pairs(flo, fhi, sub, grow)
     if len(it) == 0:
         return 0.0
-    tri, pv, nv = triangles[it], pts[ip], vn[ip]
+    tri = triangles[it]
     t0, t1 = x_old[tri], x[tri]  # (k, 3, 3)
-    c0, c1 = win.c0[pv], win.c1[pv]
-    n0 = _unit(np.cross(t0[:, 1] - t0[:, 0], t0[:, 2] - t0[:, 0]))[0]
-    n1 = _unit(np.cross(t1[:, 1] - t1[:, 0], t1[:, 2] - t1[:, 0]))[0]
+    c0, c1 = win.c0[pts[ip]], win.c1[pts[ip]]
     # continuous: the point meets the moving triangle inside it during the step
     tc = first_coplanar_time(np.concatenate([t0, c0[:, None]], 1), np.concatenate([t1, c1[:, None]], 1))
     crossed = np.isfinite(tc)
+    n1 = _unit(np.cross(t1[:, 1] - t1[:, 0], t1[:, 2] - t1[:, 0]))[0]
+    plane = _dot(c1 - t1[:, 0], n1)
+    # a pair that neither crossed nor ends within the thickness of the face's plane (with
+    # room for rounding) cannot act: dropped before the barycentrics
+    keep = np.flatnonzero(crossed | (np.abs(plane) < th * (1.0 + 1e-6)))
+    if len(keep) == 0:
+        return 0.0
+    ip, tri, t0, t1, c0, c1 = ip[keep], tri[keep], t0[keep], t1[keep], c0[keep], c1[keep]
+    tc, crossed, n1, plane = tc[keep], crossed[keep], n1[keep], plane[keep]
+    pv, nv = pts[ip], vn[ip]
+    n0 = _unit(np.cross(t0[:, 1] - t0[:, 0], t0[:, 2] - t0[:, 0]))[0]
     bary = _barycentric(c1, t1[:, 0], t1[:, 1], t1[:, 2])  # end of step, for proximity
-    side = np.sign(_dot(c1 - t1[:, 0], n1))
+    side = np.sign(plane)
     if np.any(crossed):
         f = np.flatnonzero(crossed)
         tt = tc[f][:, None, None]
@@ -617,7 +749,7 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
         crossed[f[~ok]] = False
         bary[f[ok]] = b[ok]
         side[f[ok]] = start[ok]  # the side of the cloth the point came from
-    inside = np.all(bary >= -_EPS_BARY, 1)
+    inside = (bary[:, 0] >= -_EPS_BARY) & (bary[:, 1] >= -_EPS_BARY) & (bary[:, 2] >= -_EPS_BARY)
     n_dir = -side[:, None] * n1  # the cloth moves away from the point, to its own side
     q1 = np.einsum("ki,kij->kj", bary, t1)
     sep = _dot(q1 - c1, n_dir)

@@ -26,8 +26,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial import cKDTree
 
-__all__ = ["BoxTree", "PairCache", "overlapping", "box_pairs", "coplanarity_times", "first_coplanar_time", "segment_parameters",
-           "closest_points_on_triangles", "barycentric", "dot", "unit", "BIG"]
+__all__ = ["BoxTree", "PairCache", "element_boxes", "overlapping", "box_pairs", "coplanarity_times",
+           "first_coplanar_time", "segment_parameters", "closest_points_on_triangles", "barycentric", "dot", "unit",
+           "BIG"]
 
 #: Sets of at most this many boxes are not indexed: they are tested against every query.
 FEW = 16
@@ -160,6 +161,18 @@ class BoxTree:
         return rows[ia[ok]], ib[ok]
 
 
+def element_boxes(lo: np.ndarray, hi: np.ndarray, elements: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes ``(m, 3)`` of elements (rows of vertex indices ``(m, c)``: triangles, edges)
+    from their vertices' boxes ``lo, hi`` ``(n, 3)``: the smallest ``lo`` and largest ``hi``
+    over each element's vertices, column by column (``lo[elements].min(axis=1)`` reduces
+    over a short axis, several times slower)."""
+    blo, bhi = lo[elements[:, 0]], hi[elements[:, 0]]
+    for c in range(1, elements.shape[1]):
+        np.minimum(blo, lo[elements[:, c]], out=blo)
+        np.maximum(bhi, hi[elements[:, c]], out=bhi)
+    return blo, bhi
+
+
 def overlapping(alo: np.ndarray, ahi: np.ndarray, ia: np.ndarray, blo: np.ndarray, bhi: np.ndarray,
                 ib: np.ndarray) -> np.ndarray:
     """Whether box ``ia[j]`` of ``alo, ahi`` ``(na, 3)`` overlaps box ``ib[j]`` of ``blo, bhi``
@@ -177,7 +190,10 @@ class PairCache:
     it overlaps overlaps the grown one); only rows that left their grown box query the
     tree again. So the passes of a contact step, and a second pass over the vertices a
     later stage moved, cost one tree query, and a collider kept across steps (a static
-    one) queries again only where the cloth moved.
+    one) queries again only where the cloth moved. The pairs of each tree query are kept
+    sorted by row then indexed box: their order does not depend on the tree, so a subset
+    of the indexed boxes numbered in the same order gives its pairs in the same order
+    (the contact stage's response depends on the order it meets its pairs in).
 
     Parameters
     ----------
@@ -196,7 +212,8 @@ class PairCache:
     def pairs(self, lo: np.ndarray, hi: np.ndarray, subset: np.ndarray,
               grow: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
         """Pairs ``(ia, ib)`` of query boxes ``lo, hi`` ``(rows, 3)`` (only rows ``subset``)
-        overlapping indexed boxes, as :meth:`BoxTree.pairs` gives them (in another order).
+        overlapping indexed boxes, as :meth:`BoxTree.pairs` gives them (in another order);
+        ``subset`` holds distinct rows.
 
         ``grow`` (m; scalar, ``(rows,)`` or ``(rows, 3)``): how far a re-queried row's box is
         grown for the candidates it keeps (room for the motion of the following queries).
@@ -217,16 +234,22 @@ class PairCache:
             g = g[:, None] if g.ndim == 1 else g
             glo[stale], ghi[stale] = lo[stale] - g, hi[stale] + g
             ia, ib = self.tree.pairs(glo, ghi, stale)
+            order = np.argsort(ia * len(self.tree.lo) + ib, kind="stable")  # whatever the traversal
+            ia, ib = ia[order], ib[order]
             gone = np.zeros(self.rows, bool)
             gone[stale] = True
             keep = ~gone[self.ia]
             self.ia = np.concatenate([self.ia[keep], ia])
             self.ib = np.concatenate([self.ib[keep], ib])
-        want = np.zeros(self.rows, bool)
-        want[rows] = True
-        sel = want[self.ia]
-        ia, ib = self.ia[sel], self.ib[sel]
-        ok = overlapping(lo, hi, ia, self.tree.lo, self.tree.hi, ib)
+        if len(rows) == self.rows:  # every row (no row twice): every cached pair
+            ia, ib = self.ia, self.ib
+        else:
+            want = np.zeros(self.rows, bool)
+            want[rows] = True
+            sel = want[self.ia]
+            ia, ib = self.ia[sel], self.ib[sel]
+        ok = _overlap_pairs(np.ascontiguousarray(lo.T), np.ascontiguousarray(hi.T), ia,
+                            self.tree.lo_t, self.tree.hi_t, ib)
         return ia[ok], ib[ok]
 
 
@@ -280,8 +303,12 @@ def coplanarity_times(p0: np.ndarray, p1: np.ndarray) -> np.ndarray:
     their displacements. ``[0, 1]`` is cut at the roots of ``f′`` into three monotone
     pieces; a piece whose ends differ in sign, or touch zero (``|f|`` below ``1e-12`` of
     the coefficients' size, so rounding cannot hide a contact at an end), is bisected.
+    Rows whose four Bernstein coefficients on ``[0, 1]`` share a sign, all further than
+    twice that tolerance from zero, have no root (``f`` lies between the smallest and
+    the largest of them: Farin 2002, "Curves and Surfaces for CAGD", the convex hull
+    property) and are answered ``nan`` before that work: most candidate pairs of a step.
     """
-    k = len(p0)
+    out = np.full((len(p0), 3), np.nan)
     dp = p1 - p0
     u0, v0, w0 = (p0[:, i] - p0[:, 0] for i in (1, 2, 3))
     du, dv, dw = (dp[:, i] - dp[:, 0] for i in (1, 2, 3))
@@ -290,6 +317,23 @@ def coplanarity_times(p0: np.ndarray, p1: np.ndarray) -> np.ndarray:
     duv = np.cross(du, dv)
     c = (dot(uv0, w0), dot(mix, w0) + dot(uv0, dw), dot(duv, w0) + dot(mix, dw), dot(duv, dw))
     scale = np.abs(c[0]) + np.abs(c[1]) + np.abs(c[2]) + np.abs(c[3])
+    b1, b2 = c[0] + c[1] / 3.0, c[0] + (2.0 * c[1] + c[2]) / 3.0
+    b3 = c[0] + c[1] + c[2] + c[3]
+    margin = 2e-12 * scale
+    lo_b = np.minimum(np.minimum(c[0], b1), np.minimum(b2, b3))
+    hi_b = np.maximum(np.maximum(c[0], b1), np.maximum(b2, b3))
+    maybe = np.flatnonzero((lo_b <= margin) & (hi_b >= -margin))
+    if len(maybe) == 0:
+        return out
+    c, scale = tuple(ci[maybe] for ci in c), scale[maybe]
+    out[maybe] = _cubic_roots(c, scale)
+    return out
+
+
+def _cubic_roots(c: tuple[np.ndarray, ...], scale: np.ndarray) -> np.ndarray:
+    """Roots ``(k, 3)`` in ``[0, 1]`` of the cubics ``c₀ + c₁t + c₂t² + c₃t³`` (coefficients
+    ``(k,)`` each, ``scale`` the sum of their sizes), as :func:`coplanarity_times` finds them."""
+    k = len(scale)
     # roots of f'(t) = 3 c3 t² + 2 c2 t + c1
     qa, qb, qc = 3.0 * c[3], 2.0 * c[2], c[1]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -391,7 +435,8 @@ def closest_points_on_triangles(p: np.ndarray, a: np.ndarray, b: np.ndarray,
     """Closest point on triangle ``(a, b, c)`` to ``p``, row by row.
 
     Vectorised form of the Voronoi-region test (Ericson 2004, "Real-Time
-    Collision Detection", §5.1.5).
+    Collision Detection", §5.1.5): each row's region (inside, an edge, a corner) is
+    decided first and its closest point computed on that region's rows only.
 
     Parameters
     ----------
@@ -412,25 +457,32 @@ def closest_points_on_triangles(p: np.ndarray, a: np.ndarray, b: np.ndarray,
     va = d3 * d6 - d5 * d4
     vb = d5 * d2 - d1 * d6
     vc = d1 * d4 - d3 * d2
+    region = np.zeros(len(p), np.int8)  # 0: inside the face
+    region[(va <= 0) & ((d4 - d3) >= 0) & ((d5 - d6) >= 0)] = 1  # edge BC
+    region[(vb <= 0) & (d2 >= 0) & (d6 <= 0)] = 2  # edge AC
+    region[(vc <= 0) & (d1 >= 0) & (d3 <= 0)] = 3  # edge AB
+    region[(d6 >= 0) & (d5 <= d6)] = 4  # corner C
+    region[(d3 >= 0) & (d4 <= d3)] = 5  # corner B
+    region[(d1 <= 0) & (d2 <= 0)] = 6  # corner A
+    out = np.empty_like(p)
     with np.errstate(divide="ignore", invalid="ignore"):
-        denom = va + vb + vc
-        v = np.where(denom != 0, vb / denom, 0.0)
-        w = np.where(denom != 0, vc / denom, 0.0)
-        out = a + v[:, None] * ab + w[:, None] * ac  # interior
-        # edge BC
-        t_bc = (d4 - d3) / ((d4 - d3) + (d5 - d6))
-        m = (va <= 0) & ((d4 - d3) >= 0) & ((d5 - d6) >= 0)
-        out = np.where(m[:, None], b + np.nan_to_num(t_bc)[:, None] * (c - b), out)
-        # edge AC
-        t_ac = d2 / (d2 - d6)
-        m = (vb <= 0) & (d2 >= 0) & (d6 <= 0)
-        out = np.where(m[:, None], a + np.nan_to_num(t_ac)[:, None] * ac, out)
-        # edge AB
-        t_ab = d1 / (d1 - d3)
-        m = (vc <= 0) & (d1 >= 0) & (d3 <= 0)
-        out = np.where(m[:, None], a + np.nan_to_num(t_ab)[:, None] * ab, out)
-    # vertex regions
-    out = np.where(((d6 >= 0) & (d5 <= d6))[:, None], c, out)
-    out = np.where(((d3 >= 0) & (d4 <= d3))[:, None], b, out)
-    out = np.where(((d1 <= 0) & (d2 <= 0))[:, None], a, out)
+        i = np.flatnonzero(region == 0)
+        if len(i):
+            denom = va[i] + vb[i] + vc[i]
+            v = np.where(denom != 0, vb[i] / denom, 0.0)
+            w = np.where(denom != 0, vc[i] / denom, 0.0)
+            out[i] = a[i] + v[:, None] * ab[i] + w[:, None] * ac[i]
+        i = np.flatnonzero(region == 1)
+        if len(i):
+            e, f = d4[i] - d3[i], d5[i] - d6[i]
+            out[i] = b[i] + np.nan_to_num(e / (e + f))[:, None] * (c[i] - b[i])
+        i = np.flatnonzero(region == 2)
+        if len(i):
+            out[i] = a[i] + np.nan_to_num(d2[i] / (d2[i] - d6[i]))[:, None] * ac[i]
+        i = np.flatnonzero(region == 3)
+        if len(i):
+            out[i] = a[i] + np.nan_to_num(d1[i] / (d1[i] - d3[i]))[:, None] * ab[i]
+    for r, corner in ((4, c), (5, b), (6, a)):
+        i = np.flatnonzero(region == r)
+        out[i] = corner[i]
     return out

@@ -75,7 +75,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SinewError
-from .proximity import barycentric, box_pairs, closest_points_on_triangles, coplanarity_times, segment_parameters, unit
+from .proximity import (
+    barycentric,
+    box_pairs,
+    closest_points_on_triangles,
+    coplanarity_times,
+    element_boxes,
+    segment_parameters,
+    unit,
+)
 from .proximity import dot as _dot
 
 __all__ = ["SelfCollision", "SelfCollisionReport", "triangles_intersect", "crossing_pairs", "count_crossings",
@@ -206,11 +214,10 @@ def crossing_pairs(x: np.ndarray, triangles: np.ndarray) -> np.ndarray:
     """
     tri = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
     x = np.asarray(x, dtype=np.float64)
-    p = x[tri]
-    i, j = box_pairs(p.min(axis=1), p.max(axis=1))
+    i, j = box_pairs(*element_boxes(x, x, tri))
     share = _share_vertex(tri, i, tri, j)
     i, j = i[~share], j[~share]
-    hit = triangles_intersect(p[i], p[j])
+    hit = triangles_intersect(x[tri[i]], x[tri[j]])
     return np.stack([i[hit], j[hit]], axis=1)
 
 
@@ -267,11 +274,20 @@ class SelfCollisionReport:
         Vertices sent back to their start-of-step positions by the failsafe.
     unresolved : int
         Colliding pairs left (only when pinned vertices are driven through the mesh).
+    constraints : tuple of numpy.ndarray, optional
+        The pairs in contact as the response's constraints ``n·Σₖ αₖ xₖ ≥ target``:
+        ``(idx (k, 4), α (k, 4), n (k, 3), target (k,))`` (module docstring), for a later
+        projection that must keep them (:meth:`.simulate.Simulator.advance`'s strain
+        limit after self-collision).
+    reverted_vertices : numpy.ndarray, optional
+        Shape ``(n,)``, bool: the vertices the failsafe sent back (``None``: none).
     """
 
     contacts: int
     reverted: int
     unresolved: int
+    constraints: tuple | None = None
+    reverted_vertices: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -351,12 +367,13 @@ class SelfCollision:
         g = self.distance if grow is None else grow
         lo, hi = np.minimum(x0, x1), np.maximum(x0, x1)
         tri, edges = self.triangles, self.edges
-        t_lo, t_hi = lo[tri].min(axis=1), hi[tri].max(axis=1)
+        t_lo, t_hi = element_boxes(lo, hi, tri)
         iv, it = box_pairs(lo - g, hi + g, t_lo, t_hi)
         ok = ~_share_vertex(iv[:, None], np.arange(len(iv)), tri, it)
         iv, it = iv[ok], it[ok]
         vf_keys = iv * np.int64(len(tri)) + it
-        e_lo, e_hi = lo[edges].min(axis=1) - 0.5 * g, hi[edges].max(axis=1) + 0.5 * g
+        e_lo, e_hi = element_boxes(lo, hi, edges)
+        e_lo, e_hi = e_lo - 0.5 * g, e_hi + 0.5 * g
         ea, eb = box_pairs(e_lo, e_hi)
         ok = ~_share_vertex(edges, ea, edges, eb)
         ea, eb = ea[ok], eb[ok]
@@ -541,6 +558,8 @@ class SelfCollision:
             rows = np.flatnonzero(active)
             self._project(x, v, idx[rows], alpha[rows], normal[rows], target[rows], inv_mass)
         contacts = int(active.sum())
+        rows = np.flatnonzero(active)
+        constraints = (idx[rows], alpha[rows], normal[rows], target[rows]) if len(rows) else None
         # failsafe: back to the crossing-free start for whatever still collides. While no
         # vertex moved more than d/2 in the projection, the candidate boxes (grown by d)
         # still hold every pair that can meet; else a fresh broad phase over x₀ → x
@@ -559,7 +578,8 @@ class SelfCollision:
             x[verts] = x0[verts]
             v[verts] = 0.0
             hit = self._impacts(x0, x, idx, is_vf, dist0)[0]
-        return SelfCollisionReport(contacts, int(reverted.sum()), int(hit.sum()))
+        return SelfCollisionReport(contacts, int(reverted.sum()), int(hit.sum()), constraints,
+                                   reverted if np.any(reverted) else None)
 
     def count_crossings(self, x: np.ndarray) -> int:
         """Crossing triangle pairs of this mesh at ``x`` ``(n, 3)`` (see :func:`count_crossings`)."""

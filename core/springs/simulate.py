@@ -18,7 +18,7 @@ simulator is left at the last good frame.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Union
 
 import numpy as np
@@ -30,8 +30,24 @@ from .colliders import ColliderSet, TriangleMesh, resolve_again
 from .contact import ContactStats, Support
 from .model import Model, State
 from .selfcollision import SelfCollision
+from .strainlimit import LinearRows, limit_strain
 
-__all__ = ["FrameDiagnostics", "Simulator", "simulate", "MAX_AUTO_SUBSTEPS"]
+__all__ = ["FrameDiagnostics", "Simulator", "simulate", "MAX_AUTO_SUBSTEPS", "MAX_SPLITS"]
+
+#: Self-collision's pair constraints enter the strain limit after it this much (a fraction
+#: of ``self_distance``) below their targets: its own projection stops within that.
+_SC_SLACK = 0.02
+#: Rounds of strain limit and self-collision after self-collision (:meth:`Simulator._spread`).
+_SPREAD_ROUNDS = 3
+#: Relative excess over the strain limit that starts such a round.
+_STRETCH_TOLERANCE = 1e-2
+
+#: How often a step that went wrong is halved (:meth:`Simulator._span`): at most
+#: ``2**MAX_SPLITS`` steps in place of one.
+MAX_SPLITS = 4
+#: A strain-limited cloth stretched past this multiple of its ``max_stretch`` after a step
+#: takes it again in halves.
+_SPLIT_STRAIN = 5.0
 
 #: Most substeps per frame an explicit integrator is given automatically for stability.
 MAX_AUTO_SUBSTEPS = 1000
@@ -89,6 +105,33 @@ class FrameDiagnostics:
     converged: bool = True
     max_residual: float = float("nan")
     substeps: int = 1
+
+
+@dataclass
+class _Tally:
+    """What the steps of one frame did (see :class:`FrameDiagnostics`)."""
+
+    iterations: int = 0
+    residual: float = float("nan")
+    max_residual: float = float("nan")
+    converged: bool = True
+    ext_work: float = 0.0
+    self_contacts: int = 0
+    steps: int = 0
+    stats: ContactStats = field(default_factory=ContactStats)
+
+    def add(self, info: Any, stats: ContactStats, self_contacts: int) -> None:
+        """Count one accepted step: its :class:`~.base.StepInfo`, contact statistics and
+        self-contacts."""
+        self.iterations += info.iterations
+        self.residual = info.residual
+        self.converged = self.converged and info.converged
+        if not np.isnan(info.residual):
+            self.max_residual = (info.residual if np.isnan(self.max_residual)
+                                 else max(self.max_residual, info.residual))
+        self.stats.add(stats.contacts, stats.max_penetration, stats.deepest_caught)
+        self.self_contacts += self_contacts
+        self.steps += 1
 
 
 def _make_integrator(integrator: Union[str, Integrator]) -> Integrator:
@@ -181,6 +224,7 @@ class Simulator:
         extent = float(np.linalg.norm(np.ptp(x0, axis=0))) if len(x0) else 0.0
         self._support: Support | None = None  # contact force carried between steps
         self._held: np.ndarray | None = None  # vertices a collider held in the last step
+        self._sc_trouble = 0  # vertices self-collision's failsafe handled in the current step
         self._energy0 = self.mechanical_energy()
         self._scale = (F.kinetic_energy(model, self.state.v) + F.spring_energy(model, x0)
                        + m_tot * g * (extent + 1.0)
@@ -264,11 +308,13 @@ class Simulator:
             return "Lower the stiffness, add substeps or slow the pinned vertices down"
         return "Use more substeps or the NEWTON or FAST solver"
 
-    def _external(self, external: Any, state: State, t: float, frame: int) -> np.ndarray | None:
-        """The external force ``(n, 3)`` for the substep at frame fraction ``t``, or None."""
+    def _external(self, external: Any, state: State, t: float, frame: int,
+                  h: float) -> np.ndarray | None:
+        """The external force ``(n, 3)`` for the step of ``h`` s around frame fraction
+        ``t``, or None."""
         if external is None:
             return None
-        f = external(state.x, state.v, t, self.h) if callable(external) else external
+        f = external(state.x, state.v, t, h) if callable(external) else external
         if f is None:
             return None
         f = np.asarray(f, dtype=np.float64)
@@ -321,54 +367,22 @@ class Simulator:
         prev = self._targets
         nxt = self._check_pins(pins_next)
         work = self.state.copy()
-        total_its = 0
-        residual = max_residual = float("nan")
-        ok = True
-        ext_work = 0.0
-        stats = ContactStats()
         if colliders and self._support is None:
             self._support = Support.zeros(model.masses)
-        movable = ~np.asarray(model.pinned, dtype=bool)
-        sc, self_contacts, crossings = self.self_collision, 0, 0
+        acc = _Tally()
         with np.errstate(over="ignore", invalid="ignore"):
-            for k in range(1, self.substeps + 1):
-                target = prev + (nxt - prev) * (k / self.substeps)
-                cols = ColliderSet((c.window((k - 1) / self.substeps, k / self.substeps)
-                                    if isinstance(c, TriangleMesh) else c for c in colliders), stats,
-                                   self._support if colliders else None, self.triangles)
-                ext = self._external(external, work, (k - 0.5) / self.substeps, frame)
-                if colliders:  # the colliders' push from the last step acts in this solve
-                    load = model.masses[:, None] * model.gravity - F.spring_gradient(model, work.x)
-                    if ext is not None:
-                        load += ext
-                    weight = model.masses * float(np.linalg.norm(model.gravity))
-                    self._support.kick(work.v, self.h, movable, load, weight)
-                kw = {} if ext is None else {"external": ext}
-                x_start = work.x.copy() if (sc is not None or ext is not None) else None
-                info = self.integrator.step(model, work, self.h, pins=target,
-                                            iterations=self.iterations, colliders=cols,
-                                            **kw)
-                if ext is not None:
-                    ext_work += float(np.sum(np.linalg.norm(ext, axis=1)
-                                             * np.linalg.norm(work.x - x_start, axis=1)))
-                if sc is not None and np.all(np.isfinite(work.x)):
-                    self_contacts += self._self_collide(sc, cols, x_start, work)
-                total_its += info.iterations
-                residual = info.residual
-                ok = ok and info.converged
-                if not np.isnan(residual):
-                    max_residual = residual if np.isnan(max_residual) else max(max_residual,
-                                                                               residual)
-                if not (np.all(np.isfinite(work.x)) and np.all(np.isfinite(work.v))):
-                    raise DivergenceError(frame, "positions or velocities became NaN or infinite",
-                                          self._remedy())
+            for k in range(self.substeps):
+                self._span(work, k / self.substeps, (k + 1) / self.substeps, prev, nxt, colliders,
+                           external, frame, acc, 0)
             ke = F.kinetic_energy(model, work.v)
             e_spring, strain = F.spring_energy_and_strain(model, work.x)
             pe = e_spring + F.gravity_energy(model, work.x)
+            sc, crossings = self.self_collision, 0
             if sc is not None:
                 crossings = sc.count_crossings(work.x)
-        if np.isfinite(ext_work):
-            self._scale += ext_work
+        stats = acc.stats
+        if np.isfinite(acc.ext_work):
+            self._scale += acc.ext_work
         if len(prev):
             travel = float(np.max(np.linalg.norm(nxt - prev, axis=1)))
             self._scale += model.total_mass * ((travel * self.fps) ** 2
@@ -379,15 +393,130 @@ class Simulator:
         self.state = work
         self.frame = frame
         self._targets = nxt
-        return FrameDiagnostics(frame, total_its, residual, ke, pe, strain,
+        return FrameDiagnostics(frame, acc.iterations, acc.residual, ke, pe, strain,
                                 contacts=stats.contacts, max_penetration=stats.max_penetration,
-                                self_contacts=self_contacts, self_crossings=crossings,
-                                converged=ok, max_residual=max_residual,
-                                substeps=self.substeps)
+                                self_contacts=acc.self_contacts, self_crossings=crossings,
+                                converged=acc.converged, max_residual=acc.max_residual,
+                                substeps=acc.steps)
 
+    def _span(self, work: State, a0: float, a1: float, prev: np.ndarray, nxt: np.ndarray,
+              colliders: Sequence[Any], external: Any, frame: int, acc: _Tally,
+              depth: int) -> None:
+        """One step over the part ``[a0, a1]`` of the frame (fractions), in place on
+        ``work``; a step that went wrong is taken again as two halves (up to
+        :data:`MAX_SPLITS` times over).
+
+        Wrong: positions or velocities not finite, a strain-limited cloth stretched far
+        past its limit (:data:`_SPLIT_STRAIN`), or self-collision's failsafe needed. All
+        three come from a step too long for what happened in it (a heap of folds landing,
+        fast cloth against a thin edge); the post-solve stages cannot undo them without
+        storing energy in the springs, while half the step leaves them half as much to
+        undo.
+        """
+        model, sc = self.model, self.self_collision
+        h = (a1 - a0) / self.fps
+        split = depth < MAX_SPLITS
+        if split:
+            saved = (work.copy(), None if self._support is None else self._support.force.copy(),
+                     None if self._held is None else self._held.copy())
+        stats = ContactStats()
+        target = prev + (nxt - prev) * a1
+        cols = ColliderSet((c.window(a0, a1) if isinstance(c, TriangleMesh) else c
+                            for c in colliders), stats, self._support if colliders else None,
+                           self.triangles)
+        ext = self._external(external, work, 0.5 * (a0 + a1), frame, h)
+        movable = ~np.asarray(model.pinned, dtype=bool)
+        if colliders:  # the colliders' push from the last step acts in this solve
+            load = model.masses[:, None] * model.gravity - F.spring_gradient(model, work.x)
+            if ext is not None:
+                load += ext
+            weight = model.masses * float(np.linalg.norm(model.gravity))
+            self._support.kick(work.v, h, movable, load, weight)
+        kw = {} if ext is None else {"external": ext}
+        x_start = work.x.copy()
+        info = self.integrator.step(model, work, h, pins=target, iterations=self.iterations,
+                                    colliders=cols, **kw)
+        self._sc_trouble = 0
+        self_contacts = 0
+        if sc is not None and np.all(np.isfinite(work.x)):
+            self_contacts = self._self_collide(sc, cols, x_start, work, h)
+        finite = bool(np.all(np.isfinite(work.x)) and np.all(np.isfinite(work.v)))
+        if split and (not finite or self._sc_trouble
+                      or (model.max_stretch > 0
+                          and F.max_strain(model, work.x) > _SPLIT_STRAIN * model.max_stretch)):
+            old, force, held = saved
+            work.x[...], work.v[...] = old.x, old.v
+            if force is not None:
+                self._support.force[...] = force
+            self._held = held
+            mid = 0.5 * (a0 + a1)
+            self._span(work, a0, mid, prev, nxt, colliders, external, frame, acc, depth + 1)
+            self._span(work, mid, a1, prev, nxt, colliders, external, frame, acc, depth + 1)
+            return
+        if not finite:
+            raise DivergenceError(frame, "positions or velocities became NaN or infinite",
+                                  self._remedy())
+        if ext is not None:
+            acc.ext_work += float(np.sum(np.linalg.norm(ext, axis=1)
+                                         * np.linalg.norm(work.x - x_start, axis=1)))
+        acc.add(info, stats, self_contacts)
+
+
+    def _sc_resolve(self, sc: SelfCollision, x_start: np.ndarray, work: State,
+                    pinned: np.ndarray) -> Any:
+        """``sc.resolve`` on ``work``, counting what its failsafe had to do."""
+        report = sc.resolve(x_start, work.x, work.v, self.model.masses, pinned)
+        self._sc_trouble += report.reverted + report.unresolved
+        return report
+
+    def _spread(self, sc: SelfCollision, cols: ColliderSet, x_start: np.ndarray, work: State,
+                pinned: np.ndarray, report: Any, h: float) -> int:
+        """Pass self-collision's push on to the cloth around it; returns the self-contacts
+        of the extra passes.
+
+        Self-collision moves the vertices of the pairs it separates and nothing else: its
+        push stretches the springs around them, and its failsafe, sending vertices back
+        to the start of the step while their neighbours have moved a whole step, more
+        so. Left for the next solve, that energy pulls the layers back together, and the
+        next push apart stores more: a heap of folds gains energy until it diverges. So
+        the strain limit, together with the pairs' constraints and the held vertices on
+        their colliders (:class:`~.strainlimit.LinearRows`), the vertices the failsafe
+        sent back fixed where they are (the region that stops grows around them), then
+        self-collision once more on the result (it has the last word: no crossings), a
+        few rounds while the strain limit is exceeded.
+        """
+        model = self.model
+        e = model.structural_count
+        sp, bound = model.springs[:e], (1.0 + model.max_stretch) * model.rest_lengths[:e]
+        contacts = 0
+        stopped = np.zeros(len(work.x), bool)
+        for _ in range(_SPREAD_ROUNDS):
+            if not np.all(np.isfinite(work.x)):
+                break
+            if report.reverted_vertices is not None:
+                stopped |= report.reverted_vertices
+            length = np.linalg.norm(work.x[sp[:, 0]] - work.x[sp[:, 1]], axis=1)
+            if not np.any(length > bound * (1.0 + _STRETCH_TOLERANCE)):
+                break
+            rows = None
+            if report.constraints is not None:
+                idx, alpha, normal, target = report.constraints
+                d = sc.distance
+                rows = LinearRows(idx, alpha, normal, target - _SC_SLACK * d, np.full(len(idx), d))
+            if cols.held is not None and cols.normals is not None:
+                held = np.flatnonzero(cols.held & ~pinned & ~stopped)
+                rows = LinearRows.join(rows, LinearRows.points(
+                    held, cols.normals[held], work.x[held], float(np.median(model.rest_lengths))))
+            before = work.x.copy()
+            limit_strain(model, work.x, work.v, h, fixed=pinned | stopped, rows=rows)
+            if np.array_equal(work.x, before):
+                break
+            report = self._sc_resolve(sc, x_start, work, pinned | stopped)
+            contacts += report.contacts
+        return contacts
 
     def _self_collide(self, sc: SelfCollision, cols: ColliderSet, x_start: np.ndarray,
-                      work: State) -> int:
+                      work: State, h: float) -> int:
         """Self-collision after the collider stage, without undoing it.
 
         Vertices resting on a collider (held by one in this step, and in the one before
@@ -406,14 +535,17 @@ class Simulator:
         if cols.held is not None and self._held is not None:
             pinned = pinned | (cols.held & self._held)
         before = work.x.copy()
-        contacts = sc.resolve(x_start, work.x, work.v, model.masses, pinned).contacts
+        report = self._sc_resolve(sc, x_start, work, pinned)
+        contacts = report.contacts
+        if model.max_stretch > 0:
+            contacts += self._spread(sc, cols, x_start, work, pinned, report, h)
         moved = np.any(work.x != before, axis=1)
         back = np.zeros(len(moved), bool)
         pushed = moved if cols.held is None else moved & cols.held
         if len(cols) and np.any(pushed) and np.all(np.isfinite(work.x)):
-            back = resolve_again(cols, work.x, work.v, x_start, self.h, model, pushed)
+            back = resolve_again(cols, work.x, work.v, x_start, h, model, pushed)
             if np.any(back):  # what it put back is immovable now: self-collision once more
-                contacts += sc.resolve(x_start, work.x, work.v, model.masses, pinned | back).contacts
+                contacts += self._sc_resolve(sc, x_start, work, pinned | back).contacts
         # resting on a collider: held by it, and not moved off it by another layer
         self._held = None if cols.held is None else cols.held & (~moved | back)
         return contacts

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from .linsolve import factor_spd
 from .model import Model
 
-__all__ = ["StrainLimitInfo", "limit_strain"]
+__all__ = ["StrainLimitInfo", "LinearRows", "limit_strain"]
 
 #: Relative over-length tolerated at the end of the projection.
 TOLERANCE = 5e-4
@@ -57,6 +57,10 @@ _ACTIVE: dict[int, np.ndarray] = {}
 _DENSE = 128
 #: Springs stretched beyond ``1 + (1 − _BAND) s`` join the projection as candidates.
 _BAND = 0.5
+#: Springs within this (relative to their rest length) of their lower bound join the
+#: projection as candidates: a push passed on along a chain of springs (a strip landing on
+#: its end) reaches its far end in one Newton step instead of one spring per step.
+_LOWER_BAND = 0.05
 #: Regularisation of ``J W Jᵀ`` (relative to its largest diagonal entry), for
 #: redundant constraints.
 _EPS = 1e-9
@@ -73,14 +77,84 @@ class StrainLimitInfo:
     excess: float
 
 
+@dataclass
+class LinearRows:
+    """One-sided linear constraints for :func:`limit_strain`, row ``r``:
+    ``Σₖ coefs[r, k] (normals[r] · x[verts[r, k]]) ≥ targets[r]``.
+
+    Attributes
+    ----------
+    verts : numpy.ndarray
+        Shape ``(r, m)``, int64 vertex indices (distinct within a row where the
+        coefficient is non-zero; ``-1`` pads a row: no vertex).
+    coefs : numpy.ndarray
+        Shape ``(r, m)``.
+    normals : numpy.ndarray
+        Shape ``(r, 3)``, unit.
+    targets : numpy.ndarray
+        Shape ``(r,)``, m.
+    scale : numpy.ndarray
+        Shape ``(r,)``, m: the length the row's tolerance (:data:`TOLERANCE`) and
+        candidate band (:data:`_LOWER_BAND`) are relative to.
+    """
+
+    verts: np.ndarray
+    coefs: np.ndarray
+    normals: np.ndarray
+    targets: np.ndarray
+    scale: np.ndarray
+
+    @classmethod
+    def points(cls, idx: np.ndarray, normals: np.ndarray, points: np.ndarray,
+               scale: float) -> LinearRows:
+        """Vertices ``idx`` ``(c,)`` on the outer side of the planes through ``points``
+        ``(c, 3)`` with outward unit ``normals`` ``(c, 3)`` (a collider's contacts)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        return cls(idx[:, None], np.ones((len(idx), 1)), normals,
+                   np.einsum("ij,ij->i", normals, points), np.full(len(idx), float(scale)))
+
+    @classmethod
+    def springs(cls, pairs: np.ndarray, directions: np.ndarray, lower: np.ndarray,
+                scale: np.ndarray) -> LinearRows:
+        """Springs ``pairs`` ``(e, 2)`` no shorter than ``lower`` ``(e,)`` along the fixed
+        unit ``directions`` ``(e, 3)``: ``û·(xᵢ − xⱼ) ≥ lower``."""
+        coefs = np.broadcast_to(np.array([1.0, -1.0]), (len(pairs), 2))
+        return cls(np.asarray(pairs, dtype=np.int64), coefs, directions, lower, scale)
+
+    @staticmethod
+    def join(*parts: LinearRows | None) -> LinearRows | None:
+        """The rows of ``parts`` together (``None`` parts skipped; ``None`` if none)."""
+        parts = [p for p in parts if p is not None and len(p.targets)]
+        if not parts:
+            return None
+        m = max(p.verts.shape[1] for p in parts)
+
+        def pad(a: np.ndarray, fill: float) -> np.ndarray:
+            return np.pad(a, ((0, 0), (0, m - a.shape[1])), constant_values=fill)
+
+        return LinearRows(np.concatenate([pad(p.verts, -1) for p in parts]),
+                          np.concatenate([pad(np.asarray(p.coefs, dtype=np.float64), 0.0)
+                                          for p in parts]),
+                          np.concatenate([p.normals for p in parts]),
+                          np.concatenate([p.targets for p in parts]),
+                          np.concatenate([p.scale for p in parts]))
+
+    def shortfall(self, x: np.ndarray) -> np.ndarray:
+        """``target − Σ coef n·x`` per row ``(r,)``, m (> 0: violated)."""
+        pts = x[np.maximum(self.verts, 0)]  # (r, m, 3); padding has coefficient 0
+        value = np.einsum("rk,rki,ri->r", self.coefs * (self.verts >= 0), pts, self.normals)
+        return self.targets - value
+
+
 def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
-                 fixed: np.ndarray | None = None) -> StrainLimitInfo:
+                 fixed: np.ndarray | None = None, rows: LinearRows | None = None,
+                 stretch: bool = True) -> StrainLimitInfo:
     """Project the structural springs of ``x`` onto ``ℓ ≤ (1 + max_stretch) L`` in place.
 
     Parameters
     ----------
     model : Model
-        ``model.max_stretch`` > 0 (otherwise nothing happens).
+        ``model.max_stretch`` > 0, or ``rows`` given (otherwise nothing happens).
     x : numpy.ndarray
         Shape ``(n, 3)``, m, positions at the end of the step; updated.
     v : numpy.ndarray
@@ -90,23 +164,43 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
     fixed : numpy.ndarray, optional
         Shape ``(n,)`` bool: vertices that must not move (hard pins are always
         fixed).
+    rows : LinearRows, optional
+        One-sided linear constraints projected together with the strain limit (Goldenthal
+        et al. 2007 handle any constraint this way): a collider's contacts (the held
+        vertex slides over it or leaves it, but is not pulled in), springs no shorter than
+        a bound along a fixed direction (a push passed on along stiff springs instead of
+        compressing them), self-collision's pair constraints (its push passed on to the
+        cloth around instead of stretching it).
+    stretch : bool
+        Whether the strain limit takes part; without it the constraints are linear and
+        every Newton step is taken whole.
 
     Returns
     -------
     StrainLimitInfo
     """
-    s = model.max_stretch
+    s = max(model.max_stretch, 0.0) if stretch else 0.0
     e = model.structural_count
-    if s <= 0 or e == 0:
+    if (s <= 0 and rows is None) or e == 0:
         return StrainLimitInfo(0, True, 0.0)
     springs = model.springs[:e]
     rest = model.rest_lengths[:e]
+    n = model.vertex_count
     inv_m = 1.0 / model.masses
     inv_m = np.where(model.pinned, 0.0, inv_m)
     if fixed is not None:
         inv_m = np.where(fixed, 0.0, inv_m)
-    bound = (1.0 + s) * rest
-    n = model.vertex_count
+    inv_m = np.append(inv_m, 0.0)  # index -1 (a row's padding): no vertex
+    # a constraint whose vertices cannot move is left as it is (two pinned ends)
+    bound = (1.0 + s) * rest if s > 0 else np.full(e, np.inf)
+    bound = np.where(inv_m[springs[:, 0]] + inv_m[springs[:, 1]] > 0, bound, np.inf)
+    scale = (1.0 + s) * rest  # finite: violations relative to it
+    r = 0 if rows is None else len(rows.targets)
+    spring_coefs = np.broadcast_to(np.array([1.0, -1.0]), (e, 2))
+    if r:
+        row_verts = np.where(rows.verts >= 0, rows.verts, n)
+        free_row = np.any((rows.coefs != 0) & (inv_m[row_verts] > 0), axis=1)
+        width = max(2, row_verts.shape[1])
     x_start = x.copy()
     active = _ACTIVE.get(model.uid)
     if active is None or len(active) != e:
@@ -115,45 +209,68 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
     excess = 0.0
     converged = False
     while True:
-        d = x[springs[:, 0]] - x[springs[:, 1]]
-        length = np.sqrt(np.einsum("ij,ij->i", d, d))
+        d, length = _geometry(model, x, springs)
         over = length - bound
         viol = over > TOLERANCE * bound
-        if not np.any(viol):
+        short = rows.shortfall(x) if r else np.zeros(0)
+        viol_r = (short > TOLERANCE * rows.scale) & free_row if r else np.zeros(0, bool)
+        if not (np.any(viol) or np.any(viol_r)):
             converged = True
             excess = max(float(np.max(over / np.maximum(rest, 1e-300), initial=0.0)), 0.0)
             break
         if it >= MAX_ITERATIONS:
-            excess = float(np.max(over[viol] / rest[viol]))
+            excess = float(np.max(over[viol] / rest[viol], initial=0.0))
             break
         # active: too long now, or near the bound (within half the allowed stretch): a
         # spring next to a violated one is pulled over its bound by the projection
         # unless it is a constraint too, so the set would grow one ring per Newton step.
-        # Candidates the solve would have to push apart are released below.
+        # Candidates the solve would have to push apart are released below. The rows
+        # near their bound are candidates too: a push passed on along a chain of them
+        # reaches its far end in one Newton step.
         active = viol | (active & (over > -0.25 * s * rest)) | (over > -_BAND * s * rest)
+        active_r = viol_r | ((short > -_LOWER_BAND * rows.scale) & free_row) if r else np.zeros(0, bool)
         for _ in range(4):
-            act = np.flatnonzero(active)
-            lam, verts, dxv = _project(springs[act], d[act] / length[act, None], inv_m,
-                                       over[act])
-            # a spring within its bound that the solve would have to push apart is not
-            # held by the inequality: release it and solve again (active-set step)
-            release = (lam < 0) & (over[act] <= 0)
+            hi, co = np.flatnonzero(active), np.flatnonzero(active_r)
+            if r:
+                verts = np.concatenate([_pad(springs[hi], width, n), _pad(row_verts[co], width, n)])
+                coefs = np.concatenate([_pad(spring_coefs[hi], width, 0.0),
+                                        _pad(rows.coefs[co], width, 0.0)])
+                # a row ``target − Σ coef n·x ≤ 0`` has ``−coef n`` at its vertices; one
+                # that holds is kept where it is, not moved onto its bound (it only
+                # passes pushes on)
+                u = np.concatenate([d[hi] / length[hi, None], -rows.normals[co]])
+                c = np.concatenate([over[hi], np.maximum(short[co], 0.0)])
+            else:
+                verts, coefs = springs[hi], spring_coefs[hi]
+                u, c = d[hi] / length[hi, None], over[hi]
+            lam, moved, dxv = _project(verts, coefs, u, inv_m, c)
+            # a constraint that holds but that the solve would have to push the other way
+            # (a spring within its bound pushed apart, a contact pulling its vertex in)
+            # is not held by the inequality: release it and solve again (active-set step)
+            release = (lam < 0) & (c <= 0)
             if not np.any(release):
                 break
-            active[act[release]] = False
-        dx = np.zeros((n, 3))
-        dx[verts] = dxv
-        # damped step: halve while the worst active violation grows (far from the
-        # constraint manifold the linearisation overshoots)
-        worst = float(np.max(over / bound))
-        t = 1.0
-        for _ in range(6):
-            xt = x - t * dx
-            dt = xt[springs[:, 0]] - xt[springs[:, 1]]
-            lt = np.sqrt(np.einsum("ij,ij->i", dt, dt))
-            if float(np.max((lt - bound) / bound)) < worst:
+            active[hi[release[:len(hi)]]] = False
+            active_r[co[release[len(hi):]]] = False
+        dx = np.zeros((n + 1, 3))
+        dx[moved] = dxv
+        dx = dx[:n]
+        xt = x - dx
+        if s > 0:
+            # damped step: halve while the worst violation grows (far from the constraint
+            # manifold the linearisation overshoots)
+            worst = _worst(length, bound, scale, short, rows)
+            t = 1.0
+            for _ in range(6):
+                xt = x - t * dx
+                trial = _worst(_geometry(model, xt, springs)[1], bound, scale,
+                               rows.shortfall(xt) if r else short, rows)
+                if trial < worst:
+                    break
+                t *= 0.5
+            else:  # no step helps (constraints that contradict each other): stop here
+                excess = float(np.max(over[viol] / rest[viol], initial=0.0))
                 break
-            t *= 0.5
         x[...] = xt
         it += 1
     if len(_ACTIVE) > 8:
@@ -164,40 +281,73 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
     return StrainLimitInfo(it, converged, excess)
 
 
-def _project(pairs: np.ndarray, u: np.ndarray, inv_m: np.ndarray,
-             c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One fast-projection Newton step on the constraints ``pairs`` ``(a, 2)``.
+def _pad(a: np.ndarray, width: int, fill: float) -> np.ndarray:
+    return a if a.shape[1] == width else np.pad(a, ((0, 0), (0, width - a.shape[1])),
+                                                constant_values=fill)
 
-    Solves ``(J W Jᵀ + εI) λ = c`` for the springs' directions ``u`` ``(a, 3)``,
-    inverse masses ``inv_m`` ``(n,)`` and violations ``c`` ``(a,)`` (m); returns
-    ``λ`` ``(a,)``, the vertices ``verts`` ``(k,)`` the step moves and their
-    displacement ``W Jᵀ λ`` ``(k, 3)`` (to be subtracted). Only those vertices enter
-    the system: ``(J W Jᵀ)_{ab} = (Σ_v S_av S_bv w_v) (u_a·u_b)`` with the signed
-    incidence ``S`` (+1 at ``i``, −1 at ``j``), formed densely for small sets (the
-    usual case: the springs at a pinned corner) and as a sparse product otherwise.
+
+def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.einsum("ij,ij->i", a, b)
+
+
+def _geometry(model: Model, x: np.ndarray, springs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Spring vectors ``(e, 3)`` and lengths ``(e,)`` of ``springs`` at ``x``; a spring
+    whose ends coincide gets its rest direction at a tiny length (a lower bound pushes
+    it apart along that)."""
+    d = x[springs[:, 0]] - x[springs[:, 1]]
+    length = np.sqrt(_dot(d, d))
+    tiny = length < 1e-12
+    if np.any(tiny):
+        d[tiny] = 1e-12 * model.rest_directions[:len(springs)][tiny]
+        length[tiny] = 1e-12
+    return d, length
+
+
+def _worst(length: np.ndarray, bound: np.ndarray, scale: np.ndarray, short: np.ndarray,
+           rows: LinearRows | None) -> float:
+    """The largest relative violation (negative when all hold): of the strain limit, and
+    of the ``rows`` with shortfalls ``short``."""
+    worst = float(np.max((length - bound) / scale))
+    if rows is not None and len(short):
+        worst = max(worst, float(np.max(short / rows.scale)))
+    return worst
+
+
+def _project(verts: np.ndarray, coefs: np.ndarray, u: np.ndarray, inv_m: np.ndarray,
+             c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One fast-projection Newton step on the constraints ``a``.
+
+    Constraint ``a`` has the gradient ``coefs[a, k] u[a]`` at vertex ``verts[a, k]``
+    (``(a, m)`` each; a spring: ``(i, j)``, ``(1, −1)`` along its direction; padding:
+    the index of a vertex with zero inverse mass). Solves ``(J W Jᵀ + εI) λ = c`` for
+    inverse masses ``inv_m`` and violations ``c`` ``(a,)`` (m); returns ``λ`` ``(a,)``,
+    the vertices ``moved`` ``(k,)`` the step moves and their displacement ``W Jᵀ λ``
+    ``(k, 3)`` (to be subtracted). Only those vertices enter the system:
+    ``(J W Jᵀ)_{ab} = (Σ_v C_av C_bv w_v) (u_a·u_b)`` with the coefficients ``C`` by
+    vertex, formed densely for small sets (the usual case: the springs at a pinned
+    corner) and as a sparse product otherwise.
     """
-    a = len(pairs)
-    verts, local = np.unique(pairs.T.reshape(-1), return_inverse=True)
-    li, lj = local[:a], local[a:]
-    k = len(verts)
-    w = inv_m[verts]
+    a, m = verts.shape
+    moved, local = np.unique(verts.reshape(-1), return_inverse=True)
+    local = local.reshape(a, m)
+    k = len(moved)
+    w = inv_m[moved]
     rows = np.arange(a)
     if a <= _DENSE:
         signs = np.zeros((a, k))
-        signs[rows, li] = 1.0
-        signs[rows, lj] = -1.0
+        for col in range(m):  # distinct vertices within a row (padding has coefficient 0)
+            signs[rows, local[:, col]] += coefs[:, col]
         system = ((signs * w) @ signs.T) * (u @ u.T)
         system[np.diag_indices(a)] += _EPS * max(float(system.diagonal().max()), 1e-300)
         lam = np.linalg.solve(system, c)
         dxv = w[:, None] * (signs.T @ (lam[:, None] * u))
-        return lam, verts, dxv
-    cols = np.concatenate([3 * li[:, None] + np.arange(3), 3 * lj[:, None] + np.arange(3)],
-                          axis=1).reshape(-1)
+        return lam, moved, dxv
+    cols = (3 * local[:, :, None] + np.arange(3)).reshape(-1)
     swl = np.sqrt(np.repeat(w, 3))
-    vals = np.concatenate([u, -u], axis=1).reshape(-1) * swl[cols]
-    # J W^½ over the local coordinates: rows = active springs
-    jw = sp.csr_matrix((vals, (np.repeat(rows, 6), cols)), shape=(a, 3 * k))
+    vals = (coefs[:, :, None] * u[:, None, :]).reshape(-1) * swl[cols]
+    # J W^½ over the local coordinates: rows = active constraints
+    jw = sp.csr_matrix((vals, (np.repeat(rows, 3 * m), cols)), shape=(a, 3 * k))
     system = (jw @ jw.T).tocsc()
     reg = _EPS * max(float(system.diagonal().max()), 1e-300)
     lam = factor_spd((system + sp.identity(a, format="csc") * reg).tocsc())(c)
-    return lam, verts, (swl * (jw.T @ lam)).reshape(k, 3)
+    return lam, moved, (swl * (jw.T @ lam)).reshape(k, 3)

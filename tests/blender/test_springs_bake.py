@@ -498,3 +498,21 @@ def test_soft_pins_sag_below_their_targets(scene):
         assert np.all(sag > 1e-3)  # soft: the pinned corners hang below their targets
         lows[weight] = x[:, 1].min()
     assert lows[0.5] < lows[1.0] - 1e-3  # half the weight, half the pin stiffness: sags more
+
+
+def test_a_collider_whose_quads_split_anew_still_moves_within_the_frame(addon):
+    # An armature-deformed body's loop triangles can split a bent quad along its other
+    # diagonal from one frame to the next; the vertices are the same, so the body still
+    # moves linearly from the frame before (it used to stand still for that frame).
+    ops = importlib.import_module(ADDON_MODULE + ".springs.operators")
+    mesh = core_springs().TriangleMesh
+    v0 = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], dtype=float)
+    v1, v2 = v0 + [0.0, 0.0, 0.5], v0 + [0.0, 0.0, 1.0]
+    split_a, split_b = np.array([[0, 1, 2], [0, 2, 3]]), np.array([[0, 1, 3], [1, 2, 3]])
+    frames = [[(v0, split_a, 0.02, 0.05)], [(v1, split_b, 0.02, 0.05)], [(v2, split_b, 0.02, 0.05)],
+              [(np.vstack([v2, [[2.0, 2.0, 2.0]]]), np.vstack([split_b, [[2, 3, 4]]]), 0.02, 0.05)]]
+    cols = [row[0] for row in ops.collider_frames(mesh, frames)]
+    assert cols[0].previous is None
+    assert np.array_equal(cols[1].previous, v0) and np.array_equal(cols[1].triangles, split_b)
+    assert np.array_equal(cols[2].previous, v1)
+    assert cols[3].previous is None  # other vertices: nothing to move from
