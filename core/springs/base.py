@@ -235,14 +235,15 @@ class Integrator:
                 x_new[pi] = hard
             limited = limit_strain(model, x_new, v_new, h).converged
         if colliders:
-            e = model.structural_count
-            sp = model.springs[:e]
-            d = x_new[sp[:, 0]] - x_new[sp[:, 1]]
-            solved = np.linalg.norm(d, axis=1)
-            directions = d / np.maximum(solved, 1e-300)[:, None]
+            passing_on = model.max_stretch > 0
+            if passing_on:  # the structural springs as the solve left them
+                sp = model.springs[:model.structural_count]
+                d = x_new[sp[:, 0]] - x_new[sp[:, 1]]
+                solved = np.linalg.norm(d, axis=1)
+                directions = d / np.maximum(solved, 1e-300)[:, None]
             held = resolve(colliders, x_new, v_new, x_old, h, model)
             normals = getattr(colliders, "normals", None)
-            if np.any(held) and normals is not None and model.max_stretch > 0:
+            if passing_on and np.any(held) and normals is not None:
                 limited = _after_contact(model, x_new, v_new, x_old, h, colliders, held,
                                          solved, directions, hard) and limited
                 # a held vertex is given no speed its positions do not show: its speed
