@@ -61,7 +61,7 @@ import scipy.sparse as sp
 
 from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, converged, force_scale, pin_targets, split_targets
-from .linsolve import SpringLaplacian
+from .linsolve import FactorCache, SpringLaplacian
 from .model import Model, State
 
 __all__ = ["LocalGlobal"]
@@ -314,20 +314,16 @@ class LocalGlobal(Integrator):
         self.chebyshev_start = max(int(chebyshev_start), 1)
         self.compute_residual = bool(compute_residual)
         self.tolerance = CONVERGENCE_RTOL if tolerance is None else float(tolerance)
-        self._cache: dict[tuple[int, float], _Prefactored] = {}
+        self._cache: FactorCache[_Prefactored] = FactorCache()
         #: ``‖∇g‖`` at the start and after each iteration of the last step (N).
         self.residual_history: list[float] = []
         #: Anderson restarts in the last step (an extrapolated iterate that increased ``g``).
         self.restarts = 0
 
     def prefactored(self, model: Model, h: float) -> _Prefactored:
-        """The cached global-step factorisation for ``(model, h)``."""
-        key = (model.uid, float(h))
-        pre = self._cache.get(key)
-        if pre is None:
-            self._cache = {key: _Prefactored(model, h)}  # keep only the current one
-            pre = self._cache[key]
-        return pre
+        """The cached global-step factorisation for ``(model, h)`` (the last few pairs are
+        kept, each with its own Chebyshev ``ρ``: :class:`~.linsolve.FactorCache`)."""
+        return self._cache.get((model.uid, float(h)), lambda: _Prefactored(model, h))
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 10, colliders: Sequence[Any] = (),
