@@ -108,6 +108,7 @@ class _Prefactored(SpringLaplacian):
         self._length = np.empty(s)
         self._scale = np.empty(s)
         self._proj = np.empty(s)
+        self._tmp3 = np.empty((3, s))
         self._tmp = np.empty(s)
         self.rho: float | None = None
         #: :meth:`spring_forces` also sets :attr:`energy` (J), the spring and damping part of
@@ -134,10 +135,7 @@ class _Prefactored(SpringLaplacian):
         d = (self.inc3_free @ xf.ravel(order="F")).reshape(3, -1)
         if d_pin is not None:
             d[:, self.pin_springs] += d_pin
-        np.multiply(d[0], d[0], out=length)
-        for k in (1, 2):
-            np.multiply(d[k], d[k], out=tmp)
-            length += tmp
+        np.einsum("ks,ks->s", d, d, out=length)
         np.sqrt(length, out=length)
         if self.want_energy:
             # ½ Σ k (ℓ − L)² (+ ½ Σ (k_d/h)(û⁰·(d − d⁰))² below), for the Anderson safeguard
@@ -153,20 +151,14 @@ class _Prefactored(SpringLaplacian):
             scale[tiny] = 0.0
         if u0 is not None:
             scale += self.kd_h
-            proj = self._proj
-            np.multiply(d[0], u0[0], out=proj)
-            for k in (1, 2):
-                np.multiply(d[k], u0[k], out=tmp)
-                proj += tmp
+            proj = np.einsum("ks,ks->s", d, u0, out=self._proj)
             if self.want_energy:
                 np.subtract(proj, self.proj0, out=tmp)
                 tmp *= tmp
                 self.energy += 0.5 * F.dot(self.kd_h, tmp)
             proj *= self.kd_h
             d *= scale
-            for k in range(3):
-                np.multiply(proj, u0[k], out=tmp)
-                d[k] -= tmp
+            d -= np.multiply(u0, proj, out=self._tmp3)
         else:
             d *= scale
         if tiny is not None:
