@@ -58,8 +58,8 @@ Failsafe (impact zones)
     energy only lost). A translated zone keeps the relative positions it had at ``x₀``,
     which cross nothing, so its own pairs cannot collide whatever order the pairs come in;
     a zone that meets other vertices takes them in, and detection runs again until nothing
-    collides. A zone holding an immovable vertex (a pin, a vertex resting on a collider),
-    or one that stops growing while it still collides, goes back to its start-of-step
+    collides. A zone holding an immovable vertex (a pin, a vertex resting on a collider) or
+    a vertex a collider holds (a translation could carry it in), or one that stops growing while it still collides, goes back to its start-of-step
     positions with zero velocity (a state known to be crossing-free). The one case this
     cannot fix is pinned vertices driven through the mesh (pins are hard).
 
@@ -304,7 +304,7 @@ class SelfCollisionReport:
 
 #: How far (a multiple of ``distance``) :class:`StepPairs` grows each vertex's sweep box
 #: for the candidates it keeps: room for the later passes of the step to move it.
-_CACHE_GROW = 2.0
+_CACHE_GROW = 1.0
 
 
 class StepPairs:
@@ -318,7 +318,10 @@ class StepPairs:
     closest points at ``x₀`` of each pair once, when a query first returns it. A later query whose sweep boxes all lie
     inside the grown ones is answered from that set by the exact box test alone (every
     pair it would find is in the set); one that left them runs the broad phase again. A
-    vertex sent back to ``x₀`` stays inside its box.
+    vertex sent back to ``x₀`` stays inside its box. (Sorting the pairs by key, so their
+    order would not depend on the boxes, was tried: on numpy 1.24 the COTTON strip on a
+    box then ended with a vertex inside the box's thickness; the trajectories are
+    chaotic, and the order only changes rounding.)
 
     Parameters
     ----------
@@ -593,7 +596,8 @@ class SelfCollision:
             v[...] = v_start + s * dv
 
     def resolve(self, x0: np.ndarray, x: np.ndarray, v: np.ndarray, masses: np.ndarray,
-                pinned: np.ndarray, pairs: StepPairs | None = None) -> SelfCollisionReport:
+                pinned: np.ndarray, pairs: StepPairs | None = None,
+                anchored: np.ndarray | None = None) -> SelfCollisionReport:
         """Remove self-contact and crossings from the end of a step, in place.
 
         Parameters
@@ -611,6 +615,10 @@ class SelfCollision:
         pairs : StepPairs, optional
             The step's candidate cache (:meth:`pairs` of ``x0``), shared by the passes of
             one step; default: a fresh one.
+        anchored : numpy.ndarray, optional
+            Shape ``(n,)``, bool: vertices a collider holds. A failsafe zone holding one
+            goes back to ``x₀`` instead of moving rigidly (a translation does not know the
+            collider and could carry it in).
 
         Returns
         -------
@@ -671,13 +679,15 @@ class SelfCollision:
         zone, reverted = np.zeros(len(x), dtype=bool), np.zeros(len(x), dtype=bool)
         left = 0
         if np.any(hit):
-            left = self._impact_zones(x0, x, v, masses, inv_mass, pairs, idx[hit], zone, reverted)
+            still = inv_mass == 0 if anchored is None else (inv_mass == 0) | anchored
+            left = self._impact_zones(x0, x, v, masses, inv_mass, still, pairs, idx[hit], zone,
+                                      reverted)
         return SelfCollisionReport(contacts, int(reverted.sum()), left, constraints,
                                    zone if np.any(zone) else None, int(zone.sum()))
 
     def _impact_zones(self, x0: np.ndarray, x: np.ndarray, v: np.ndarray, masses: np.ndarray,
-                      inv_mass: np.ndarray, pairs: StepPairs, stencils: np.ndarray,
-                      zone: np.ndarray, reverted: np.ndarray) -> int:
+                      inv_mass: np.ndarray, still: np.ndarray, pairs: StepPairs,
+                      stencils: np.ndarray, zone: np.ndarray, reverted: np.ndarray) -> int:
         """The failsafe: impact zones moved rigidly, in place (module docstring).
 
         ``stencils`` ``(k, 4)`` are the pairs still colliding. The vertices of colliding
@@ -686,8 +696,9 @@ class SelfCollision:
         mean velocity (momentum kept, kinetic energy only lost). Its vertices then keep
         their relative positions at ``x₀``, which cross nothing, so no two of them can
         collide during the step; a zone colliding with other vertices takes them in and
-        moves again. A zone holding an immovable vertex goes back to ``x₀`` with zero
-        velocity, as does one that stops growing while it still collides. Marks ``zone``
+        moves again. A zone holding a vertex of ``still`` ``(n,)`` (immovable, or held by
+        a collider) goes back to ``x₀`` with zero velocity (its free vertices), as does one
+        that stops growing while it still collides. Marks ``zone``
         (all the vertices of zones) and ``reverted`` (those sent back) ``(n,)`` and returns
         the colliding pairs left (only with immovable vertices driven through the mesh).
         """
@@ -703,7 +714,7 @@ class SelfCollision:
             graph = sp.coo_matrix((np.ones(len(links)), (links[:, 0], links[:, 1])), shape=(n, n))
             before, (count, label) = count, connected_components(graph, directed=False)
             stuck = int(zone.sum()) == size and count == before
-            fixed = np.bincount(label, weights=zone & (inv_mass == 0), minlength=count) > 0
+            fixed = np.bincount(label, weights=zone & still, minlength=count) > 0
             if stuck:  # no zone grew or merged: those that collide go back to x₀
                 fixed[label[stencils.reshape(-1)]] = True
             back = zone & fixed[label] & (inv_mass > 0) & ~reverted

@@ -226,6 +226,7 @@ class Simulator:
         self._held: np.ndarray | None = None  # vertices a collider held in the last step
         self._sc_trouble = 0  # vertices self-collision's failsafe handled in the current step
         self._sc_pairs = None  # self-collision's candidate pairs of the current step
+        self._sc_anchored = None  # vertices a collider holds in the current step
         self._energy0 = self.mechanical_energy()
         self._scale = (F.kinetic_energy(model, self.state.v) + F.spring_energy(model, x0)
                        + m_tot * g * (extent + 1.0)
@@ -472,7 +473,8 @@ class Simulator:
         one step share its candidate pairs (:class:`~.selfcollision.StepPairs`)."""
         if self._sc_pairs is None:
             self._sc_pairs = sc.pairs(x_start)
-        report = sc.resolve(x_start, work.x, work.v, self.model.masses, pinned, self._sc_pairs)
+        report = sc.resolve(x_start, work.x, work.v, self.model.masses, pinned, self._sc_pairs,
+                            self._sc_anchored)
         self._sc_trouble += report.reverted + report.unresolved
         return report
 
@@ -539,6 +541,7 @@ class Simulator:
         """
         model = self.model
         pinned = np.asarray(model.pinned, dtype=bool)
+        self._sc_anchored = cols.held  # the failsafe does not move these rigidly
         if cols.held is not None and self._held is not None:
             pinned = pinned | (cols.held & self._held)
         before = work.x.copy()
@@ -552,10 +555,7 @@ class Simulator:
         if len(cols) and np.any(pushed) and np.all(np.isfinite(work.x)):
             back = resolve_again(cols, work.x, work.v, x_start, h, model, pushed)
             if np.any(back):  # what it put back is immovable now: self-collision once more
-                report = self._sc_resolve(sc, x_start, work, pinned | back)
-                contacts += report.contacts
-                if model.max_stretch > 0:  # and the strain limit around them
-                    contacts += self._spread(sc, cols, x_start, work, pinned | back, report, h)
+                contacts += self._sc_resolve(sc, x_start, work, pinned | back).contacts
         # resting on a collider: held by it, and not moved off it by another layer
         self._held = None if cols.held is None else cols.held & (~moved | back)
         return contacts
