@@ -59,9 +59,10 @@ Failsafe (impact zones)
     which cross nothing, so its own pairs cannot collide whatever order the pairs come in;
     a zone that meets other vertices takes them in, and detection runs again until nothing
     collides. A zone holding an immovable vertex (a pin, a vertex resting on a collider) or
-    a vertex a collider holds (a translation could carry it in), or one that stops growing while it still collides, goes back to its start-of-step
-    positions with zero velocity (a state known to be crossing-free). The one case this
-    cannot fix is pinned vertices driven through the mesh (pins are hard).
+    a vertex a collider holds (a translation could carry it in), or one that stops growing
+    while it still collides, goes back to its start-of-step positions with zero velocity (a
+    state known to be crossing-free). The one case this cannot fix is immovable vertices
+    driven through the mesh (pins are hard).
 
 Colliders
     The stage runs after collider contact and does not know the colliders: its
