@@ -50,13 +50,19 @@ Response (Bridson et al. 2002)
     kinetic energy, so the impulses never add energy. Up to three rounds of detection and
     projection run per step.
 
-Failsafe
-    If continuous detection still finds a collision after the iterations, the free
-    vertices of the offending pairs go back to their start-of-step positions with zero
-    velocity (a state known to be crossing-free), repeated until no collision is left. A
-    simple alternative to rigid impact zones (Provot 1997): it cannot fail, at the price of
-    momentum in those vertices. The one case it cannot fix is pinned vertices driven
-    through the mesh (pins are hard).
+Failsafe (impact zones)
+    If continuous detection still finds a collision after the iterations, the vertices of
+    the colliding pairs, joined through shared vertices, form impact zones (Provot 1997;
+    Bridson et al. 2002), each moved rigidly: here by one translation over the step, the
+    zone's mass-weighted mean displacement, with its mean velocity (momentum kept, kinetic
+    energy only lost). A translated zone keeps the relative positions it had at ``x₀``,
+    which cross nothing, so its own pairs cannot collide whatever order the pairs come in;
+    a zone that meets other vertices takes them in, and detection runs again until nothing
+    collides. A zone holding an immovable vertex (a pin, a vertex resting on a collider) or
+    a vertex a collider holds (a translation could carry it in), or one that stops growing
+    while it still collides, goes back to its start-of-step positions with zero velocity (a
+    state known to be crossing-free). The one case this cannot fix is immovable vertices
+    driven through the mesh (pins are hard).
 
 Colliders
     The stage runs after collider contact and does not know the colliders: its
@@ -73,6 +79,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from ..errors import SinewError
 from .proximity import (
@@ -81,12 +88,13 @@ from .proximity import (
     closest_points_on_triangles,
     coplanarity_times,
     element_boxes,
+    overlapping,
     segment_parameters,
     unit,
 )
 from .proximity import dot as _dot
 
-__all__ = ["SelfCollision", "SelfCollisionReport", "triangles_intersect", "crossing_pairs", "count_crossings",
+__all__ = ["SelfCollision", "StepPairs", "SelfCollisionReport", "triangles_intersect", "crossing_pairs", "count_crossings",
            "mesh_edges"]
 
 #: m: distance at the time of coplanarity below which a pair collides.
@@ -271,7 +279,8 @@ class SelfCollisionReport:
     contacts : int
         Pairs (VF and EE) in contact or colliding during the step.
     reverted : int
-        Vertices sent back to their start-of-step positions by the failsafe.
+        Vertices sent back to their start-of-step positions by the failsafe (impact zones
+        with an immovable vertex, or that could not be resolved by moving rigidly).
     unresolved : int
         Colliding pairs left (only when pinned vertices are driven through the mesh).
     constraints : tuple of numpy.ndarray, optional
@@ -280,7 +289,10 @@ class SelfCollisionReport:
         projection that must keep them (:meth:`.simulate.Simulator.advance`'s strain
         limit after self-collision).
     reverted_vertices : numpy.ndarray, optional
-        Shape ``(n,)``, bool: the vertices the failsafe sent back (``None``: none).
+        Shape ``(n,)``, bool: the vertices of the failsafe's impact zones, moved rigidly
+        or sent back (``None``: none).
+    zoned : int
+        Vertices in the failsafe's impact zones (``reverted`` of them sent back).
     """
 
     contacts: int
@@ -288,6 +300,86 @@ class SelfCollisionReport:
     unresolved: int
     constraints: tuple | None = None
     reverted_vertices: np.ndarray | None = None
+    zoned: int = 0
+
+
+#: How far (a multiple of ``distance``) :class:`StepPairs` grows each vertex's sweep box
+#: for the candidates it keeps: room for the later passes of the step to move it.
+_CACHE_GROW = 1.0
+
+
+class StepPairs:
+    """The candidate pairs of one step, kept over the passes that resolve it.
+
+    A step is resolved several times over (:meth:`.simulate.Simulator._self_collide`:
+    after the solve, after each round of the strain limit, after colliders see held
+    vertices again), always from the same start ``x₀`` and with end positions that the
+    passes only move a little. The broad phase is run once, over each vertex's sweep box
+    ``x₀ → x₁`` grown by :data:`_CACHE_GROW` ``· distance`` (room for that motion), and the
+    closest points at ``x₀`` of each pair once, when a query first returns it. A later query whose sweep boxes all lie
+    inside the grown ones is answered from that set by the exact box test alone (every
+    pair it would find is in the set); one that left them runs the broad phase again. A
+    vertex sent back to ``x₀`` stays inside its box. (Sorting the pairs by key, so their
+    order would not depend on the boxes, was tried: on numpy 1.24 the COTTON strip on a
+    box then ended with a vertex inside the box's thickness; the trajectories are
+    chaotic, and the order only changes rounding.)
+
+    Parameters
+    ----------
+    sc : SelfCollision
+    x0 : numpy.ndarray
+        Shape ``(n, 3)``, positions at the start of the step, m.
+    """
+
+    def __init__(self, sc: SelfCollision, x0: np.ndarray) -> None:
+        self.sc = sc
+        self.x0 = x0
+        self.glo = self.ghi = None
+        self.builds = 0
+
+    def _build(self, lo: np.ndarray, hi: np.ndarray) -> None:
+        sc = self.sc
+        m = _CACHE_GROW * sc.distance
+        self.glo, self.ghi = lo - m, hi + m
+        self.builds += 1
+        idx, is_vf, keys = sc._candidates(self.glo, self.ghi)
+        n_v, n_t = len(self.x0), len(sc.triangles)
+        # each pair as two boxes of one table: [vertices; triangles; edges]
+        n_e = max(len(sc.edges), 1)
+        self.first = np.where(is_vf, keys // n_t, n_v + n_t + keys // n_e)
+        self.second = np.where(is_vf, n_v + keys % n_t, n_v + n_t + keys % n_e)
+        self.idx, self.is_vf = idx, is_vf
+        self.alpha0, self.sep0 = np.empty((len(idx), 4)), np.empty((len(idx), 3))
+        self.dist0 = np.full(len(idx), np.nan)  # nan: not computed yet
+
+    def get(self, x: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The pairs whose sweep boxes ``x₀ → x`` (grown by ``distance``, edges by half of it
+        each) overlap, as :meth:`SelfCollision._candidates` finds them.
+
+        Returns
+        -------
+        idx : numpy.ndarray
+            Shape ``(k, 4)``, int64 stencils.
+        is_vf : numpy.ndarray
+            Shape ``(k,)``, bool.
+        alpha0, sep0, dist0 : numpy.ndarray
+            The closest points at ``x₀`` (as :func:`_closest`): ``(k, 4)``, ``(k, 3)``, ``(k,)``.
+        """
+        sc = self.sc
+        lo, hi = np.minimum(self.x0, x), np.maximum(self.x0, x)
+        if self.glo is None or not (np.all(lo >= self.glo) and np.all(hi <= self.ghi)):
+            self._build(lo, hi)
+        g = sc.distance
+        t_lo, t_hi = element_boxes(lo, hi, sc.triangles)
+        e_lo, e_hi = element_boxes(lo, hi, sc.edges)
+        box_lo = np.concatenate([lo - g, t_lo, e_lo - 0.5 * g])
+        box_hi = np.concatenate([hi + g, t_hi, e_hi + 0.5 * g])
+        ok = np.flatnonzero(overlapping(box_lo, box_hi, self.first, box_lo, box_hi, self.second))
+        new = ok[np.isnan(self.dist0[ok])]
+        if len(new):  # closest points at x₀ of the pairs met for the first time
+            self.alpha0[new], self.sep0[new] = _closest(self.x0[self.idx[new]], self.is_vf[new])
+            self.dist0[new] = np.linalg.norm(self.sep0[new], axis=1)
+        return self.idx[ok], self.is_vf[ok], self.alpha0[ok], self.sep0[ok], self.dist0[ok]
 
 
 @dataclass(frozen=True, eq=False)
@@ -357,15 +449,15 @@ class SelfCollision:
 
     # -- detection -------------------------------------------------------------------
 
-    def _candidates(self, x0: np.ndarray, x1: np.ndarray, *, exclude: bool = True,
+    def _candidates(self, lo: np.ndarray, hi: np.ndarray, *, exclude: bool = True,
                     grow: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Pairs whose swept boxes (grown by ``grow``, default ``distance``) overlap.
+        """Pairs whose vertex boxes ``lo, hi`` ``(n, 3)`` (e.g. of the sweeps ``x₀ → x₁``),
+        grown by ``grow`` (default ``distance``), overlap.
 
         Returns the stencils ``(k, 4)`` (VF: vertex, triangle corners; EE: both edges),
         ``is_vf`` ``(k,)`` and the pair keys ``(k,)``.
         """
         g = self.distance if grow is None else grow
-        lo, hi = np.minimum(x0, x1), np.maximum(x0, x1)
         tri, edges = self.triangles, self.edges
         t_lo, t_hi = element_boxes(lo, hi, tri)
         iv, it = box_pairs(lo - g, hi + g, t_lo, t_hi)
@@ -388,6 +480,11 @@ class SelfCollision:
         is_vf = np.zeros(len(idx), dtype=bool)
         is_vf[:len(iv)] = True
         return idx, is_vf, np.concatenate([vf_keys, ee_keys])
+
+    def pairs(self, x0: np.ndarray) -> StepPairs:
+        """A candidate cache for the passes of one step starting at ``x0`` ``(n, 3)`` (see
+        :class:`StepPairs`), to hand to each :meth:`resolve` of that step."""
+        return StepPairs(self, np.asarray(x0, dtype=np.float64))
 
     @staticmethod
     def _impacts(x0: np.ndarray, x1: np.ndarray, idx: np.ndarray, is_vf: np.ndarray,
@@ -500,7 +597,8 @@ class SelfCollision:
             v[...] = v_start + s * dv
 
     def resolve(self, x0: np.ndarray, x: np.ndarray, v: np.ndarray, masses: np.ndarray,
-                pinned: np.ndarray) -> SelfCollisionReport:
+                pinned: np.ndarray, pairs: StepPairs | None = None,
+                anchored: np.ndarray | None = None) -> SelfCollisionReport:
         """Remove self-contact and crossings from the end of a step, in place.
 
         Parameters
@@ -515,24 +613,36 @@ class SelfCollision:
             Shape ``(n,)``, kg.
         pinned : numpy.ndarray
             Shape ``(n,)``, bool: these vertices do not move (infinite mass).
+        pairs : StepPairs, optional
+            The step's candidate cache (:meth:`pairs` of ``x0``), shared by the passes of
+            one step; default: a fresh one.
+        anchored : numpy.ndarray, optional
+            Shape ``(n,)``, bool: vertices a collider holds. A failsafe zone holding one
+            goes back to ``x₀`` instead of moving rigidly (a translation does not know the
+            collider and could carry it in).
 
         Returns
         -------
         SelfCollisionReport
         """
         inv_mass = np.where(pinned, 0.0, 1.0 / masses)
-        idx, is_vf, _ = self._candidates(x0, x)
+        if pairs is None:
+            pairs = self.pairs(x0)
+        idx, is_vf, alpha, sep0, dist0 = pairs.get(x)
         if len(idx) == 0:
             return SelfCollisionReport(0, 0, 0)
         d = self.distance
-        alpha, sep0 = _closest(x0[idx], is_vf)
-        dist0 = np.linalg.norm(sep0, axis=1)
-        a1, sep1 = _closest(x[idx], is_vf)
-        dist1 = np.linalg.norm(sep1, axis=1)
         x_solved = x.copy()
         every = (idx, is_vf, dist0)
-        # pairs that stay 2·d apart at both ends and cannot meet on the way are done
-        keep = (dist0 < 2.0 * d) | (dist1 < 2.0 * d) | (dist0 <= 2.0 * _relative_motion(x0, x, idx))
+        # pairs that stay 2·d apart at both ends and cannot meet on the way are done. The
+        # gap changes by at most twice the relative motion: a pair further than that from
+        # 2·d at x₀ is one of them without its closest points at x
+        motion = 2.0 * _relative_motion(x0, x, idx)
+        rows = np.flatnonzero(dist0 - motion < 2.0 * d)
+        idx, is_vf, alpha, sep0, dist0 = idx[rows], is_vf[rows], alpha[rows], sep0[rows], dist0[rows]
+        a1, sep1 = _closest(x[idx], is_vf)
+        dist1 = np.linalg.norm(sep1, axis=1)
+        keep = (dist0 < 2.0 * d) | (dist1 < 2.0 * d) | (dist0 <= motion[rows])
         idx, is_vf, alpha, sep0 = idx[keep], is_vf[keep], alpha[keep], sep0[keep]
         dist0, a1, sep1 = dist0[keep], a1[keep], sep1[keep]
         normal = _unit(sep0, _plane_normal(x0[idx], is_vf)[0])
@@ -560,26 +670,72 @@ class SelfCollision:
         contacts = int(active.sum())
         rows = np.flatnonzero(active)
         constraints = (idx[rows], alpha[rows], normal[rows], target[rows]) if len(rows) else None
-        # failsafe: back to the crossing-free start for whatever still collides. While no
-        # vertex moved more than d/2 in the projection, the candidate boxes (grown by d)
-        # still hold every pair that can meet; else a fresh broad phase over x₀ → x
+        # failsafe: impact zones for whatever still collides. While no vertex moved more
+        # than d/2 in the projection, the candidate boxes (grown by d) still hold every
+        # pair that can meet; else the pairs of the sweeps x₀ → x now
         idx, is_vf, dist0 = every
         if np.max(np.abs(x - x_solved)) > 0.25 * d:
-            idx, is_vf, _ = self._candidates(x0, x)
-            dist0 = np.linalg.norm(_closest(x0[idx], is_vf)[1], axis=1)
+            idx, is_vf, _, _, dist0 = pairs.get(x)
         hit = self._impacts(x0, x, idx, is_vf, dist0)[0]
-        reverted = np.zeros(len(x), dtype=bool)
-        while np.any(hit):
-            verts = np.unique(idx[hit])
-            verts = verts[(inv_mass[verts] > 0) & ~reverted[verts]]
-            if len(verts) == 0:
+        zone, reverted = np.zeros(len(x), dtype=bool), np.zeros(len(x), dtype=bool)
+        left = 0
+        if np.any(hit):
+            still = inv_mass == 0 if anchored is None else (inv_mass == 0) | anchored
+            left = self._impact_zones(x0, x, v, masses, inv_mass, still, pairs, idx[hit], zone,
+                                      reverted)
+        return SelfCollisionReport(contacts, int(reverted.sum()), left, constraints,
+                                   zone if np.any(zone) else None, int(zone.sum()))
+
+    def _impact_zones(self, x0: np.ndarray, x: np.ndarray, v: np.ndarray, masses: np.ndarray,
+                      inv_mass: np.ndarray, still: np.ndarray, pairs: StepPairs,
+                      stencils: np.ndarray, zone: np.ndarray, reverted: np.ndarray) -> int:
+        """The failsafe: impact zones moved rigidly, in place (module docstring).
+
+        ``stencils`` ``(k, 4)`` are the pairs still colliding. The vertices of colliding
+        pairs, joined through shared vertices, form zones; each zone moves over the step by
+        one translation, its mass-weighted mean displacement, and takes its mass-weighted
+        mean velocity (momentum kept, kinetic energy only lost). Its vertices then keep
+        their relative positions at ``x₀``, which cross nothing, so no two of them can
+        collide during the step; a zone colliding with other vertices takes them in and
+        moves again. A zone holding a vertex of ``still`` ``(n,)`` (immovable, or held by
+        a collider) goes back to ``x₀`` with zero velocity (its free vertices), as does one
+        that stops growing while it still collides. Marks ``zone``
+        (all the vertices of zones) and ``reverted`` (those sent back) ``(n,)`` and returns
+        the colliding pairs left (only with immovable vertices driven through the mesh).
+        """
+        n = len(x)
+        links = np.zeros((0, 2), dtype=np.int64)
+        count = n
+        while len(stencils):
+            # the vertices of a pair join one zone: links from the first to the others
+            links = np.concatenate([links, np.stack([np.repeat(stencils[:, 0], 3),
+                                                     stencils[:, 1:].reshape(-1)], axis=1)])
+            size = int(zone.sum())
+            zone[stencils.reshape(-1)] = True
+            graph = sp.coo_matrix((np.ones(len(links)), (links[:, 0], links[:, 1])), shape=(n, n))
+            before, (count, label) = count, connected_components(graph, directed=False)
+            stuck = int(zone.sum()) == size and count == before
+            fixed = np.bincount(label, weights=zone & still, minlength=count) > 0
+            if stuck:  # no zone grew or merged: those that collide go back to x₀
+                fixed[label[stencils.reshape(-1)]] = True
+            back = zone & fixed[label] & (inv_mass > 0) & ~reverted
+            if stuck and not np.any(back):
                 break
-            reverted[verts] = True
-            x[verts] = x0[verts]
-            v[verts] = 0.0
+            reverted |= back
+            x[back], v[back] = x0[back], 0.0
+            rigid = np.flatnonzero(zone & ~fixed[label])
+            if len(rigid):
+                lab, m = label[rigid], masses[rigid]
+                weight = np.bincount(lab, weights=m, minlength=count)
+                for c in range(3):
+                    shift = np.bincount(lab, weights=m * (x[rigid, c] - x0[rigid, c]), minlength=count)
+                    speed = np.bincount(lab, weights=m * v[rigid, c], minlength=count)
+                    x[rigid, c] = x0[rigid, c] + shift[lab] / weight[lab]
+                    v[rigid, c] = speed[lab] / weight[lab]
+            idx, is_vf, _, _, dist0 = pairs.get(x)
             hit = self._impacts(x0, x, idx, is_vf, dist0)[0]
-        return SelfCollisionReport(contacts, int(reverted.sum()), int(hit.sum()), constraints,
-                                   reverted if np.any(reverted) else None)
+            stencils = idx[hit]
+        return len(stencils)
 
     def count_crossings(self, x: np.ndarray) -> int:
         """Crossing triangle pairs of this mesh at ``x`` ``(n, 3)`` (see :func:`count_crossings`)."""

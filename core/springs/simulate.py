@@ -225,6 +225,8 @@ class Simulator:
         self._support: Support | None = None  # contact force carried between steps
         self._held: np.ndarray | None = None  # vertices a collider held in the last step
         self._sc_trouble = 0  # vertices self-collision's failsafe handled in the current step
+        self._sc_pairs = None  # self-collision's candidate pairs of the current step
+        self._sc_anchored = None  # vertices a collider holds in the current step
         self._energy0 = self.mechanical_energy()
         self._scale = (F.kinetic_energy(model, self.state.v) + F.spring_energy(model, x0)
                        + m_tot * g * (extent + 1.0)
@@ -407,7 +409,9 @@ class Simulator:
         :data:`MAX_SPLITS` times over).
 
         Wrong: positions or velocities not finite, a strain-limited cloth stretched far
-        past its limit (:data:`_SPLIT_STRAIN`), or self-collision's failsafe needed. All
+        past its limit (:data:`_SPLIT_STRAIN`), or self-collision's failsafe sending
+        vertices back to the start of the step (its impact zones moved rigidly do not
+        count: they leave the springs as they were at the start). All
         three come from a step too long for what happened in it (a heap of folds landing,
         fast cloth against a thin edge); the post-solve stages cannot undo them without
         storing energy in the springs, while half the step leaves them half as much to
@@ -437,6 +441,7 @@ class Simulator:
         info = self.integrator.step(model, work, h, pins=target, iterations=self.iterations,
                                     colliders=cols, **kw)
         self._sc_trouble = 0
+        self._sc_pairs = None  # a new start x_start: new candidate pairs
         self_contacts = 0
         if sc is not None and np.all(np.isfinite(work.x)):
             self_contacts = self._self_collide(sc, cols, x_start, work, h)
@@ -464,8 +469,12 @@ class Simulator:
 
     def _sc_resolve(self, sc: SelfCollision, x_start: np.ndarray, work: State,
                     pinned: np.ndarray) -> Any:
-        """``sc.resolve`` on ``work``, counting what its failsafe had to do."""
-        report = sc.resolve(x_start, work.x, work.v, self.model.masses, pinned)
+        """``sc.resolve`` on ``work``, counting what its failsafe had to do; the passes of
+        one step share its candidate pairs (:class:`~.selfcollision.StepPairs`)."""
+        if self._sc_pairs is None:
+            self._sc_pairs = sc.pairs(x_start)
+        report = sc.resolve(x_start, work.x, work.v, self.model.masses, pinned, self._sc_pairs,
+                            self._sc_anchored)
         self._sc_trouble += report.reverted + report.unresolved
         return report
 
@@ -475,13 +484,13 @@ class Simulator:
         of the extra passes.
 
         Self-collision moves the vertices of the pairs it separates and nothing else: its
-        push stretches the springs around them, and its failsafe, sending vertices back
-        to the start of the step while their neighbours have moved a whole step, more
-        so. Left for the next solve, that energy pulls the layers back together, and the
+        push stretches the springs around them, and its failsafe (impact zones that move
+        rigidly, or go back to the start of the step, while their neighbours have moved
+        a whole step) more so. Left for the next solve, that energy pulls the layers back together, and the
         next push apart stores more: a heap of folds gains energy until it diverges. So
         the strain limit, together with the pairs' constraints and the held vertices on
-        their colliders (:class:`~.strainlimit.LinearRows`), the vertices the failsafe
-        sent back fixed where they are (the region that stops grows around them), then
+        their colliders (:class:`~.strainlimit.LinearRows`), the vertices of the
+        failsafe's zones fixed where they are (the region that stops grows around them), then
         self-collision once more on the result (it has the last word: no crossings), a
         few rounds while the strain limit is exceeded.
         """
@@ -532,6 +541,7 @@ class Simulator:
         """
         model = self.model
         pinned = np.asarray(model.pinned, dtype=bool)
+        self._sc_anchored = cols.held  # the failsafe does not move these rigidly
         if cols.held is not None and self._held is not None:
             pinned = pinned | (cols.held & self._held)
         before = work.x.copy()
