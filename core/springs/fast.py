@@ -44,6 +44,17 @@ Anderson's extrapolations leave iterates further into the collider than
 Chebyshev's (a cotton sheet resting on a ball twitched at 0.02–0.05 m/s instead of
 ≤ 0.002; a strip folding onto the ground crossed itself with numpy 1.24).
 
+Warm start. Strain-limited cloth (every preset) is projected after each solve
+(:mod:`.strainlimit`): where the solve's minimiser stretches springs past the limit (the
+corners a sheet hangs from), the projection takes that back, and the next solve, started
+from ``x₀ + h v₀``, has to stretch them again: a sheet hanging still needed 10–15
+iterations every step to find the same minimiser. So the iterations start from
+``x₀ + h v₀`` plus what the post-solve stages took off the previous step's solve, if that
+has the smaller residual (one more local step per step). The convergence rule is
+unchanged: the tolerance stays relative to ``‖∇g(x₀ + h v₀)‖``. Only when the state is
+the one the previous step left (not after a rejected split step or a self-collision
+pass) and away from colliders (whose push must not be undone).
+
 Chebyshev acceleration: after ``chebyshev_start`` plain iterations,
 ``x⁽ᵏ⁺¹⁾ = ω_{k+1} (γ (x̂⁽ᵏ⁺¹⁾ − x⁽ᵏ⁾) + x⁽ᵏ⁾ − x⁽ᵏ⁻¹⁾) + x⁽ᵏ⁻¹⁾`` with
 ``ω = 2/(2 − ρ²)`` then ``ω ← 4/(4 − ρ² ω)``. The spectral radius ``ρ`` is
@@ -61,7 +72,7 @@ import scipy.sparse as sp
 
 from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, converged, force_scale, pin_targets, split_targets
-from .linsolve import SpringLaplacian
+from .linsolve import FactorCache, SpringLaplacian
 from .model import Model, State
 
 __all__ = ["LocalGlobal"]
@@ -90,10 +101,14 @@ class _Prefactored(SpringLaplacian):
         self.kd_h = model.damping / h
         self.has_damping = bool(np.any(model.damping))
         s = model.spring_count
-        self._d = np.empty((3, s))
+        # the incidence blocks for the three coordinates at once: one sparse product each
+        # way per local step instead of three (x, y, z stacked: ``xf.ravel(order="F")``)
+        self.inc3_free = sp.block_diag([self.inc_free] * 3, format="csr")
+        self.inc3_t_free = sp.block_diag([self.inc_t_free] * 3, format="csr")
         self._length = np.empty(s)
         self._scale = np.empty(s)
         self._proj = np.empty(s)
+        self._tmp3 = np.empty((3, s))
         self._tmp = np.empty(s)
         self.rho: float | None = None
         #: :meth:`spring_forces` also sets :attr:`energy` (J), the spring and damping part of
@@ -109,22 +124,18 @@ class _Prefactored(SpringLaplacian):
         ``per_s = k_s L_s d_s/‖d_s‖ + (k_d/h)(d_s − (d_s·û⁰_s) û⁰_s)`` with
         ``d = Aᵀ x``, computed coordinate by coordinate (structure of arrays:
         contiguous ``(s,)`` rows, several times faster than ``(s, 3)`` rows)
-        in preallocated buffers; two sparse products per coordinate.
+        in preallocated buffers; one sparse product each way for the three
+        coordinates together.
 
         Shapes: ``xf (f, 3)``; ``d_pin (3, len(pin_springs))`` (pinned part of
         ``Aᵀ x`` on the springs that touch a pin) or ``None``; ``u0 (3, s)`` or ``None`` (no damping); ``out (f, 3)``,
         returned.
         """
-        d, length, scale, tmp = self._d, self._length, self._scale, self._tmp
-        inc_free = self.inc_free
-        for k in range(3):
-            d[k] = inc_free @ xf[:, k]
+        length, scale, tmp = self._length, self._scale, self._tmp
+        d = (self.inc3_free @ xf.ravel(order="F")).reshape(3, -1)
         if d_pin is not None:
             d[:, self.pin_springs] += d_pin
-        np.multiply(d[0], d[0], out=length)
-        for k in (1, 2):
-            np.multiply(d[k], d[k], out=tmp)
-            length += tmp
+        np.einsum("ks,ks->s", d, d, out=length)
         np.sqrt(length, out=length)
         if self.want_energy:
             # ½ Σ k (ℓ − L)² (+ ½ Σ (k_d/h)(û⁰·(d − d⁰))² below), for the Anderson safeguard
@@ -140,28 +151,20 @@ class _Prefactored(SpringLaplacian):
             scale[tiny] = 0.0
         if u0 is not None:
             scale += self.kd_h
-            proj = self._proj
-            np.multiply(d[0], u0[0], out=proj)
-            for k in (1, 2):
-                np.multiply(d[k], u0[k], out=tmp)
-                proj += tmp
+            proj = np.einsum("ks,ks->s", d, u0, out=self._proj)
             if self.want_energy:
                 np.subtract(proj, self.proj0, out=tmp)
                 tmp *= tmp
                 self.energy += 0.5 * F.dot(self.kd_h, tmp)
             proj *= self.kd_h
             d *= scale
-            for k in range(3):
-                np.multiply(proj, u0[k], out=tmp)
-                d[k] -= tmp
+            d -= np.multiply(u0, proj, out=self._tmp3)
         else:
             d *= scale
         if tiny is not None:
             # coincident ends: push along the rest direction (as forces.spring_geometry)
             d[:, tiny] += self.k_rest[tiny] * model.rest_directions[tiny].T
-        inc_t_free = self.inc_t_free
-        for k in range(3):
-            out[:, k] = inc_t_free @ d[k]
+        out.T[...] = (self.inc3_t_free @ d.reshape(-1)).reshape(3, -1)
         return out
 
 
@@ -293,6 +296,10 @@ class LocalGlobal(Integrator):
         Stop as soon as ``‖∇g‖ ≤ tolerance · max(‖∇g(x_start)‖, ‖M g‖)``
         (:func:`~.base.converged`); default :data:`~.base.CONVERGENCE_RTOL`, 0 runs
         every iteration. ``iterations`` is the budget.
+    warm_start : bool
+        Start a step's iterations from ``x₀ + h v₀`` plus what the strain limit took off
+        the previous step's solve, when that has the smaller residual (module
+        docstring); only with ``compute_residual`` and away from colliders.
     """
 
     name = "FAST"
@@ -303,7 +310,7 @@ class LocalGlobal(Integrator):
 
     def __init__(self, acceleration: str = "ANDERSON", memory: int = 5, rho: float | None = None,
                  gamma: float = 0.9, chebyshev_start: int = 4, compute_residual: bool = True,
-                 tolerance: float | None = None) -> None:
+                 tolerance: float | None = None, warm_start: bool = True) -> None:
         if acceleration not in ("ANDERSON", "CHEBYSHEV", "NONE"):
             raise ValueError(f"acceleration must be 'ANDERSON', 'CHEBYSHEV' or 'NONE', got {acceleration!r}")
         self.acceleration = acceleration
@@ -314,20 +321,20 @@ class LocalGlobal(Integrator):
         self.chebyshev_start = max(int(chebyshev_start), 1)
         self.compute_residual = bool(compute_residual)
         self.tolerance = CONVERGENCE_RTOL if tolerance is None else float(tolerance)
-        self._cache: dict[tuple[int, float], _Prefactored] = {}
+        self._cache: FactorCache[_Prefactored] = FactorCache()
         #: ``‖∇g‖`` at the start and after each iteration of the last step (N).
         self.residual_history: list[float] = []
         #: Anderson restarts in the last step (an extrapolated iterate that increased ``g``).
         self.restarts = 0
+        self.warm_start = bool(warm_start)
+        # (model uid, state.x after the last step (n, 3), what the post-solve stages took
+        # off that step's solve (f, 3)): the warm start of the next step
+        self._carry: tuple[int, np.ndarray, np.ndarray] | None = None
 
     def prefactored(self, model: Model, h: float) -> _Prefactored:
-        """The cached global-step factorisation for ``(model, h)``."""
-        key = (model.uid, float(h))
-        pre = self._cache.get(key)
-        if pre is None:
-            self._cache = {key: _Prefactored(model, h)}  # keep only the current one
-            pre = self._cache[key]
-        return pre
+        """The cached global-step factorisation for ``(model, h)`` (the last few pairs are
+        kept, each with its own Chebyshev ``ρ``: :class:`~.linsolve.FactorCache`)."""
+        return self._cache.get((model.uid, float(h)), lambda: _Prefactored(model, h))
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 10, colliders: Sequence[Any] = (),
@@ -339,11 +346,19 @@ class LocalGlobal(Integrator):
         its = max(int(iterations), 1)
         r = float("nan")
         ok = True
+        solved = None
         if len(free) and model.spring_count:
             pre = self.prefactored(model, h)
+            contact = _near_collider(colliders, obj.x0, x)
+            carry, guess = self._carry, None
+            if (carry is not None and self.warm_start and not contact and carry[0] == model.uid
+                    and np.array_equal(carry[1], state.x)):
+                guess = x[free] + carry[2]
             its, r, r0 = self._iterate(model, pre, obj, x, split_targets(model, targets)[0], its,
-                                       contact=_near_collider(colliders, obj.x0, x))
+                                       contact=contact, guess=guess)
             ok = not self.compute_residual or converged(r, r0, model)
+            if not contact:
+                solved = x[free]
         else:
             x = obj.predicted(targets)  # no springs: ŷ is the minimiser
             its = 1 if len(free) else its
@@ -352,10 +367,16 @@ class LocalGlobal(Integrator):
             self.residual_history = [r]
         x0 = obj.x0
         limited = self._finish(model, state, x, (x - x0) / h, x0, h, targets, colliders)
+        self._carry = None
+        if solved is not None:
+            taken = solved - state.x[free]  # what the strain limit took off the solve
+            if np.any(taken):
+                self._carry = (model.uid, state.x.copy(), taken)
         return StepInfo(its, r, ok and limited)
 
     def _iterate(self, model: Model, pre: _Prefactored, obj: Objective, x: np.ndarray,
-                 targets: np.ndarray, iterations: int, contact: bool = False) -> tuple[int, float, float]:
+                 targets: np.ndarray, iterations: int, contact: bool = False,
+                 guess: np.ndarray | None = None) -> tuple[int, float, float]:
         """Run the local/global iterations on ``x`` ``(n, 3)`` in place (free rows).
 
         The right-hand side of the global step at ``x`` is
@@ -370,6 +391,10 @@ class LocalGlobal(Integrator):
         iterate that meets the tolerance (:func:`~.base.converged` against
         ``‖∇g(x_start)‖``, measured on the first iteration), and only a step that uses
         its whole budget pays one more local step for the residual of its result.
+
+        ``guess`` ``(f, 3)``, optional: a first iterate to use instead of ``x_start``
+        (free rows of ``x``) if its residual is smaller; the tolerance stays relative to
+        ``‖∇g(x_start)‖``.
 
         Returns (iterations run, ``‖∇g‖`` at the final ``x``, ``‖∇g(x_start)‖``), the
         residuals ``nan`` unless ``compute_residual``.
@@ -427,8 +452,33 @@ class LocalGlobal(Integrator):
             diff = np.empty_like(const)
         g_prev = np.inf
         plain = None  # (G(x), S G(x)) of the previous iterate when x was extrapolated
-        for it in range(iterations):
+        ready = False  # rhs already holds b(xf)
+        if guess is not None and check:
+            # the reference is ‖∇g(x_start)‖ whatever the first iterate
             pre.spring_forces(model, xf, d_pin, u0, rhs)
+            rhs += const
+            r_start = F.norm(np.subtract(sx, rhs, out=grad))
+            tol = self.tolerance * force_scale(model, r_start)
+            e_start = pre.energy
+            xg = np.asfortranarray(guess)
+            sxg = np.asfortranarray(pre.matrix_csr @ xg)
+            rhs_g = np.empty_like(const)
+            pre.spring_forces(model, xg, d_pin, u0, rhs_g)
+            rhs_g += const
+            if F.norm(np.subtract(sxg, rhs_g, out=grad)) < r_start:
+                hist.append(r_start)
+                xf = xf_prev = best_x = xg
+                sx = sx_prev = sxg
+                rhs = rhs_g
+            else:
+                pre.energy = e_start
+                guess = None
+            ready = True
+        for it in range(iterations):
+            if not ready:
+                pre.spring_forces(model, xf, d_pin, u0, rhs)
+                rhs += const
+            ready = False
             if aa is not None:
                 # g(x) = ½ Σ W ‖x − ŷ‖² + E(x) + damping (up to a constant); Peng et al. 2018
                 # §3.2: an extrapolated iterate must not increase it, else take the plain one
@@ -440,16 +490,16 @@ class LocalGlobal(Integrator):
                     aa.clear()
                     self.restarts += 1
                     pre.spring_forces(model, xf, d_pin, u0, rhs)
+                    rhs += const
                     np.subtract(xf, y_f, out=diff)
                     diff *= diff
                     g_x = pre.energy + 0.5 * F.dot(w_f, diff.sum(axis=1))
                 g_prev = g_x
-            rhs += const
             if check:
                 # ∇g(x) = S x − b(x)
                 r_it = F.norm(np.subtract(sx, rhs, out=grad))
                 hist.append(r_it)
-                if it == 0:
+                if it == 0 and guess is None:
                     tol = self.tolerance * force_scale(model, r_it)
                 if r_it <= tol:
                     its = it

@@ -38,7 +38,7 @@ import scipy.sparse as sp
 
 from . import forces as F
 from .base import Integrator, Objective, StepInfo, anchor_forces, pin_targets, split_targets
-from .linsolve import SpringLaplacian, factor_spd, pcg
+from .linsolve import FactorCache, SpringLaplacian, factor_spd, pcg
 from .model import Model, State
 
 __all__ = ["LinearImplicitEuler"]
@@ -84,7 +84,7 @@ class LinearImplicitEuler(Integrator):
             raise ValueError("beta must be in [0, 1]")
         self.beta = float(beta)
         self._assemblers: dict[int, F.HessianAssembler] = {}
-        self._pre: dict[tuple[int, float, float], SpringLaplacian] = {}
+        self._pre: FactorCache[SpringLaplacian] = FactorCache()
         self.last_cg_iterations = 0
 
     def _assembler(self, model: Model) -> F.HessianAssembler:
@@ -96,15 +96,14 @@ class LinearImplicitEuler(Integrator):
 
     def _preconditioner(self, model: Model, h: float) -> SpringLaplacian:
         """``P = M(1 + βhc) + βh² Kₐ + βh² L_k + βh L_d`` (the shared Liu 2013 matrix), cached."""
-        key = (model.uid, float(h), self.beta)
-        pre = self._pre.get(key)
-        if pre is None:
-            b = self.beta
+        b = self.beta
+
+        def build() -> SpringLaplacian:
             diag = model.masses * (1.0 + b * h * model.air_drag)
             diag[model.anchor_index] += b * h * h * model.anchor_stiffness
-            pre = SpringLaplacian(model, diag, b * h * h * model.stiffness + b * h * model.damping)
-            self._pre = {key: pre}  # keep only the current one
-        return pre
+            return SpringLaplacian(model, diag, b * h * h * model.stiffness + b * h * model.damping)
+
+        return self._pre.get((model.uid, float(h), b), build)
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 1, colliders: Sequence[Any] = (),

@@ -19,8 +19,9 @@ IMPLICIT, NEWTON and FAST:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,7 +29,7 @@ from scipy.sparse.linalg import splu
 
 from .model import Model
 
-__all__ = ["factor_spd", "SpringLaplacian", "PCGResult", "pcg"]
+__all__ = ["factor_spd", "SpringLaplacian", "FactorCache", "PCGResult", "pcg"]
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
@@ -110,6 +111,36 @@ class SpringLaplacian:
         self.pin_springs = np.flatnonzero(np.diff(self.inc_pinned.indptr))
         self.inc_pin_springs = self.inc_pinned[self.pin_springs]
         self.inc_t_free = inc_t.tocsr()[free]
+
+
+_T = TypeVar("_T")
+
+
+class FactorCache(Generic[_T]):
+    """The last ``size`` factorisations by key (e.g. ``(model.uid, h)``), least recently
+    used dropped first.
+
+    A step split in halves (:meth:`.simulate.Simulator._span`) solves with ``h/2`` (and
+    maybe ``h/4``) and then with ``h`` again: with a single entry every change of ``h``
+    refactored, and lost what was measured on the factorisation (FAST's Chebyshev ``ρ``).
+    """
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = max(int(size), 1)
+        self._items: dict[Hashable, _T] = {}
+
+    def get(self, key: Hashable, build: Callable[[], _T]) -> _T:
+        """The entry for ``key``, made by ``build()`` if it is not cached."""
+        item = self._items.pop(key, None)
+        if item is None:
+            item = build()
+            while len(self._items) >= self.size:
+                del self._items[next(iter(self._items))]  # the least recently used
+        self._items[key] = item  # (re)inserted last: the most recently used
+        return item
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 @dataclass

@@ -364,3 +364,53 @@ def test_implicit_solvers_settle_to_the_same_static_equilibrium():
         assert d.kinetic_energy < 1e-8, name
         # FAST stops each step at 1 % of the force imbalance: measured 0.8 % of the sag
         assert np.abs(sim.state.x - ref.x).max() < 0.02 * sag, name
+
+
+def _implicit_pcg():
+    integ = INTEGRATORS["IMPLICIT"]()
+    integ.pcg_threshold = 0  # its prefactored PCG path on a small mesh
+    return integ
+
+
+@pytest.mark.parametrize("make", [LocalGlobal, lambda: NewtonImplicitEuler(linear_solver="PCG"),
+                                  _implicit_pcg], ids=["FAST", "NEWTON", "IMPLICIT"])
+def test_a_split_step_reuses_the_factorisations_of_both_step_lengths(make, monkeypatch):
+    """Halves of a step and whole steps alternate (Simulator._span): each step length is
+    factored once, and the results are those of a fresh solver."""
+    from core.springs import linsolve
+
+    calls = []
+    real = linsolve.factor_spd
+
+    def counted(matrix):
+        calls.append(matrix.shape)
+        return real(matrix)
+
+    monkeypatch.setattr(linsolve, "factor_spd", counted)
+    m = grid_model()
+    h = 1 / 24
+    integ = make()
+    st = _moving_state(m)
+    calls.clear()
+    for hh in (h, h / 2, h / 2, h, h / 4, h / 2, h):
+        st_fresh = st.copy()
+        make().step(m, st_fresh, hh, iterations=20)
+        integ.step(m, st, hh, iterations=20)
+        assert np.allclose(st.x, st_fresh.x, rtol=0, atol=1e-12)
+    fresh_calls = 7  # one factorisation per fresh solver above
+    assert len(calls) - fresh_calls == 3  # h, h/2, h/4 once each
+
+
+def test_factor_cache_drops_the_least_recently_used():
+    from core.springs.linsolve import FactorCache
+
+    built = []
+    cache = FactorCache(size=2)
+
+    def make(k):
+        return lambda: built.append(k) or k
+
+    for k in ("a", "b", "a", "c", "a", "b"):
+        assert cache.get(k, make(k)) == k
+    assert built == ["a", "b", "c", "b"]  # "b" was dropped for "c", "a" never
+    assert len(cache) == 2
