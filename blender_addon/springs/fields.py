@@ -99,8 +99,12 @@ def read_fields(objects: list[bpy.types.Object], depsgraph: Any) -> list[Any]:
 
 
 def read_triangles(mesh: bpy.types.Mesh) -> np.ndarray:
-    """Blender's loop triangles of ``mesh`` ``(t, 3)`` (the triangles Cloth applies wind to)."""
+    """Blender's loop triangles of ``mesh`` ``(t, 3)`` (the triangles Cloth applies wind to),
+    in one order whatever the order Blender lists them in (it varies between sessions; the
+    per-vertex sums of the face forces would differ in their last bits)."""
+    from ..core.springs.colliders import canonical_triangles
+
     mesh.calc_loop_triangles()
     t = np.empty(3 * len(mesh.loop_triangles), dtype=np.int32)
     mesh.loop_triangles.foreach_get("vertices", t)
-    return t.reshape(-1, 3).astype(np.int64)
+    return canonical_triangles(t)

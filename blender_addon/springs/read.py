@@ -194,6 +194,8 @@ def read_colliders(objects: Sequence[bpy.types.Object], depsgraph: Any) -> list[
     when it has a Collision modifier (see :func:`collision_settings`), else
     :data:`DEFAULT_COLLISION`.
     """
+    from ..core.springs.colliders import canonical_triangles  # scipy: only once a bake runs
+
     out = []
     for ob in objects:  # one entry per collider object, not per vertex
         ev = ob.evaluated_get(depsgraph)
@@ -208,7 +210,9 @@ def read_colliders(objects: Sequence[bpy.types.Object], depsgraph: Any) -> list[
         thickness, friction, _ = DEFAULT_COLLISION
         if collision_modifier(ob) is not None and ob.collision is not None:
             thickness, friction, _ = collision_settings(ob.collision)
-        out.append((to_world(matrix_array(ev.matrix_world), v), t.reshape(-1, 3).astype(np.int64),
+        # one order whatever Blender's tessellation listed them in (it varies between
+        # sessions, and the contact response depends on the order): reproducible bakes
+        out.append((to_world(matrix_array(ev.matrix_world), v), canonical_triangles(t),
                     thickness, friction))
     return out
 

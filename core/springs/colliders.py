@@ -41,7 +41,7 @@ from .contact import ContactStats, MeshWindow, Support, coulomb_velocity, resolv
 from .proximity import closest_points_on_triangles
 
 __all__ = ["Plane", "Sphere", "TriangleMesh", "ColliderSet", "resolve", "resolve_again",
-           "closest_points_on_triangles"]
+           "closest_points_on_triangles", "canonical_triangles"]
 
 
 def _apply_contact(x: np.ndarray, v: np.ndarray, idx: np.ndarray, target: np.ndarray,
@@ -164,6 +164,25 @@ class Sphere:
             normal = np.where((ri > 1e-12)[:, None], d[idx] / np.where(ri > 1e-12, ri, 1.0)[:, None], up)
             target = self.center + (self.radius + self.thickness) * normal
             _apply_contact(x, v, idx, target, normal, self.friction)
+
+
+def canonical_triangles(t: np.ndarray) -> np.ndarray:
+    """The triangles ``t`` ``(k, 3)`` in one order that does not depend on how they were
+    listed: each rotated (orientation kept) to start at its smallest vertex index, then
+    sorted by their three indices. Returns an int64 ``(k, 3)`` array.
+
+    The contact stage meets a collider's triangles in their order, and its response
+    depends on that order (:mod:`.contact`), so a collider listed in two orders gives two
+    bakes. Blender's ``calc_loop_triangles`` lists the same mesh's triangles in a different
+    order from run to run (multithreaded tessellation), which made the same bake differ
+    between two Blender sessions; reading colliders through this makes it reproducible.
+    """
+    t = np.asarray(t, dtype=np.int64).reshape(-1, 3)
+    if len(t) == 0:
+        return t.copy()
+    first = np.argmin(t, axis=1)
+    t = np.take_along_axis(t, (first[:, None] + np.arange(3)) % 3, axis=1)
+    return t[np.lexsort((t[:, 2], t[:, 1], t[:, 0]))]
 
 
 def _edge_topology(t: np.ndarray) -> tuple:

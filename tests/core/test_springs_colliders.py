@@ -532,3 +532,31 @@ def test_cotton_draped_over_a_ball_keeps_its_strain_limit_and_stays_outside():
     assert d.contacts > 0 and sim.state.x[len(sim.state.x) // 2, 2] > 0.45  # hangs from the ball
     assert max(strains) < 0.06  # the landing
     assert max(strains[-12:]) < 0.05  # draped: near the 3 % limit (measured 4.1 % at most)
+
+
+def test_canonical_triangles_give_one_bake_whatever_order_the_collider_is_listed_in():
+    """Blender lists a mesh's loop triangles in an order that changes between sessions;
+    read through ``canonical_triangles`` any listing of the same faces (triangles shuffled,
+    corners rotated) is the same array with the same orientation, and gives the same bake
+    bit for bit. Without it the same drape differs from the second step that touches."""
+    from core.springs.colliders import canonical_triangles
+
+    verts, tris = uv_sphere(0.3, rings=10, segments=20)
+    rng = np.random.default_rng(7)
+    shuffled = np.take_along_axis(tris[rng.permutation(len(tris))],
+                                  (rng.integers(0, 3, len(tris))[:, None] + np.arange(3)) % 3, axis=1)
+    a, b = canonical_triangles(tris), canonical_triangles(shuffled)
+    assert np.array_equal(a, b)
+    # the same faces, each with its corners in the same cyclic order (outward normals kept)
+    key = lambda t: {tuple(np.roll(r, -int(np.argmin(r)))) for r in t}  # noqa: E731
+    assert key(a) == key(tris) and len(a) == len(tris)
+    assert np.all(a[:, 0] < a[:, 1]) and np.all(a[:, 0] < a[:, 2])
+
+    def bake(t):
+        ball = TriangleMesh(verts, t, thickness=0.01, friction=0.05)
+        sim = Simulator(flat_cloth(n=12, size=1.2, z=0.36), "FAST", fps=24, substeps=1, iterations=10)
+        return np.array([sim.advance(colliders=[ball]) and sim.state.x.copy() for _ in range(12)])
+
+    raw = bake(tris), bake(shuffled)
+    assert not np.array_equal(*raw)  # the contact response depends on the listing...
+    assert np.array_equal(bake(a), bake(b))  # ...so colliders are read in one order
