@@ -173,9 +173,10 @@ def canonical_triangles(t: np.ndarray) -> np.ndarray:
 
     The contact stage meets a collider's triangles in their order, and its response
     depends on that order (:mod:`.contact`), so a collider listed in two orders gives two
-    bakes. Blender's ``calc_loop_triangles`` lists the same mesh's triangles in a different
-    order from run to run (multithreaded tessellation), which made the same bake differ
-    between two Blender sessions; reading colliders through this makes it reproducible.
+    bakes. Blender's ``calc_loop_triangles`` was seen to list the same mesh's triangles (same
+    faces, same edges) in a different order from one session to the next, which made the
+    same bake differ between two Blender sessions; reading colliders through this makes it
+    reproducible.
     """
     t = np.asarray(t, dtype=np.int64).reshape(-1, 3)
     if len(t) == 0:
