@@ -13,9 +13,9 @@ constraints, found by Newton steps on the constraints,
 with ``J = ∂C/∂x`` (``+ûₛ`` at ``i``, ``−ûₛ`` at ``j``), ``W = M⁻¹`` (0 for hard
 pins), and a tiny ``ε`` for redundant constraints; a step that makes the worst
 violation grow is halved (up to 6 times). The ``|A| × |A|``
-system (over the vertices of the active springs only) is formed and solved densely when
-small (the usual case: the springs at a pinned corner) and by the shared
-:func:`~.linsolve.factor_spd` otherwise. The active set holds the violated springs and,
+system (over the vertices of the active springs only) is assembled entry by entry from the
+pairs of constraints that meet at a vertex, and solved densely when small (the springs at a
+pinned corner) and by the shared :func:`~.linsolve.factor_spd` otherwise. The active set holds the violated springs and,
 as candidates, those stretched past ``1 + s/2``: without them the projection pulls the
 next ring of springs over its bound and the set grows one ring per Newton step (7–8
 steps per projection at the corners of a hanging sheet instead of 1–3). After each
@@ -50,11 +50,11 @@ MAX_ITERATIONS = 30
 #: instead of growing the set ring by ring. A bounded cache, like the integrators'
 #: factorisations; it changes how fast the projection converges, not where it ends.
 _ACTIVE: dict[int, np.ndarray] = {}
-#: Active sets up to this size are solved densely (LAPACK) rather than by SuperLU. Measured
-#: on a 40² cloth patch (out of ``_project``): dense 1.6 ms vs sparse 2.4 ms at 100 springs,
-#: 3.6 vs 1.2 ms at 200 and 27 vs 4.5 ms at 400 with one BLAS thread, and far worse dense
-#: figures with threaded BLAS on a busy machine (110 ms at 400), so the crossover is ~130.
-_DENSE = 128
+#: Active sets up to this size are solved densely (LAPACK) rather than by SuperLU. With the
+#: system assembled entry by entry (:func:`_project`), measured on banded SPD systems on this
+#: 2-core machine under load: dense 0.08 ms vs sparse 0.19 ms at 60 constraints, but 1.5 vs
+#: 0.16 ms at 128 and 32 vs 0.18 ms at 300 (threaded BLAS on a busy machine).
+_DENSE = 64
 #: Springs stretched beyond ``1 + (1 − _BAND) s`` join the projection as candidates.
 _BAND = 0.5
 #: Springs within this (relative to their rest length) of their lower bound join the
@@ -322,32 +322,48 @@ def _project(verts: np.ndarray, coefs: np.ndarray, u: np.ndarray, inv_m: np.ndar
     the index of a vertex with zero inverse mass). Solves ``(J W Jᵀ + εI) λ = c`` for
     inverse masses ``inv_m`` and violations ``c`` ``(a,)`` (m); returns ``λ`` ``(a,)``,
     the vertices ``moved`` ``(k,)`` the step moves and their displacement ``W Jᵀ λ``
-    ``(k, 3)`` (to be subtracted). Only those vertices enter the system:
-    ``(J W Jᵀ)_{ab} = (Σ_v C_av C_bv w_v) (u_a·u_b)`` with the coefficients ``C`` by
-    vertex, formed densely for small sets (the usual case: the springs at a pinned
-    corner) and as a sparse product otherwise.
+    ``(k, 3)`` (to be subtracted). ``J W Jᵀ`` is assembled entry by entry: two
+    constraints meeting at a movable vertex ``v`` give
+    ``(J W Jᵀ)_{ab} += C_av C_bv w_v (u_a·u_b)`` with the coefficients ``C`` by vertex;
+    every such pair of incidences is listed at once (vertex by vertex, all pairs within
+    its group), so the cost is linear in the number of non-zeros. Small systems (the
+    usual case: the springs at a pinned corner) are solved densely, large ones by the
+    shared sparse factorisation :func:`~.linsolve.factor_spd`.
     """
     a, m = verts.shape
     moved, local = np.unique(verts.reshape(-1), return_inverse=True)
-    local = local.reshape(a, m)
-    k = len(moved)
+    local = local.reshape(-1)
     w = inv_m[moved]
-    rows = np.arange(a)
+    # the incidences (constraint, vertex, coefficient) that can move something
+    row = np.repeat(np.arange(a), m)
+    coef = coefs.reshape(-1)
+    keep = (coef != 0.0) & (w[local] > 0.0)
+    row, vert, coef = row[keep], local[keep], coef[keep]
+    wc = w[vert] * coef
+    diag = np.bincount(row, wc * coef * np.einsum("ij,ij->i", u[row], u[row]), minlength=a)
+    reg = _EPS * max(float(diag.max(initial=0.0)), 1e-300)
+    # all pairs of incidences at the same vertex: group the incidences by vertex
+    order = np.argsort(vert, kind="stable")
+    row, vert, coef, wc = row[order], vert[order], coef[order], wc[order]
+    size = np.bincount(vert, minlength=len(moved))
+    first = np.cumsum(size) - size
+    per = size[vert]  # partners of each incidence (itself included)
+    total = int(per.sum())
+    left = np.repeat(np.arange(len(vert)), per)
+    right = first[vert[left]] + (np.arange(total) - np.repeat(np.cumsum(per) - per, per))
+    ra, rb = row[left], row[right]
+    vals = wc[left] * coef[right] * np.einsum("ij,ij->i", u[ra], u[rb])
+    ra = np.concatenate([ra, np.arange(a)])
+    rb = np.concatenate([rb, np.arange(a)])
+    vals = np.concatenate([vals, np.full(a, reg)])
+    system = sp.csc_matrix((vals, (ra, rb)), shape=(a, a))
     if a <= _DENSE:
-        signs = np.zeros((a, k))
-        for col in range(m):  # distinct vertices within a row (padding has coefficient 0)
-            signs[rows, local[:, col]] += coefs[:, col]
-        system = ((signs * w) @ signs.T) * (u @ u.T)
-        system[np.diag_indices(a)] += _EPS * max(float(system.diagonal().max()), 1e-300)
-        lam = np.linalg.solve(system, c)
-        dxv = w[:, None] * (signs.T @ (lam[:, None] * u))
-        return lam, moved, dxv
-    cols = (3 * local[:, :, None] + np.arange(3)).reshape(-1)
-    swl = np.sqrt(np.repeat(w, 3))
-    vals = (coefs[:, :, None] * u[:, None, :]).reshape(-1) * swl[cols]
-    # J W^½ over the local coordinates: rows = active constraints
-    jw = sp.csr_matrix((vals, (np.repeat(rows, 3 * m), cols)), shape=(a, 3 * k))
-    system = (jw @ jw.T).tocsc()
-    reg = _EPS * max(float(system.diagonal().max()), 1e-300)
-    lam = factor_spd((system + sp.identity(a, format="csc") * reg).tocsc())(c)
-    return lam, moved, (swl * (jw.T @ lam)).reshape(k, 3)
+        lam = np.linalg.solve(system.toarray(), c)
+    else:
+        lam = factor_spd(system)(c)
+    # W Jᵀ λ by vertex
+    push = (wc * lam[row])[:, None] * u[row]
+    dxv = np.zeros((len(moved), 3))
+    for col in range(3):
+        dxv[:, col] = np.bincount(vert, push[:, col], minlength=len(moved))
+    return lam, moved, dxv

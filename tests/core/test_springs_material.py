@@ -261,3 +261,63 @@ def test_fast_warm_start_meets_the_same_rule_in_fewer_iterations():
     assert strain.max() > 0.029  # the limit acts
     assert its_warm < 0.5 * its_cold
     assert err_warm < max(2.0 * err_cold, 1e-5) and err_warm < 0.01 / n
+
+
+@pytest.mark.parametrize("with_contacts", [False, True])
+def test_strain_limit_projection_is_the_closest_point_in_the_mass_metric(with_contacts):
+    """Fast projection (Goldenthal et al. 2007) ends on the constraints and, for violations
+    of a few per cent, at the point an independent solver finds for the same problem:
+    min ½ Σ mᵢ‖xᵢ − x̂ᵢ‖² with every structural spring no longer than (1 + s) L, the pins
+    fixed and, with contacts, some vertices on the outer side of a plane (SLSQP on the full
+    problem). Velocities change by Δx/h."""
+    from scipy.optimize import minimize
+
+    from core.springs.strainlimit import TOLERANCE, LinearRows, limit_strain
+
+    n, s, h = 8, 0.05, 1 / 24
+    m = sheet(n, max_stretch=s, **CLOTH)
+    rng = np.random.default_rng(7)
+    x_hat = m.rest_positions * [1.09, 1.0, 1.04] + rng.normal(scale=0.004, size=(len(m.masses), 3))
+    x_hat[m.pinned_index] = m.rest_positions[m.pinned_index]
+    rows = None
+    if with_contacts:  # the lowest row of vertices held above z = its mean height
+        low = np.flatnonzero(np.isclose(m.rest_positions[:, 2], m.rest_positions[:, 2].min()))
+        plane = np.full((len(low), 3), [0.0, 0.0, x_hat[low, 2].mean()])
+        rows = LinearRows.points(low, np.tile([0.0, 0.0, 1.0], (len(low), 1)), plane, 0.1)
+    x, v = x_hat.copy(), np.zeros_like(x_hat)
+    info = limit_strain(m, x, v, h, rows=rows)
+    sp_ = m.springs[:m.structural_count]
+    bound = (1 + s) * m.rest_lengths[:m.structural_count]
+    assert info.converged and info.iterations > 0
+    assert np.all(np.linalg.norm(x[sp_[:, 0]] - x[sp_[:, 1]], axis=1) <= bound * (1 + 2 * TOLERANCE))
+    np.testing.assert_allclose(x[m.pinned_index], x_hat[m.pinned_index])
+    np.testing.assert_allclose(v, (x - x_hat) / h, atol=1e-12)
+    if with_contacts:
+        assert np.all(rows.shortfall(x) <= TOLERANCE * 0.1)
+
+    free = np.flatnonzero(~m.pinned)
+    w = np.repeat(m.masses[free], 3)
+
+    def full(z):
+        y = x_hat.copy()
+        y[free] = z.reshape(-1, 3)
+        return y
+
+    def length_margin(z):
+        y = full(z)
+        return bound ** 2 - np.sum((y[sp_[:, 0]] - y[sp_[:, 1]]) ** 2, axis=1)
+
+    cons = [{"type": "ineq", "fun": length_margin}]
+    if with_contacts:
+        cons.append({"type": "ineq", "fun": lambda z: -rows.shortfall(full(z))})
+    z0 = x_hat[free].reshape(-1)
+    res = minimize(lambda z: 0.5 * np.sum(w * (z - z0) ** 2), x[free].reshape(-1),
+                   jac=lambda z: w * (z - z0), constraints=cons, method="SLSQP",
+                   options={"maxiter": 500, "ftol": 1e-14})
+    assert res.success
+    best = full(res.x)
+    cost = 0.5 * np.sum(m.masses[:, None] * (x - x_hat) ** 2)
+    optimum = 0.5 * np.sum(m.masses[:, None] * (best - x_hat) ** 2)
+    assert optimum > 0 and cost == pytest.approx(optimum, rel=0.01)
+    moved = np.abs(best - x_hat).max()
+    assert np.abs(x - best).max() < 0.12 * moved
