@@ -331,30 +331,33 @@ def _project(verts: np.ndarray, coefs: np.ndarray, u: np.ndarray, inv_m: np.ndar
     shared sparse factorisation :func:`~.linsolve.factor_spd`.
     """
     a, m = verts.shape
-    moved, local = np.unique(verts.reshape(-1), return_inverse=True)
-    local = local.reshape(-1)
+    # the incidences (constraint, vertex, coefficient), grouped by vertex (one stable sort)
+    flat = verts.reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    sorted_v = flat[order]
+    starts = np.ones(len(order), dtype=bool)
+    starts[1:] = sorted_v[1:] != sorted_v[:-1]
+    moved = sorted_v[starts]
+    vert = np.cumsum(starts) - 1  # index into ``moved``
+    row, coef = order // m, coefs.reshape(-1)[order]
     w = inv_m[moved]
-    # the incidences (constraint, vertex, coefficient) that can move something
-    row = np.repeat(np.arange(a), m)
-    coef = coefs.reshape(-1)
-    keep = (coef != 0.0) & (w[local] > 0.0)
-    row, vert, coef = row[keep], local[keep], coef[keep]
+    keep = (coef != 0.0) & (w[vert] > 0.0)  # the incidences that can move something
+    row, vert, coef = row[keep], vert[keep], coef[keep]
     wc = w[vert] * coef
-    diag = np.bincount(row, wc * coef * np.einsum("ij,ij->i", u[row], u[row]), minlength=a)
+    ux, uy, uz = (np.ascontiguousarray(u[:, k])[row] for k in range(3))
+    diag = np.bincount(row, wc * coef * (ux * ux + uy * uy + uz * uz), minlength=a)
     reg = _EPS * max(float(diag.max(initial=0.0)), 1e-300)
-    # all pairs of incidences at the same vertex: group the incidences by vertex
-    order = np.argsort(vert, kind="stable")
-    row, vert, coef, wc = row[order], vert[order], coef[order], wc[order]
+    # all pairs of incidences at the same vertex (itself included)
     size = np.bincount(vert, minlength=len(moved))
     first = np.cumsum(size) - size
-    per = size[vert]  # partners of each incidence (itself included)
+    per = size[vert]
     total = int(per.sum())
     left = np.repeat(np.arange(len(vert)), per)
     right = first[vert[left]] + (np.arange(total) - np.repeat(np.cumsum(per) - per, per))
-    ra, rb = row[left], row[right]
-    vals = wc[left] * coef[right] * np.einsum("ij,ij->i", u[ra], u[rb])
-    ra = np.concatenate([ra, np.arange(a)])
-    rb = np.concatenate([rb, np.arange(a)])
+    vals = wc[left] * coef[right] * (ux[left] * ux[right] + uy[left] * uy[right]
+                                      + uz[left] * uz[right])
+    ra = np.concatenate([row[left], np.arange(a)])
+    rb = np.concatenate([row[right], np.arange(a)])
     vals = np.concatenate([vals, np.full(a, reg)])
     system = sp.csc_matrix((vals, (ra, rb)), shape=(a, a))
     if a <= _DENSE:
@@ -362,8 +365,6 @@ def _project(verts: np.ndarray, coefs: np.ndarray, u: np.ndarray, inv_m: np.ndar
     else:
         lam = factor_spd(system)(c)
     # W Jᵀ λ by vertex
-    push = (wc * lam[row])[:, None] * u[row]
-    dxv = np.zeros((len(moved), 3))
-    for col in range(3):
-        dxv[:, col] = np.bincount(vert, push[:, col], minlength=len(moved))
+    push = wc * lam[row]
+    dxv = np.column_stack([np.bincount(vert, push * uk, minlength=len(moved)) for uk in (ux, uy, uz)])
     return lam, moved, dxv
