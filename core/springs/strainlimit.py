@@ -18,7 +18,8 @@ pairs of constraints that meet at a vertex, and solved densely when small (the s
 pinned corner) and by the shared :func:`~.linsolve.factor_spd` otherwise. The active set holds the violated springs and,
 as candidates, those stretched past ``1 + s/2``: without them the projection pulls the
 next ring of springs over its bound and the set grows one ring per Newton step (7–8
-steps per projection at the corners of a hanging sheet instead of 1–3). After each
+steps per projection at the corners of a hanging sheet instead of 1–3). Candidates a Newton
+step releases (below) are left out of the next step's candidates unless violated by then. After each
 Newton step the active set grows by springs that have become too long and
 drops those the step left shorter than their bound (the inequality's other
 side: cloth may always shorten). It stops when no spring exceeds its bound by
