@@ -231,10 +231,13 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         # Candidates the solve would have to push apart are released below, and do not
         # return as candidates in the next Newton step (only if violated by then): on a
         # flag in strong wind most of the cloth is in the band and a projection released
-        # ~2/3 of it in every step, each time after one more factorisation. The rows
-        # near their bound are candidates too: a push passed on along a chain of them
-        # reaches its far end in one Newton step.
-        active = viol | (active & (over > -0.25 * s * rest)) | ((over > -_BAND * s * rest) & ~released)
+        # ~2/3 of it in every step, each time after one more factorisation (if no step
+        # then helps, the Newton step is tried again with them). The rows near their bound
+        # are candidates too: a push passed on along a chain of them reaches its far end
+        # in one Newton step.
+        band = over > -_BAND * s * rest
+        skipped = bool(np.any(band & released))
+        active = viol | (active & (over > -0.25 * s * rest)) | (band & ~released)
         released[:] = False
         active_r = viol_r | ((short > -_LOWER_BAND * rows.scale) & free_row) if r else np.zeros(0, bool)
         for _ in range(4):
@@ -276,7 +279,12 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
                 if _worst(known[1], bound, scale, known[2], rows) < worst:
                     break
                 t *= 0.5
-            else:  # no step helps (constraints that contradict each other): stop here
+            else:
+                if skipped:  # the same step with the candidates the last one released
+                    released[:] = False
+                    known = (d, length, short)
+                    continue
+                # no step helps (constraints that contradict each other): stop here
                 excess = float(np.max(over[viol] / rest[viol], initial=0.0))
                 break
         else:
