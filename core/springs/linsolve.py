@@ -52,11 +52,13 @@ def factor_spd(matrix: sp.spmatrix, *, many_solves: bool = False) -> Callable[[n
 
     With ``many_solves`` (a factor kept for many solves, e.g. FAST's global step) the
     matrix is also reordered by reverse Cuthill–McKee (Cuthill & McKee 1969; George 1971)
-    and, when its band holds no more entries than SuperLU's factors (small, grid-like
-    meshes: the bench's 31 × 21 flag has a band of ~50), factored by LAPACK's banded
-    Cholesky (``dpbtrf``) instead: the same solution to round-off, with a solve that
-    streams the band (about half of SuperLU's time per solve there). Larger meshes keep
-    SuperLU (minimum degree fills far less than the band).
+    and, when its band holds at most 1.25× as many entries as SuperLU's factors (small,
+    grid-like meshes: the bench's 31 × 21 flag has a band of 51), factored by LAPACK's
+    banded Cholesky (``dpbtrf``) instead: the same solution to round-off, with a solve
+    that streams the band. Measured per solve of three right-hand sides (FLAG preset
+    sheets): 26² 0.6× SuperLU's time, 41² (1.05× the entries) 0.6×; at 128² (1.84× the
+    entries) it took 1.7× SuperLU's time, so larger meshes keep SuperLU (minimum degree
+    fills far less than the band).
 
     Parameters
     ----------
@@ -76,7 +78,7 @@ def factor_spd(matrix: sp.spmatrix, *, many_solves: bool = False) -> Callable[[n
     lu = splu(sp.csc_matrix(matrix), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
               options={"SymmetricMode": True})
     if many_solves:
-        banded = _banded_cholesky(sp.csr_matrix(matrix), lu.L.nnz + lu.U.nnz)
+        banded = _banded_cholesky(sp.csr_matrix(matrix), int(1.25 * (lu.L.nnz + lu.U.nnz)))
         if banded is not None:
             return banded
     return lu.solve
