@@ -52,13 +52,12 @@ def factor_spd(matrix: sp.spmatrix, *, many_solves: bool = False) -> Callable[[n
 
     With ``many_solves`` (a factor kept for many solves, e.g. FAST's global step) the
     matrix is also reordered by reverse Cuthill–McKee (Cuthill & McKee 1969; George 1971)
-    and, when its band holds at most 1.25× as many entries as SuperLU's factors (small,
-    grid-like meshes: the bench's 31 × 21 flag has a band of 51), factored by LAPACK's
-    banded Cholesky (:func:`_banded_cholesky`, solves by ``dpbtrs``) instead: the same solution to round-off, with a solve
-    that streams the band. Measured per solve of three right-hand sides (FLAG preset
-    sheets): 26² 0.6× SuperLU's time, 41² (1.05× the entries) 0.6×; at 128² (1.84× the
-    entries) it took 1.7× SuperLU's time, so larger meshes keep SuperLU (minimum degree
-    fills far less than the band).
+    and, when its band holds no more entries than SuperLU's factors and is at most
+    :data:`_MAX_BAND` wide (small, grid-like meshes: the bench's 31 × 21 flag has a band
+    of 51), factored by LAPACK's banded Cholesky (``dpbtrf``) instead: the same solution to
+    round-off, with a solve that streams the band (0.67× SuperLU's time per solve of three
+    right-hand sides there). Larger meshes keep SuperLU (minimum degree fills far less
+    than the band; at 128² the band took 1.7× SuperLU's time).
 
     Parameters
     ----------
@@ -78,38 +77,35 @@ def factor_spd(matrix: sp.spmatrix, *, many_solves: bool = False) -> Callable[[n
     lu = splu(sp.csc_matrix(matrix), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
               options={"SymmetricMode": True})
     if many_solves:
-        banded = _banded_cholesky(sp.csr_matrix(matrix), int(1.25 * (lu.L.nnz + lu.U.nnz)))
+        banded = _banded_cholesky(sp.csr_matrix(matrix), lu.L.nnz + lu.U.nnz)
         if banded is not None:
             return banded
     return lu.solve
 
 
+#: Widest band :func:`_banded_cholesky` factors: ``dpbtrf`` is blocked beyond a band of 32
+#: and its BLAS-3 calls run multithreaded; with threads on the busy two-core machine a band of
+#: 51 (the flag) factored in ~11 ms, a band of 81 (a 41² sheet) took 0.84 s.
+_MAX_BAND = 64
+
+
 def _banded_cholesky(matrix: sp.csr_matrix, budget: int) -> Callable[[np.ndarray], np.ndarray] | None:
     """``solve(b)`` by a banded Cholesky factor of the SPD ``matrix`` ``(N, N)`` in
     reverse Cuthill–McKee order, or ``None`` if the band would hold more than ``budget``
-    entries (or the matrix is not positive definite).
-
-    The factor comes from SuperLU in the natural order of the reordered matrix without
-    pivoting (``A = L D Lᵀ``, ``U = D Lᵀ``; its fill stays inside the band), rescaled to
-    ``R = D^{-1/2} U`` in LAPACK's upper band storage; solves by ``dpbtrs``. LAPACK's own
-    ``dpbtrf`` is blocked beyond a band of 32 and its BLAS-3 calls run multithreaded: on
-    the busy two-core machine a 41² sheet took 0.84 s to factor instead of 0.03 s."""
+    entries or be wider than :data:`_MAX_BAND` (or the factorisation fails)."""
     n = matrix.shape[0]
     perm = reverse_cuthill_mckee(matrix, symmetric_mode=True).astype(np.intp)
-    reordered = matrix[perm][:, perm].tocsc()
-    pattern = reordered.tocoo()
-    if n * (int(np.abs(pattern.col - pattern.row).max(initial=0)) + 1) > budget:
+    coo = matrix[perm][:, perm].tocoo()
+    upper = coo.col >= coo.row
+    rows, cols = coo.row[upper], coo.col[upper]
+    band = int((cols - rows).max(initial=0))
+    if n * (band + 1) > budget or band > _MAX_BAND:
         return None
-    lu = splu(reordered, permc_spec="NATURAL", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
-    ident = np.arange(n)
-    diag = lu.U.diagonal()
-    if not (np.array_equal(lu.perm_r, ident) and np.array_equal(lu.perm_c, ident)
-            and np.all(diag > 0.0)):
-        return None  # pivoted or not positive definite
-    upper = lu.U.tocoo()
-    band = int((upper.col - upper.row).max(initial=0))
-    factor = np.zeros((band + 1, n), order="F")  # LAPACK's upper band storage of R
-    factor[band + upper.row - upper.col, upper.col] = upper.data / np.sqrt(diag[upper.row])
+    ab = np.zeros((band + 1, n), order="F")  # LAPACK's upper band storage
+    ab[band + rows - cols, cols] = coo.data[upper]
+    factor, info = lapack.dpbtrf(ab, lower=0)
+    if info != 0:
+        return None
 
     def solve(b: np.ndarray) -> np.ndarray:
         x, info = lapack.dpbtrs(factor, b[perm], lower=0)
