@@ -67,6 +67,9 @@ __all__ = ["ContactStats", "Support", "MeshWindow", "revert_crossings", "coulomb
 #: Detection/response passes per step; then the fail-safe.
 PASSES = 4
 _EPS_BARY = 1e-6
+#: A continuous hit this close (barycentric weight) to a triangle's edge or corner takes
+#: the surface's interpolated vertex normal instead of the face's.
+_RIM = 0.05
 
 
 @dataclass
@@ -203,6 +206,19 @@ def _friction(x: np.ndarray, rel_start: np.ndarray, n: np.ndarray, push: np.ndar
     ln = np.sqrt(_dot(dt, dt))
     cut = np.minimum(ln, mu * np.maximum(push, 0.0))
     return x - dt * (cut / np.where(ln > 0, ln, 1.0))[:, None]
+
+
+def _vertex_normals(win: MeshWindow) -> np.ndarray:
+    """Unit normals ``(m, 3)`` of the window's vertices at the end of the step, the
+    area-weighted mean of their faces' normals, computed once per window."""
+    if "vertex_normals" not in win.cache:
+        c, t = win.c1, win.triangles
+        area = np.cross(c[t[:, 1]] - c[t[:, 0]], c[t[:, 2]] - c[t[:, 0]])
+        acc = np.zeros((len(c), 3))
+        for k in range(3):
+            np.add.at(acc, t[:, k], area)
+        win.cache["vertex_normals"] = _unit(acc)[0]
+    return win.cache["vertex_normals"]
 
 
 def _face_normals(win: MeshWindow, end: bool) -> np.ndarray:
@@ -488,6 +504,13 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
                     q0 = np.einsum("ki,kij->kj", bary, p[sel, :3])
                     q1 = np.einsum("ki,kij->kj", bary, p1[sel, :3])
                     n1 = _face_normals(win, True)[it_[sel]]
+                    # a hit on a corner or an edge of the triangle (a ball's pole, a ridge)
+                    # is pushed along the surface's normal there, not one face's: the
+                    # first of several equal faces would push every such vertex sideways
+                    rim = np.min(bary, axis=1) < _RIM
+                    if np.any(rim):
+                        vn = _vertex_normals(win)[tr[sel[rim]]]
+                        n1[rim] = _unit(np.einsum("ki,kij->kj", bary[rim], vn))[0]
                     s_end = _dot(x[vi] - q1, n1)
                     penetration = max(penetration, float(np.max(np.maximum(-s_end, 0.0))))
                     push = th - s_end
@@ -682,10 +705,31 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     # contact frame for the velocity update: the ridge point's motion
     q1 = win.c1[k[:, 0]] + u[:, None] * (win.c1[k[:, 1]] - win.c1[k[:, 0]])
     q0 = win.c0[k[:, 0]] + u[:, None] * (win.c0[k[:, 1]] - win.c0[k[:, 0]])
-    for col in (0, 1):
-        vi = e[:, col]
-        in_contact[vi] = True
-        n_contact[vi], q0_contact[vi], q1_contact[vi] = nn, q0, q1
+    _record(e.T.ravel(), np.concatenate([lam * wa, lam * wb]), np.concatenate([nn, nn]),
+            np.concatenate([q0, q0]), np.concatenate([q1, q1]), in_contact, n_contact, q0_contact, q1_contact)
+
+
+def _record(verts: np.ndarray, weights: np.ndarray, nrm: np.ndarray, q0: np.ndarray, q1: np.ndarray,
+            in_contact: np.ndarray, n_contact: np.ndarray, q0_contact: np.ndarray,
+            q1_contact: np.ndarray) -> None:
+    """The contact frame of vertices pushed by several pairs at once (``verts`` ``(m,)``,
+    repeated): the push-weighted (``weights`` ``(m,)``, > 0 where the pair moves the
+    vertex) mean of the pairs' normals and collider points ``nrm, q0, q1`` ``(m, 3)``.
+    Taking one pair's frame, the last listed, would depend on the pairs' order and tilt
+    the contact of mirrored vertices differently."""
+    keep = weights > 0
+    verts, w = verts[keep], weights[keep]
+    if len(verts) == 0:
+        return
+    n = len(in_contact)
+    acc = np.zeros((n, 9))
+    np.add.at(acc, verts, w[:, None] * np.concatenate([nrm[keep], q0[keep], q1[keep]], axis=1))
+    total = np.bincount(verts, weights=w, minlength=n)
+    vi = np.flatnonzero(total > 0)
+    acc = acc[vi] / total[vi, None]
+    in_contact[vi] = True
+    n_contact[vi] = _unit(acc[:, :3])[0]
+    q0_contact[vi], q1_contact[vi] = acc[:, 3:6], acc[:, 6:]
 
 
 def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: np.ndarray,
@@ -697,13 +741,8 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     th = float(win.thickness)
     if "points" not in cache:
         pts = np.unique(win.edges)
-        t = win.triangles
-        face = np.cross(win.c1[t[:, 1]] - win.c1[t[:, 0]], win.c1[t[:, 2]] - win.c1[t[:, 0]])
-        vn = np.zeros((len(win.c1), 3))
-        for k in range(3):  # area-weighted outward normal at each collider vertex
-            np.add.at(vn, t[:, k], face)
         c0, c1 = win.c0[pts], win.c1[pts]
-        cache["points"] = (pts, _unit(vn[pts])[0],
+        cache["points"] = (pts, _vertex_normals(win)[pts],
                            BoxTree(np.minimum(c0, c1) - th, np.maximum(c0, c1) + th))
     pts, vn, tree = cache["points"]
     t0, t1, t2 = triangles[:, 0], triangles[:, 1], triangles[:, 2]
@@ -768,11 +807,9 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
         np.add.at(cnt, tri[:, k], w[:, k] > 0)
     moved = np.flatnonzero(cnt > 0)
     x[moved] += dx[moved] / cnt[moved, None]
-    for k in range(3):
-        vi = tri[:, k][w[:, k] > 0]
-        sel = w[:, k] > 0
-        in_contact[vi] = True
-        n_contact[vi], q0_contact[vi], q1_contact[vi] = n_dir[sel], win.c0[pv[sel]], win.c1[pv[sel]]
+    _record(tri.ravel(), (lam[:, None] * w).ravel(), np.repeat(n_dir, 3, axis=0),
+            np.repeat(win.c0[pv], 3, axis=0), np.repeat(win.c1[pv], 3, axis=0),
+            in_contact, n_contact, q0_contact, q1_contact)
     return float(np.max(np.maximum(-sep, 0.0)))
 
 
