@@ -46,6 +46,7 @@ import numpy as np
 from ..errors import SinewError
 from . import forces as F
 from .colliders import resolve, resolve_again
+from .contact import step_friction
 from .model import Model, State
 from .strainlimit import LinearRows, limit_strain
 
@@ -241,17 +242,33 @@ class Integrator:
                 d = x_new[sp[:, 0]] - x_new[sp[:, 1]]
                 solved = np.linalg.norm(d, axis=1)
                 directions = d / np.maximum(solved, 1e-300)[:, None]
+            support = getattr(colliders, "support", None)
+            pressed = None if support is None else support.force.copy()  # as applied in the solve
+            x_solved = x_new.copy()
             held = resolve(colliders, x_new, v_new, x_old, h, model)
             normals = getattr(colliders, "normals", None)
-            if passing_on and np.any(held) and normals is not None:
-                limited = _after_contact(model, x_new, v_new, x_old, h, colliders, held,
-                                         solved, directions, hard) and limited
+            if np.any(held) and normals is not None:
+                # Coulomb friction for every normal correction of the step (see
+                # contact.step_friction): the solve's carried push and the contact stage's,
+                # then the post-contact projection's (the springs' tension pressing the
+                # cloth onto a curved body, which it lets slide over its tangent planes)
+                on = np.flatnonzero(held)
+                nrm = normals[on]
+                lift = 0.0 if pressed is None else (
+                    h * h * np.maximum(np.einsum("ij,ij->i", pressed[on], nrm), 0.0) / support.masses[on])
+                step_friction(x_new, x_old, x_solved, on, nrm, colliders.velocities[on],
+                              colliders.frictions[on], h, lift)
+                if passing_on:
+                    x_pushed = x_new.copy()
+                    limited = _after_contact(model, x_new, v_new, x_old, h, colliders, held,
+                                             solved, directions, hard) and limited
+                    step_friction(x_new, x_old, x_pushed, on, nrm, colliders.velocities[on],
+                                  colliders.frictions[on], h)
                 # a held vertex is given no speed its positions do not show: its speed
                 # relative to the collider is cut, along the normal and across it, to what
                 # its whole step shows, (x − x₀)/h (a vertex the solve moves and the
                 # contact stage moves back every step would keep the solve's velocity, and
                 # never come to rest); cuts only, so no energy is added
-                on = np.flatnonzero(held)
                 nrm, vc = normals[on], colliders.velocities[on]
                 rel = v_new[on] - vc
                 step = (x_new[on] - x_old[on]) / h - vc

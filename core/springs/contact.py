@@ -62,7 +62,8 @@ from .proximity import barycentric as _barycentric
 from .proximity import dot as _dot
 from .proximity import unit as _unit
 
-__all__ = ["ContactStats", "Support", "MeshWindow", "revert_crossings", "coulomb_velocity", "resolve_mesh"]
+__all__ = ["ContactStats", "Support", "MeshWindow", "revert_crossings", "coulomb_velocity", "resolve_mesh",
+           "step_friction"]
 
 #: Detection/response passes per step; then the fail-safe.
 PASSES = 4
@@ -616,6 +617,55 @@ def coulomb_velocity(v: np.ndarray, vc: np.ndarray | float, nrm: np.ndarray, mu:
     ln = np.sqrt(_dot(vt, vt))
     scale = np.maximum(0.0, 1.0 - mu * dvn / np.where(ln > 0, ln, 1.0))
     return vc + vt * scale[:, None] + vn_new[:, None] * nrm
+
+
+def step_friction(x: np.ndarray, x_old: np.ndarray, x_solved: np.ndarray, idx: np.ndarray,
+                  nrm: np.ndarray, vc: np.ndarray, mu: np.ndarray | float, h: float,
+                  pressed: np.ndarray | float = 0.0) -> np.ndarray:
+    """Coulomb friction on the whole step of the vertices ``idx`` ``(k,)`` a collider holds,
+    for every normal correction they were given (position-based friction, Macklin et al.
+    2014, "Unified particle physics for real-time applications", §6.1). Returns which of
+    them stick, ``(k,)`` bool.
+
+    The step's motion relative to the collider point, ``u = (x − x₀) − h v_c`` (its
+    tangential part ``u_t`` about the contact normal ``n``), is cut by ``μ d`` with
+    ``d = ((x − x_solved)·n)⁺ + pressed`` the normal correction since the solve
+    (``pressed``, m: the normal displacement the carried push gave in the solve), less
+    what was rubbed off already (how much shorter ``u_t`` is now than the solve left it:
+    :func:`resolve_mesh` rubs per pass): the vertex sticks (keeps the collider's motion)
+    where ``|u_t|`` is within that, and slides, ``u_t`` shortened by it, otherwise. Only
+    relative motion is cut, so no energy is added in the collider's frame.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        Shape ``(n, 3)``, m, positions now (rows ``idx`` modified).
+    x_old, x_solved : numpy.ndarray
+        Shape ``(n, 3)``, m: the start of the step and the solver's result.
+    idx : numpy.ndarray
+        Shape ``(k,)``, the held vertices.
+    nrm, vc : numpy.ndarray
+        Shape ``(k, 3)``: their outward contact normals and the collider points' velocities,
+        m/s.
+    mu : numpy.ndarray or float
+        Shape ``(k,)`` or scalar, the friction coefficient.
+    h : float
+        Step, s.
+    pressed : numpy.ndarray or float
+        Shape ``(k,)`` or scalar, m.
+    """
+    base = x_old[idx] + h * vc
+
+    def across(d: np.ndarray) -> np.ndarray:
+        return d - _dot(d, nrm)[:, None] * nrm
+
+    ut, us = across(x[idx] - base), across(x_solved[idx] - base)
+    lt = np.sqrt(_dot(ut, ut))
+    rubbed = np.maximum(np.sqrt(_dot(us, us)) - lt, 0.0)
+    d = np.maximum(_dot(x[idx] - x_solved[idx], nrm), 0.0) + pressed
+    budget = np.maximum(mu * d - rubbed, 0.0)
+    x[idx] -= ut * np.minimum(1.0, budget / np.where(lt > 0, lt, 1.0))[:, None]
+    return lt <= budget
 
 
 def _carried(support: Support | None, idx: np.ndarray, nrm: np.ndarray, h: float) -> np.ndarray:
