@@ -301,7 +301,10 @@ def test_cube_corner_pushed_into_a_sheet_does_not_poke_through(faces):
         k = np.flatnonzero(np.all(w >= -1e-9, axis=1))[0]  # the cloth triangle over the tip
         gaps.append(float(w[k] @ x[tri[k], 2]) - tip[2])
     if faces:
-        assert min(gaps) >= 0.01 * (1 - 1e-6)  # the sheet stays a thickness above the corner
+        from core.springs.contact import _SLACK
+        # the sheet stays a thickness above the corner (pushed out to it whenever it comes
+        # closer than the contact stage's margin)
+        assert min(gaps) >= 0.01 * (1 - _SLACK)
     else:  # the same bake without the cloth's faces: the corner pokes through
         assert min(gaps) < -0.05
 
