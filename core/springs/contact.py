@@ -19,15 +19,16 @@ collision-free, in passes until nothing changes (at most :data:`PASSES`):
 3. **Edge–edge.** A cloth edge against a convex collider edge (one whose two faces
    make a ridge, or a boundary edge): crossing during the step (the same cubic for
    the four end points, with the two segments meeting at that time) or ending closer
-   than ``thickness`` (less a 5 % margin, :data:`_SLACK`) on the body's side of the
-   ridge pushes the cloth edge's two
+   than ``thickness`` on the body's side of the ridge is a contact, and (when crossed or
+   closer than the thickness less a 5 % margin, :data:`_SLACK`) pushes the cloth edge's two
    vertices along the common normal, weighted by where the edge is hit so that the
    hit point moves by the needed amount (Bridson et al. 2002, §7.2).
 4. **Collider point–cloth face.** A collider vertex on a ridge (a sphere's pole, a
    box's corner) against the cloth's triangles (given as ``triangles``): crossing a
    triangle during the step (the same cubic, the point inside the triangle at that
-   time) or ending closer than ``thickness`` (less :data:`_SLACK`) to a triangle's inside,
-   on the side its outward normal points to, pushes the triangle's three vertices along the triangle's
+   time) or ending closer than ``thickness`` to a triangle's inside, on the side its
+   outward normal points to, is a contact and (crossed, or closer than the thickness less
+   :data:`_SLACK`) pushes the triangle's three vertices along the triangle's
    normal, away from the point, weighted by the barycentric weights of the point so
    that the hit point of the cloth moves by the needed amount (the vertex–face case of
    Bridson et al. 2002, §7.2, with the roles swapped). Without it a corner or a pole
@@ -72,11 +73,12 @@ _EPS_BARY = 1e-6
 #: A continuous hit this close (barycentric weight) to a triangle's edge or corner takes
 #: the surface's interpolated vertex normal instead of the face's.
 _RIM = 0.05
-#: Edge–edge and point–face pairs push only when closer than ``(1 − _SLACK)`` thickness
-#: (and then out to the full thickness). The two stages push along different normals (the
-#: edges' common normal, the cloth face's normal); acting on every shortfall they moved
-#: each other's vertices by ~1 mm in every pass on a draped sphere and the passes always
-#: ran out (then the fail-safe). With this margin they end within two or three passes.
+#: Edge–edge and point–face pairs within the thickness are contacts (friction, the contact
+#: frame), but push only when crossed or closer than ``(1 − _SLACK)`` thickness (then out
+#: to the full thickness). The two stages push along different normals (the edges' common
+#: normal, the cloth face's normal); pushing on every shortfall they moved each other's
+#: vertices by ~1 mm in every pass on a draped sphere and the passes always ran out (then
+#: the fail-safe). With this margin they end within two or three passes.
 _SLACK = 0.05
 #: A pass moved a vertex when it moved it more than this (relative to the thickness);
 #: round-off in the re-projection of resting vertices is not a move.
@@ -737,7 +739,7 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     nn = nn * np.where(_dot(nn, n_ridge) < 0, -1.0, 1.0)[:, None]
     sep = _dot(pa1 + s[:, None] * dp - (qc1 + u[:, None] * dq), nn)
     sep0 = _dot(pa0 + s[:, None] * (pb0 - pa0) - (qc0 + u[:, None] * (qd0 - qc0)), nn)
-    near = (sep < th * (1.0 - _SLACK)) & (sep > -th)
+    near = (sep < th - 1e-12) & (sep > -th)
     flip = usable & (sep0 > 0) & (sep <= -th)
     crossed = np.zeros(len(e), bool)
     if np.any(flip):  # passed the ridge during the step: confirm the edges met (cubic)
@@ -748,9 +750,12 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     act = usable & (crossed | near) & (movable[e[:, 0]] | movable[e[:, 1]])
     if not np.any(act):
         return
+    # every such pair is a contact (friction, the contact frame); it pushes only when
+    # crossed or closer than the margin (:data:`_SLACK`)
+    push = (crossed[act] | (sep[act] < th * (1.0 - _SLACK))).astype(float)
     e, s, nn, sep, u, k = e[act], s[act], nn[act], sep[act], u[act], k[act]
     need = th - sep
-    wa, wb = (1.0 - s) * movable[e[:, 0]], s * movable[e[:, 1]]
+    wa, wb = (1.0 - s) * movable[e[:, 0]] * push, s * movable[e[:, 1]] * push
     den = wa * wa + wb * wb
     lam = need / np.where(den > 0, den, 1.0)
     n = len(x)
@@ -765,16 +770,17 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     # contact frame for the velocity update: the ridge point's motion
     q1 = win.c1[k[:, 0]] + u[:, None] * (win.c1[k[:, 1]] - win.c1[k[:, 0]])
     q0 = win.c0[k[:, 0]] + u[:, None] * (win.c0[k[:, 1]] - win.c0[k[:, 0]])
-    _record(e.T.ravel(), np.concatenate([lam * wa, lam * wb]), np.concatenate([nn, nn]),
+    near_a, near_b = need * (1.0 - s) * movable[e[:, 0]], need * s * movable[e[:, 1]]  # pushing or not
+    _record(e.T.ravel(), np.concatenate([near_a, near_b]), np.concatenate([nn, nn]),
             np.concatenate([q0, q0]), np.concatenate([q1, q1]), in_contact, n_contact, q0_contact, q1_contact)
 
 
 def _record(verts: np.ndarray, weights: np.ndarray, nrm: np.ndarray, q0: np.ndarray, q1: np.ndarray,
             in_contact: np.ndarray, n_contact: np.ndarray, q0_contact: np.ndarray,
             q1_contact: np.ndarray) -> None:
-    """The contact frame of vertices pushed by several pairs at once (``verts`` ``(m,)``,
-    repeated): the push-weighted (``weights`` ``(m,)``, > 0 where the pair moves the
-    vertex) mean of the pairs' normals and collider points ``nrm, q0, q1`` ``(m, 3)``.
+    """The contact frame of vertices in contact through several pairs at once (``verts``
+    ``(m,)``, repeated): the weighted (``weights`` ``(m,)``, the pair's shortfall of the
+    thickness at the vertex, > 0 where the pair is a contact for it) mean of the pairs' normals and collider points ``nrm, q0, q1`` ``(m, 3)``.
     Taking one pair's frame, the last listed, would depend on the pairs' order and tilt
     the contact of mirrored vertices differently."""
     keep = weights > 0
@@ -853,9 +859,11 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     q1 = np.einsum("ki,kij->kj", bary, t1)
     sep = _dot(q1 - c1, n_dir)
     act = (inside & (side != 0) & (_dot(n_dir, nv) > 0)
-           & (crossed | ((sep > -th) & (sep < th * (1.0 - _SLACK)))))
+           & (crossed | ((sep > -th) & (sep < th * (1.0 - 1e-9)))))
     if not np.any(act):
         return 0.0
+    # every such pair is a contact; it pushes only when crossed or closer than the margin
+    push = (crossed[act] | (sep[act] < th * (1.0 - _SLACK))).astype(float)
     tri, bary, n_dir, sep, pv = tri[act], np.clip(bary[act], 0.0, 1.0), n_dir[act], sep[act], pv[act]
     w = bary * movable[tri]
     den = np.einsum("ij,ij->i", w, w)
@@ -863,8 +871,8 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     n = len(x)
     dx, cnt = np.zeros((n, 3)), np.zeros(n)
     for k in range(3):
-        np.add.at(dx, tri[:, k], (lam * w[:, k])[:, None] * n_dir)
-        np.add.at(cnt, tri[:, k], w[:, k] > 0)
+        np.add.at(dx, tri[:, k], (push * lam * w[:, k])[:, None] * n_dir)
+        np.add.at(cnt, tri[:, k], (w[:, k] > 0) & (push > 0))
     moved = np.flatnonzero(cnt > 0)
     x[moved] += dx[moved] / cnt[moved, None]
     _record(tri.ravel(), (lam[:, None] * w).ravel(), np.repeat(n_dir, 3, axis=0),
