@@ -243,27 +243,27 @@ class Integrator:
                 solved = np.linalg.norm(d, axis=1)
                 directions = d / np.maximum(solved, 1e-300)[:, None]
             support = getattr(colliders, "support", None)
-            pressed = None if support is None else support.force.copy()  # as applied in the solve
-            x_solved = x_new.copy()
+            pressed = None if support is None or not passing_on else support.force.copy()  # as applied
+            x_solved = x_new.copy() if passing_on else None
             held = resolve(colliders, x_new, v_new, x_old, h, model)
             normals = getattr(colliders, "normals", None)
-            if np.any(held) and normals is not None:
+            if passing_on and np.any(held) and normals is not None:
                 # Coulomb friction for every normal correction of the step (see
-                # contact.step_friction): the solve's carried push and the contact stage's,
-                # then the post-contact projection's (the springs' tension pressing the
-                # cloth onto a curved body, which it lets slide over its tangent planes)
+                # contact.step_friction): the solve's carried push and the contact stage's
+                # (the contact stage rubs for them, but per pass and about its own normals),
+                # then the post-contact projection's (the springs' tension pressing the cloth
+                # onto a curved body), which slides held vertices over their tangent planes
                 on = np.flatnonzero(held)
                 nrm = normals[on]
                 lift = 0.0 if pressed is None else (
                     h * h * np.maximum(np.einsum("ij,ij->i", pressed[on], nrm), 0.0) / support.masses[on])
                 step_friction(x_new, x_old, x_solved, on, nrm, colliders.velocities[on],
                               colliders.frictions[on], h, lift)
-                if passing_on:
-                    x_pushed = x_new.copy()
-                    limited = _after_contact(model, x_new, v_new, x_old, h, colliders, held,
-                                             solved, directions, hard) and limited
-                    step_friction(x_new, x_old, x_pushed, on, nrm, colliders.velocities[on],
-                                  colliders.frictions[on], h)
+                x_pushed = x_new.copy()
+                limited = _after_contact(model, x_new, v_new, x_old, h, colliders, held,
+                                         solved, directions, hard) and limited
+                step_friction(x_new, x_old, x_pushed, on, nrm, colliders.velocities[on],
+                              colliders.frictions[on], h)
                 # a held vertex is given no speed its positions do not show: its speed
                 # relative to the collider is cut, along the normal and across it, to what
                 # its whole step shows, (x − x₀)/h (a vertex the solve moves and the
