@@ -259,11 +259,8 @@ class Integrator:
                     h * h * np.maximum(np.einsum("ij,ij->i", pressed[on], nrm), 0.0) / support.masses[on])
                 step_friction(x_new, x_old, x_solved, on, nrm, colliders.velocities[on],
                               colliders.frictions[on], h, lift)
-                x_pushed = x_new.copy()
                 limited = _after_contact(model, x_new, v_new, x_old, h, colliders, held,
                                          solved, directions, hard) and limited
-                step_friction(x_new, x_old, x_pushed, on, nrm, colliders.velocities[on],
-                              colliders.frictions[on], h)
                 # a held vertex is given no speed its positions do not show: its speed
                 # relative to the collider is cut, along the normal and across it, to what
                 # its whole step shows, (x − x₀)/h (a vertex the solve moves and the
@@ -337,6 +334,9 @@ def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray
         # not thrown up), and no inward speed (inelastic)
         on = np.flatnonzero(moved & held)
         nrm, vc = normals[on], colliders.velocities[on]
+        # friction for the projection's own push (the springs' tension pressing the cloth
+        # onto a curved body), which slid the held vertices over their tangent planes
+        step_friction(x, x_old, before, on, nrm, vc, colliders.frictions[on], h)
         vn = np.einsum("ij,ij->i", v[on] - vc, nrm)
         step = np.einsum("ij,ij->i", (x[on] - x_old[on]) / h - vc, nrm)
         v[on] += (np.clip(vn, 0.0, np.maximum(step, 0.0)) - vn)[:, None] * nrm

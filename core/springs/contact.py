@@ -779,23 +779,19 @@ def _record(verts: np.ndarray, weights: np.ndarray, nrm: np.ndarray, q0: np.ndar
             in_contact: np.ndarray, n_contact: np.ndarray, q0_contact: np.ndarray,
             q1_contact: np.ndarray) -> None:
     """The contact frame of vertices in contact through several pairs at once (``verts``
-    ``(m,)``, repeated): the weighted (``weights`` ``(m,)``, the pair's shortfall of the
-    thickness at the vertex, > 0 where the pair is a contact for it) mean of the pairs' normals and collider points ``nrm, q0, q1`` ``(m, 3)``.
-    Taking one pair's frame, the last listed, would depend on the pairs' order and tilt
-    the contact of mirrored vertices differently."""
-    keep = weights > 0
-    verts, w = verts[keep], weights[keep]
-    if len(verts) == 0:
+    ``(m,)``, repeated): the frame (normal and collider points ``nrm, q0, q1`` ``(m, 3)``)
+    of the pair with the largest ``weights`` ``(m,)`` (the pair's shortfall of the
+    thickness at the vertex, > 0 where the pair is a contact for it). Taking the last
+    listed pair's frame would depend on the pairs' order and tilt the contact of mirrored
+    vertices differently; a mean of the pairs' normals is no contact normal (pairs on the
+    two sides of a ridge) and lets friction slide the vertex into the body."""
+    keep = np.flatnonzero(weights > 0)
+    if len(keep) == 0:
         return
-    n = len(in_contact)
-    acc = np.zeros((n, 9))
-    np.add.at(acc, verts, w[:, None] * np.concatenate([nrm[keep], q0[keep], q1[keep]], axis=1))
-    total = np.bincount(verts, weights=w, minlength=n)
-    vi = np.flatnonzero(total > 0)
-    acc = acc[vi] / total[vi, None]
+    best = keep[_group_min(verts[keep], -weights[keep], len(in_contact))]
+    vi = verts[best]
     in_contact[vi] = True
-    n_contact[vi] = _unit(acc[:, :3])[0]
-    q0_contact[vi], q1_contact[vi] = acc[:, 3:6], acc[:, 6:]
+    n_contact[vi], q0_contact[vi], q1_contact[vi] = nrm[best], q0[best], q1[best]
 
 
 def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: np.ndarray,
