@@ -249,10 +249,9 @@ class Integrator:
             normals = getattr(colliders, "normals", None)
             if passing_on and np.any(held) and normals is not None:
                 # Coulomb friction for every normal correction of the step (see
-                # contact.step_friction): the solve's carried push and the contact stage's
-                # (the contact stage rubs for them, but per pass and about its own normals),
-                # then the post-contact projection's (the springs' tension pressing the cloth
-                # onto a curved body), which slides held vertices over their tangent planes
+                # contact.step_friction): here for the solve's carried push and the contact
+                # stage's (the contact stage rubs for them, but per pass and about its own
+                # normals), in _after_contact for the projection's
                 on = np.flatnonzero(held)
                 nrm = normals[on]
                 lift = 0.0 if pressed is None else (
@@ -300,7 +299,10 @@ def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray
     limit ``s``, if any) together with the contacts, each held vertex on the outer side
     of its contact plane: the push travels along the springs as it would inside the
     solve, and the held vertices slide over their colliders instead of being pulled in.
-    The vertices it moves change velocity by ``Δx/h``; where a collider holds them, the
+    The held vertices it moves get Coulomb friction for its normal push
+    (:func:`.contact.step_friction`: the springs' tension pressing the cloth onto a curved
+    body, which it would otherwise let slide over the collider unchecked). The vertices it
+    moves change velocity by ``Δx/h``; where a collider holds them, the
     normal speed relative to it is kept between 0 (inelastic) and what the whole step
     shows, ``(x − x₀)/h``; then the colliders once more on what it moved.
     """

@@ -641,10 +641,11 @@ def step_friction(x: np.ndarray, x_old: np.ndarray, x_solved: np.ndarray, idx: n
 
     The step's motion relative to the collider point, ``u = (x − x₀) − h v_c`` (its
     tangential part ``u_t`` about the contact normal ``n``), is cut by ``μ d`` with
-    ``d = ((x − x_solved)·n)⁺ + pressed`` the normal correction since the solve
-    (``pressed``, m: the normal displacement the carried push gave in the solve), less
-    what was rubbed off already (how much shorter ``u_t`` is now than the solve left it:
-    :func:`resolve_mesh` rubs per pass): the vertex sticks (keeps the collider's motion)
+    ``d = ((x − x_solved)·n)⁺ + pressed`` the normal correction since ``x_solved`` (the
+    solver's result, or the positions before a later stage such as the post-contact
+    projection; ``pressed``, m: the normal displacement the carried push gave in the
+    solve), less what was rubbed off since (how much shorter ``u_t`` is now than at
+    ``x_solved``: :func:`resolve_mesh` rubs per pass): the vertex sticks (keeps the collider's motion)
     where ``|u_t|`` is within that, and slides, ``u_t`` shortened by it, otherwise. Only
     relative motion is cut, so no energy is added in the collider's frame.
 
@@ -653,7 +654,8 @@ def step_friction(x: np.ndarray, x_old: np.ndarray, x_solved: np.ndarray, idx: n
     x : numpy.ndarray
         Shape ``(n, 3)``, m, positions now (rows ``idx`` modified).
     x_old, x_solved : numpy.ndarray
-        Shape ``(n, 3)``, m: the start of the step and the solver's result.
+        Shape ``(n, 3)``, m: the start of the step and the positions the correction is
+        measured from.
     idx : numpy.ndarray
         Shape ``(k,)``, the held vertices.
     nrm, vc : numpy.ndarray
