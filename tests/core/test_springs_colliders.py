@@ -537,6 +537,28 @@ def test_cotton_draped_over_a_ball_keeps_its_strain_limit_and_stays_outside():
     assert max(strains[-12:]) < 0.05  # draped: near the 3 % limit (measured 4.1 % at most)
 
 
+def test_step_friction_is_coulombs_law_relative_to_the_collider():
+    """contact.step_friction on single vertices pushed ``d`` along the normal: tangential
+    motion (relative to the collider point) within ``μ d`` is cancelled, so the vertex keeps
+    the collider's motion; beyond it, shortened by ``μ d`` and never reversed; the normal
+    part is untouched."""
+    from core.springs.contact import step_friction
+
+    mu, h, d = 0.5, 0.1, 0.02
+    n = np.array([[0.0, 0.0, 1.0]] * 3)
+    vc = np.array([[0.3, 0.0, 0.0]] * 3)  # the collider moves 3 cm along x this step
+    x_old = np.zeros((3, 3))
+    slip = np.array([0.005, 0.01, 0.03])  # relative tangential motion along y
+    x_solved = x_old + h * vc + np.stack([np.zeros(3), slip, -0.01 * np.ones(3)], 1)
+    x = x_solved + d * n  # the contact pushed each one d out
+    stick = step_friction(x, x_old, x_solved, np.arange(3), n, vc, mu, h)
+    assert list(stick) == [True, True, False]  # |u_t| ≤ μ d = 0.01
+    rel = x - x_old - h * vc
+    assert np.allclose(rel[:2, :2], 0.0)  # carried by the collider
+    assert np.allclose(rel[2, :2], [0.0, 0.03 - mu * d])  # slides, slowed by μ d
+    assert np.allclose(rel[:, 2], d - 0.01)  # the normal push stays
+
+
 def _drape_on_a_pole(friction, seed, offset=0.0, frames=60):
     """The Blender drape test's scene in core: a COTTON sheet, 14 × 14 quads 1.2 m wide, its
     middle vertex 0.15 m above the pole of a 24 × 12 UV sphere (radius 0.3, corners rounded
