@@ -18,7 +18,8 @@ pairs of constraints that meet at a vertex, and solved densely when small (the s
 pinned corner) and by the shared :func:`~.linsolve.factor_spd` otherwise. The active set holds the violated springs and,
 as candidates, those stretched past ``1 + s/2``: without them the projection pulls the
 next ring of springs over its bound and the set grows one ring per Newton step (7–8
-steps per projection at the corners of a hanging sheet instead of 1–3). After each
+steps per projection at the corners of a hanging sheet instead of 1–3). Candidates a Newton
+step releases (below) are left out of the next step's candidates unless violated by then. After each
 Newton step the active set grows by springs that have become too long and
 drops those the step left shorter than their bound (the inequality's other
 side: cloth may always shorten). It stops when no spring exceeds its bound by
@@ -202,17 +203,20 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         free_row = np.any((rows.coefs != 0) & (inv_m[row_verts] > 0), axis=1)
         width = max(2, row_verts.shape[1])
     x_start = x.copy()
+    released = np.zeros(e, dtype=bool)  # candidates the last Newton step released
     active = _ACTIVE.get(model.uid)
     if active is None or len(active) != e:
         active = np.zeros(e, dtype=bool)
     it = 0
     excess = 0.0
     converged = False
+    known = None  # the geometry and shortfalls at ``x`` if the line search computed them
     while True:
-        d, length = _geometry(model, x, springs)
+        d, length, short = known if known is not None else (
+            *_geometry(model, x, springs), rows.shortfall(x) if r else np.zeros(0))
+        known = None
         over = length - bound
         viol = over > TOLERANCE * bound
-        short = rows.shortfall(x) if r else np.zeros(0)
         viol_r = (short > TOLERANCE * rows.scale) & free_row if r else np.zeros(0, bool)
         if not (np.any(viol) or np.any(viol_r)):
             converged = True
@@ -224,10 +228,17 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         # active: too long now, or near the bound (within half the allowed stretch): a
         # spring next to a violated one is pulled over its bound by the projection
         # unless it is a constraint too, so the set would grow one ring per Newton step.
-        # Candidates the solve would have to push apart are released below. The rows
-        # near their bound are candidates too: a push passed on along a chain of them
-        # reaches its far end in one Newton step.
-        active = viol | (active & (over > -0.25 * s * rest)) | (over > -_BAND * s * rest)
+        # Candidates the solve would have to push apart are released below, and do not
+        # return as candidates in the next Newton step (only if violated by then): on a
+        # flag in strong wind most of the cloth is in the band and a projection released
+        # ~2/3 of it in every step, each time after one more factorisation (if no step
+        # then helps, the Newton step is tried again with them). The rows near their bound
+        # are candidates too: a push passed on along a chain of them reaches its far end
+        # in one Newton step.
+        band = over > -_BAND * s * rest
+        skipped = bool(np.any(band & released))
+        active = viol | (active & (over > -0.25 * s * rest)) | (band & ~released)
+        released[:] = False
         active_r = viol_r | ((short > -_LOWER_BAND * rows.scale) & free_row) if r else np.zeros(0, bool)
         for _ in range(4):
             hi, co = np.flatnonzero(active), np.flatnonzero(active_r)
@@ -251,6 +262,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
             if not np.any(release):
                 break
             active[hi[release[:len(hi)]]] = False
+            released[hi[release[:len(hi)]]] = True
             active_r[co[release[len(hi):]]] = False
         dx = np.zeros((n + 1, 3))
         dx[moved] = dxv
@@ -263,14 +275,20 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
             t = 1.0
             for _ in range(6):
                 xt = x - t * dx
-                trial = _worst(_geometry(model, xt, springs)[1], bound, scale,
-                               rows.shortfall(xt) if r else short, rows)
-                if trial < worst:
+                known = (*_geometry(model, xt, springs), rows.shortfall(xt) if r else short)
+                if _worst(known[1], bound, scale, known[2], rows) < worst:
                     break
                 t *= 0.5
-            else:  # no step helps (constraints that contradict each other): stop here
+            else:
+                if skipped:  # the same step with the candidates the last one released
+                    released[:] = False
+                    known = (d, length, short)
+                    continue
+                # no step helps (constraints that contradict each other): stop here
                 excess = float(np.max(over[viol] / rest[viol], initial=0.0))
                 break
+        else:
+            known = None
         x[...] = xt
         it += 1
     if len(_ACTIVE) > 8:
