@@ -46,6 +46,7 @@ import numpy as np
 from ..errors import SinewError
 from . import forces as F
 from .colliders import resolve, resolve_again
+from .contact import step_friction
 from .model import Model, State
 from .strainlimit import LinearRows, limit_strain
 
@@ -241,9 +242,22 @@ class Integrator:
                 d = x_new[sp[:, 0]] - x_new[sp[:, 1]]
                 solved = np.linalg.norm(d, axis=1)
                 directions = d / np.maximum(solved, 1e-300)[:, None]
+            support = getattr(colliders, "support", None)
+            pressed = None if support is None or not passing_on else support.force.copy()  # as applied
+            x_solved = x_new.copy() if passing_on else None
             held = resolve(colliders, x_new, v_new, x_old, h, model)
             normals = getattr(colliders, "normals", None)
             if passing_on and np.any(held) and normals is not None:
+                # Coulomb friction for every normal correction of the step (see
+                # contact.step_friction): here for the solve's carried push and the contact
+                # stage's (the contact stage rubs for them, but per pass and about its own
+                # normals), in _after_contact for the projection's
+                on = np.flatnonzero(held)
+                nrm = normals[on]
+                lift = 0.0 if pressed is None else (
+                    h * h * np.maximum(np.einsum("ij,ij->i", pressed[on], nrm), 0.0) / support.masses[on])
+                step_friction(x_new, x_old, x_solved, on, nrm, colliders.velocities[on],
+                              colliders.frictions[on], h, lift)
                 limited = _after_contact(model, x_new, v_new, x_old, h, colliders, held,
                                          solved, directions, hard) and limited
                 # a held vertex is given no speed its positions do not show: its speed
@@ -251,7 +265,6 @@ class Integrator:
                 # its whole step shows, (x − x₀)/h (a vertex the solve moves and the
                 # contact stage moves back every step would keep the solve's velocity, and
                 # never come to rest); cuts only, so no energy is added
-                on = np.flatnonzero(held)
                 nrm, vc = normals[on], colliders.velocities[on]
                 rel = v_new[on] - vc
                 step = (x_new[on] - x_old[on]) / h - vc
@@ -286,7 +299,10 @@ def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray
     limit ``s``, if any) together with the contacts, each held vertex on the outer side
     of its contact plane: the push travels along the springs as it would inside the
     solve, and the held vertices slide over their colliders instead of being pulled in.
-    The vertices it moves change velocity by ``Δx/h``; where a collider holds them, the
+    The held vertices it moves get Coulomb friction for its normal push
+    (:func:`.contact.step_friction`: the springs' tension pressing the cloth onto a curved
+    body, which it would otherwise let slide over the collider unchecked). The vertices it
+    moves change velocity by ``Δx/h``; where a collider holds them, the
     normal speed relative to it is kept between 0 (inelastic) and what the whole step
     shows, ``(x − x₀)/h``; then the colliders once more on what it moved.
     """
@@ -320,6 +336,9 @@ def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray
         # not thrown up), and no inward speed (inelastic)
         on = np.flatnonzero(moved & held)
         nrm, vc = normals[on], colliders.velocities[on]
+        # friction for the projection's own push (the springs' tension pressing the cloth
+        # onto a curved body), which slid the held vertices over their tangent planes
+        step_friction(x, x_old, before, on, nrm, vc, colliders.frictions[on], h)
         vn = np.einsum("ij,ij->i", v[on] - vc, nrm)
         step = np.einsum("ij,ij->i", (x[on] - x_old[on]) / h - vc, nrm)
         v[on] += (np.clip(vn, 0.0, np.maximum(step, 0.0)) - vn)[:, None] * nrm

@@ -166,6 +166,11 @@ class Sphere:
             _apply_contact(x, v, idx, target, normal, self.friction)
 
 
+#: Relative depth (of an edge's length) below which two faces count as coplanar: the
+#: edge between them is no ridge.
+_FLAT = 1e-5
+
+
 def canonical_triangles(t: np.ndarray) -> np.ndarray:
     """The triangles ``t`` ``(k, 3)`` in one order that does not depend on how they were
     listed: each rotated (orientation kept) to start at its smallest vertex index, then
@@ -297,8 +302,14 @@ class TriangleMesh:
             self._edges = np.zeros((0, 2), np.int64)
             self._edge_faces = np.zeros((0, 2), np.int64)
             return
-        # convex: the second face's far corner lies behind the first face's plane
-        behind = np.einsum("ij,ij->i", self.vertices[opp2] - self._a[f1], self._normal[f1]) < 0
+        # convex: the second face's far corner lies behind the first face's plane, by more
+        # than round-off (_FLAT of the edge's length): the diagonal of a flat quad is no
+        # ridge; left to the sign of a round-off error, the diagonals of a symmetric body
+        # (a UV sphere's quads) were ridges on one side and not on the other, and a cloth
+        # landing on it was pushed to one side
+        length = np.linalg.norm(self.vertices[uniq[:, 1]] - self.vertices[uniq[:, 0]], axis=1)
+        depth = np.einsum("ij,ij->i", self.vertices[opp2] - self._a[f1], self._normal[f1])
+        behind = depth < -_FLAT * length
         ridge = ~has2 | behind
         self._edges = uniq[ridge]
         self._edge_faces = np.stack([f1[ridge], f2[ridge]], 1)

@@ -19,14 +19,16 @@ collision-free, in passes until nothing changes (at most :data:`PASSES`):
 3. **Edge–edge.** A cloth edge against a convex collider edge (one whose two faces
    make a ridge, or a boundary edge): crossing during the step (the same cubic for
    the four end points, with the two segments meeting at that time) or ending closer
-   than ``thickness`` on the body's side of the ridge pushes the cloth edge's two
+   than ``thickness`` on the body's side of the ridge is a contact, and (when crossed or
+   closer than the thickness less a 5 % margin, :data:`_SLACK`) pushes the cloth edge's two
    vertices along the common normal, weighted by where the edge is hit so that the
    hit point moves by the needed amount (Bridson et al. 2002, §7.2).
 4. **Collider point–cloth face.** A collider vertex on a ridge (a sphere's pole, a
    box's corner) against the cloth's triangles (given as ``triangles``): crossing a
    triangle during the step (the same cubic, the point inside the triangle at that
    time) or ending closer than ``thickness`` to a triangle's inside, on the side its
-   outward normal points to, pushes the triangle's three vertices along the triangle's
+   outward normal points to, is a contact and (crossed, or closer than the thickness less
+   :data:`_SLACK`) pushes the triangle's three vertices along the triangle's
    normal, away from the point, weighted by the barycentric weights of the point so
    that the hit point of the cloth moves by the needed amount (the vertex–face case of
    Bridson et al. 2002, §7.2, with the roles swapped). Without it a corner or a pole
@@ -62,11 +64,25 @@ from .proximity import barycentric as _barycentric
 from .proximity import dot as _dot
 from .proximity import unit as _unit
 
-__all__ = ["ContactStats", "Support", "MeshWindow", "revert_crossings", "coulomb_velocity", "resolve_mesh"]
+__all__ = ["ContactStats", "Support", "MeshWindow", "revert_crossings", "coulomb_velocity", "resolve_mesh",
+           "step_friction"]
 
 #: Detection/response passes per step; then the fail-safe.
 PASSES = 4
 _EPS_BARY = 1e-6
+#: A continuous hit this close (barycentric weight) to a triangle's edge or corner takes
+#: the surface's interpolated vertex normal instead of the face's.
+_RIM = 0.05
+#: Edge–edge and point–face pairs within the thickness are contacts (friction, the contact
+#: frame), but push only when crossed or closer than ``(1 − _SLACK)`` thickness (then out
+#: to the full thickness). The two stages push along different normals (the edges' common
+#: normal, the cloth face's normal); pushing on every shortfall they moved each other's
+#: vertices by ~1 mm in every pass on a draped sphere and the passes always ran out (then
+#: the fail-safe). With this margin they end within two or three passes.
+_SLACK = 0.05
+#: A pass moved a vertex when it moved it more than this (relative to the thickness);
+#: round-off in the re-projection of resting vertices is not a move.
+_STILL = 1e-6
 
 
 @dataclass
@@ -203,6 +219,19 @@ def _friction(x: np.ndarray, rel_start: np.ndarray, n: np.ndarray, push: np.ndar
     ln = np.sqrt(_dot(dt, dt))
     cut = np.minimum(ln, mu * np.maximum(push, 0.0))
     return x - dt * (cut / np.where(ln > 0, ln, 1.0))[:, None]
+
+
+def _vertex_normals(win: MeshWindow) -> np.ndarray:
+    """Unit normals ``(m, 3)`` of the window's vertices at the end of the step, the
+    area-weighted mean of their faces' normals, computed once per window."""
+    if "vertex_normals" not in win.cache:
+        c, t = win.c1, win.triangles
+        area = np.cross(c[t[:, 1]] - c[t[:, 0]], c[t[:, 2]] - c[t[:, 0]])
+        acc = np.zeros((len(c), 3))
+        for k in range(3):
+            np.add.at(acc, t[:, k], area)
+        win.cache["vertex_normals"] = _unit(acc)[0]
+    return win.cache["vertex_normals"]
 
 
 def _face_normals(win: MeshWindow, end: bool) -> np.ndarray:
@@ -488,6 +517,13 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
                     q0 = np.einsum("ki,kij->kj", bary, p[sel, :3])
                     q1 = np.einsum("ki,kij->kj", bary, p1[sel, :3])
                     n1 = _face_normals(win, True)[it_[sel]]
+                    # a hit on a corner or an edge of the triangle (a ball's pole, a ridge)
+                    # is pushed along the surface's normal there, not one face's: the
+                    # first of several equal faces would push every such vertex sideways
+                    rim = np.min(bary, axis=1) < _RIM
+                    if np.any(rim):
+                        vn = _vertex_normals(win)[tr[sel[rim]]]
+                        n1[rim] = _unit(np.einsum("ki,kij->kj", bary[rim], vn))[0]
                     s_end = _dot(x[vi] - q1, n1)
                     penetration = max(penetration, float(np.max(np.maximum(-s_end, 0.0))))
                     push = th - s_end
@@ -513,7 +549,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
                 tr = tris[it_[rest]]
                 q0_contact[iv[rest]] = np.einsum("ki,kij->kj", bary[rest], win.c0[tr])
                 q1_contact[iv[rest]] = q[rest]
-            pushed = valid & (sd < th - 1e-12)
+            pushed = valid & (sd < th * (1.0 - 1e-9))
             act = valid & (sd < band)  # pushed out, or resting: friction either way
             if np.any(act):
                 pushed = pushed[act]
@@ -539,7 +575,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
             penetration = max(penetration, _points_faces(win, x, x_old, triangles, movable, active,
                                                          in_contact, n_contact, q0_contact,
                                                          q1_contact, cache))
-        active = np.any(x != x_pass, axis=1)
+        active = np.any(np.abs(x - x_pass) > _STILL * th, axis=1)
         if not np.any(active):
             break
     else:
@@ -593,6 +629,57 @@ def coulomb_velocity(v: np.ndarray, vc: np.ndarray | float, nrm: np.ndarray, mu:
     ln = np.sqrt(_dot(vt, vt))
     scale = np.maximum(0.0, 1.0 - mu * dvn / np.where(ln > 0, ln, 1.0))
     return vc + vt * scale[:, None] + vn_new[:, None] * nrm
+
+
+def step_friction(x: np.ndarray, x_old: np.ndarray, x_solved: np.ndarray, idx: np.ndarray,
+                  nrm: np.ndarray, vc: np.ndarray, mu: np.ndarray | float, h: float,
+                  pressed: np.ndarray | float = 0.0) -> np.ndarray:
+    """Coulomb friction on the whole step of the vertices ``idx`` ``(k,)`` a collider holds,
+    for every normal correction they were given (position-based friction, Macklin et al.
+    2014, "Unified particle physics for real-time applications", §6.1). Returns which of
+    them stick, ``(k,)`` bool.
+
+    The step's motion relative to the collider point, ``u = (x − x₀) − h v_c`` (its
+    tangential part ``u_t`` about the contact normal ``n``), is cut by ``μ d`` with
+    ``d = ((x − x_solved)·n)⁺ + pressed`` the normal correction since ``x_solved`` (the
+    solver's result, or the positions before a later stage such as the post-contact
+    projection; ``pressed``, m: the normal displacement the carried push gave in the
+    solve), less what was rubbed off since (how much shorter ``u_t`` is now than at
+    ``x_solved``: :func:`resolve_mesh` rubs per pass): the vertex sticks (keeps the collider's motion)
+    where ``|u_t|`` is within that, and slides, ``u_t`` shortened by it, otherwise. Only
+    relative motion is cut, so no energy is added in the collider's frame.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        Shape ``(n, 3)``, m, positions now (rows ``idx`` modified).
+    x_old, x_solved : numpy.ndarray
+        Shape ``(n, 3)``, m: the start of the step and the positions the correction is
+        measured from.
+    idx : numpy.ndarray
+        Shape ``(k,)``, the held vertices.
+    nrm, vc : numpy.ndarray
+        Shape ``(k, 3)``: their outward contact normals and the collider points' velocities,
+        m/s.
+    mu : numpy.ndarray or float
+        Shape ``(k,)`` or scalar, the friction coefficient.
+    h : float
+        Step, s.
+    pressed : numpy.ndarray or float
+        Shape ``(k,)`` or scalar, m.
+    """
+    base = x_old[idx] + h * vc
+
+    def across(d: np.ndarray) -> np.ndarray:
+        return d - _dot(d, nrm)[:, None] * nrm
+
+    ut, us = across(x[idx] - base), across(x_solved[idx] - base)
+    lt = np.sqrt(_dot(ut, ut))
+    rubbed = np.maximum(np.sqrt(_dot(us, us)) - lt, 0.0)
+    d = np.maximum(_dot(x[idx] - x_solved[idx], nrm), 0.0) + pressed
+    budget = np.maximum(mu * d - rubbed, 0.0)
+    x[idx] -= ut * np.minimum(1.0, budget / np.where(lt > 0, lt, 1.0))[:, None]
+    return lt <= budget
 
 
 def _carried(support: Support | None, idx: np.ndarray, nrm: np.ndarray, h: float) -> np.ndarray:
@@ -665,9 +752,12 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     act = usable & (crossed | near) & (movable[e[:, 0]] | movable[e[:, 1]])
     if not np.any(act):
         return
+    # every such pair is a contact (friction, the contact frame); it pushes only when
+    # crossed or closer than the margin (:data:`_SLACK`)
+    push = (crossed[act] | (sep[act] < th * (1.0 - _SLACK))).astype(float)
     e, s, nn, sep, u, k = e[act], s[act], nn[act], sep[act], u[act], k[act]
     need = th - sep
-    wa, wb = (1.0 - s) * movable[e[:, 0]], s * movable[e[:, 1]]
+    wa, wb = (1.0 - s) * movable[e[:, 0]] * push, s * movable[e[:, 1]] * push
     den = wa * wa + wb * wb
     lam = need / np.where(den > 0, den, 1.0)
     n = len(x)
@@ -682,10 +772,28 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     # contact frame for the velocity update: the ridge point's motion
     q1 = win.c1[k[:, 0]] + u[:, None] * (win.c1[k[:, 1]] - win.c1[k[:, 0]])
     q0 = win.c0[k[:, 0]] + u[:, None] * (win.c0[k[:, 1]] - win.c0[k[:, 0]])
-    for col in (0, 1):
-        vi = e[:, col]
-        in_contact[vi] = True
-        n_contact[vi], q0_contact[vi], q1_contact[vi] = nn, q0, q1
+    near_a, near_b = need * (1.0 - s) * movable[e[:, 0]], need * s * movable[e[:, 1]]  # pushing or not
+    _record(e.T.ravel(), np.concatenate([near_a, near_b]), np.concatenate([nn, nn]),
+            np.concatenate([q0, q0]), np.concatenate([q1, q1]), in_contact, n_contact, q0_contact, q1_contact)
+
+
+def _record(verts: np.ndarray, weights: np.ndarray, nrm: np.ndarray, q0: np.ndarray, q1: np.ndarray,
+            in_contact: np.ndarray, n_contact: np.ndarray, q0_contact: np.ndarray,
+            q1_contact: np.ndarray) -> None:
+    """The contact frame of vertices in contact through several pairs at once (``verts``
+    ``(m,)``, repeated): the frame (normal and collider points ``nrm, q0, q1`` ``(m, 3)``)
+    of the pair with the largest ``weights`` ``(m,)`` (the pair's shortfall of the
+    thickness at the vertex, > 0 where the pair is a contact for it). Taking the last
+    listed pair's frame would depend on the pairs' order and tilt the contact of mirrored
+    vertices differently; a mean of the pairs' normals is no contact normal (pairs on the
+    two sides of a ridge) and lets friction slide the vertex into the body."""
+    keep = np.flatnonzero(weights > 0)
+    if len(keep) == 0:
+        return
+    best = keep[_group_min(verts[keep], -weights[keep], len(in_contact))]
+    vi = verts[best]
+    in_contact[vi] = True
+    n_contact[vi], q0_contact[vi], q1_contact[vi] = nrm[best], q0[best], q1[best]
 
 
 def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: np.ndarray,
@@ -697,13 +805,8 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     th = float(win.thickness)
     if "points" not in cache:
         pts = np.unique(win.edges)
-        t = win.triangles
-        face = np.cross(win.c1[t[:, 1]] - win.c1[t[:, 0]], win.c1[t[:, 2]] - win.c1[t[:, 0]])
-        vn = np.zeros((len(win.c1), 3))
-        for k in range(3):  # area-weighted outward normal at each collider vertex
-            np.add.at(vn, t[:, k], face)
         c0, c1 = win.c0[pts], win.c1[pts]
-        cache["points"] = (pts, _unit(vn[pts])[0],
+        cache["points"] = (pts, _vertex_normals(win)[pts],
                            BoxTree(np.minimum(c0, c1) - th, np.maximum(c0, c1) + th))
     pts, vn, tree = cache["points"]
     t0, t1, t2 = triangles[:, 0], triangles[:, 1], triangles[:, 2]
@@ -757,6 +860,8 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
            & (crossed | ((sep > -th) & (sep < th * (1.0 - 1e-9)))))
     if not np.any(act):
         return 0.0
+    # every such pair is a contact; it pushes only when crossed or closer than the margin
+    push = (crossed[act] | (sep[act] < th * (1.0 - _SLACK))).astype(float)
     tri, bary, n_dir, sep, pv = tri[act], np.clip(bary[act], 0.0, 1.0), n_dir[act], sep[act], pv[act]
     w = bary * movable[tri]
     den = np.einsum("ij,ij->i", w, w)
@@ -764,15 +869,13 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     n = len(x)
     dx, cnt = np.zeros((n, 3)), np.zeros(n)
     for k in range(3):
-        np.add.at(dx, tri[:, k], (lam * w[:, k])[:, None] * n_dir)
-        np.add.at(cnt, tri[:, k], w[:, k] > 0)
+        np.add.at(dx, tri[:, k], (push * lam * w[:, k])[:, None] * n_dir)
+        np.add.at(cnt, tri[:, k], (w[:, k] > 0) & (push > 0))
     moved = np.flatnonzero(cnt > 0)
     x[moved] += dx[moved] / cnt[moved, None]
-    for k in range(3):
-        vi = tri[:, k][w[:, k] > 0]
-        sel = w[:, k] > 0
-        in_contact[vi] = True
-        n_contact[vi], q0_contact[vi], q1_contact[vi] = n_dir[sel], win.c0[pv[sel]], win.c1[pv[sel]]
+    _record(tri.ravel(), (lam[:, None] * w).ravel(), np.repeat(n_dir, 3, axis=0),
+            np.repeat(win.c0[pv], 3, axis=0), np.repeat(win.c1[pv], 3, axis=0),
+            in_contact, n_contact, q0_contact, q1_contact)
     return float(np.max(np.maximum(-sep, 0.0)))
 
 

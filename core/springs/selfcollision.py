@@ -83,6 +83,7 @@ from scipy.sparse.csgraph import connected_components
 
 from ..errors import SinewError
 from .proximity import (
+    BoxTree,
     barycentric,
     box_pairs,
     closest_points_on_triangles,
@@ -315,14 +316,23 @@ class StepPairs:
     after the solve, after each round of the strain limit, after colliders see held
     vertices again), always from the same start ``x₀`` and with end positions that the
     passes only move a little. The broad phase is run once, over each vertex's sweep box
-    ``x₀ → x₁`` grown by :data:`_CACHE_GROW` ``· distance`` (room for that motion), and the
-    closest points at ``x₀`` of each pair once, when a query first returns it. A later query whose sweep boxes all lie
-    inside the grown ones is answered from that set by the exact box test alone (every
-    pair it would find is in the set); one that left them runs the broad phase again. A
-    vertex sent back to ``x₀`` stays inside its box. (Sorting the pairs by key, so their
-    order would not depend on the boxes, was tried: on numpy 1.24 the COTTON strip on a
-    box then ended with a vertex inside the box's thickness; the trajectories are
-    chaotic, and the order only changes rounding.)
+    grown by :data:`_CACHE_GROW` ``· distance`` (room for that motion), and the closest
+    points at ``x₀`` of each pair once, when a query first returns it. A later query whose
+    sweep boxes all lie inside the grown ones is answered from that set by the exact box
+    test alone (every pair it would find is in the set). The vertices that left their
+    grown boxes (a few, usually: the strain limit or an impact zone moved them) get boxes
+    grown around both, and only the pairs with a part holding one of them are looked for
+    again and added. A vertex sent back to ``x₀`` stays inside its box. (Sorting the pairs
+    by key, so their order would not depend on the boxes, was tried: on numpy 1.24 the
+    COTTON strip on a box then ended with a vertex inside the box's thickness; the
+    trajectories are chaotic, and the order only changes rounding.)
+
+    The boxes are those of the sweeps seen from a frame moving by one translation ``u``
+    over the step, ``x₀ → x − u`` (``u``: the median displacement, per axis, of the first
+    query). Two points that meet at time ``t`` of their linear sweeps are at ``p(t) − t·u``
+    and ``q(t) − t·u`` in that frame, as close as in the world and on their moving-frame
+    sweeps, so every pair that can meet in the world overlaps there too, while cloth
+    falling as a whole sweeps small boxes.
 
     Parameters
     ----------
@@ -335,26 +345,54 @@ class StepPairs:
         self.sc = sc
         self.x0 = x0
         self.glo = self.ghi = None
+        self.shift = np.zeros(3)
         self.builds = 0
 
-    def _build(self, lo: np.ndarray, hi: np.ndarray) -> None:
+    def _sweeps(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each vertex's sweep box ``x₀ → x − u`` in the moving frame, ``(n, 3)`` twice."""
+        y = x - self.shift
+        return np.minimum(self.x0, y), np.maximum(self.x0, y)
+
+    def _add(self, stale: np.ndarray | None) -> None:
+        """Look for the pairs of the grown boxes (only those with a part holding a vertex of
+        ``stale`` ``(n,)``, if given) and add the new ones."""
         sc = self.sc
-        m = _CACHE_GROW * sc.distance
-        self.glo, self.ghi = lo - m, hi + m
         self.builds += 1
-        idx, is_vf, keys = sc._candidates(self.glo, self.ghi)
+        idx, is_vf, keys = sc._candidates(self.glo, self.ghi, stale=stale)
+        keys = 2 * keys + ~is_vf  # VF and EE keys apart
+        if stale is not None:
+            if self.sorted_keys is None:
+                self.sorted_keys = np.sort(self.keys)
+            new = ~_member(keys, self.sorted_keys)
+            idx, is_vf, keys = idx[new], is_vf[new], keys[new]
+            add = np.sort(keys)
+            self.sorted_keys = np.insert(self.sorted_keys, np.searchsorted(self.sorted_keys, add), add)
         n_v, n_t = len(self.x0), len(sc.triangles)
-        # each pair as two boxes of one table: [vertices; triangles; edges]
         n_e = max(len(sc.edges), 1)
-        self.first = np.where(is_vf, keys // n_t, n_v + n_t + keys // n_e)
-        self.second = np.where(is_vf, n_v + keys % n_t, n_v + n_t + keys % n_e)
-        self.idx, self.is_vf = idx, is_vf
-        self.alpha0, self.sep0 = np.empty((len(idx), 4)), np.empty((len(idx), 3))
-        self.dist0 = np.full(len(idx), np.nan)  # nan: not computed yet
+        half = keys // 2
+        # each pair as two boxes of one table: [vertices; triangles; edges]
+        first = np.where(is_vf, half // n_t, n_v + n_t + half // n_e)
+        second = np.where(is_vf, n_v + half % n_t, n_v + n_t + half % n_e)
+        k = len(idx)
+        if stale is None:
+            self.idx, self.is_vf, self.keys = idx, is_vf, keys
+            self.first, self.second = first, second
+            self.alpha0, self.sep0 = np.empty((k, 4)), np.empty((k, 3))
+            self.dist0 = np.full(k, np.nan)  # nan: not computed yet
+            self.sorted_keys = None  # sorted when first needed
+        else:
+            self.idx = np.concatenate([self.idx, idx])
+            self.is_vf = np.concatenate([self.is_vf, is_vf])
+            self.keys = np.concatenate([self.keys, keys])
+            self.first = np.concatenate([self.first, first])
+            self.second = np.concatenate([self.second, second])
+            self.alpha0 = np.concatenate([self.alpha0, np.empty((k, 4))])
+            self.sep0 = np.concatenate([self.sep0, np.empty((k, 3))])
+            self.dist0 = np.concatenate([self.dist0, np.full(k, np.nan)])
 
     def get(self, x: np.ndarray) -> tuple[np.ndarray, ...]:
         """The pairs whose sweep boxes ``x₀ → x`` (grown by ``distance``, edges by half of it
-        each) overlap, as :meth:`SelfCollision._candidates` finds them.
+        each; in the moving frame) overlap, as :meth:`SelfCollision._candidates` finds them.
 
         Returns
         -------
@@ -366,9 +404,19 @@ class StepPairs:
             The closest points at ``x₀`` (as :func:`_closest`): ``(k, 4)``, ``(k, 3)``, ``(k,)``.
         """
         sc = self.sc
-        lo, hi = np.minimum(self.x0, x), np.maximum(self.x0, x)
-        if self.glo is None or not (np.all(lo >= self.glo) and np.all(hi <= self.ghi)):
-            self._build(lo, hi)
+        m = _CACHE_GROW * sc.distance
+        if self.glo is None:
+            self.shift = np.median(x - self.x0, axis=0)
+            lo, hi = self._sweeps(x)
+            self.glo, self.ghi = lo - m, hi + m
+            self._add(None)
+        else:
+            lo, hi = self._sweeps(x)
+            out = np.any((lo < self.glo) | (hi > self.ghi), axis=1)
+            if np.any(out):  # grown around the old and the new box: old pairs stay valid
+                self.glo[out] = np.minimum(self.glo[out], lo[out] - m)
+                self.ghi[out] = np.maximum(self.ghi[out], hi[out] + m)
+                self._add(out)
         g = sc.distance
         t_lo, t_hi = element_boxes(lo, hi, sc.triangles)
         e_lo, e_hi = element_boxes(lo, hi, sc.edges)
@@ -450,23 +498,40 @@ class SelfCollision:
     # -- detection -------------------------------------------------------------------
 
     def _candidates(self, lo: np.ndarray, hi: np.ndarray, *, exclude: bool = True,
-                    grow: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    grow: float | None = None,
+                    stale: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Pairs whose vertex boxes ``lo, hi`` ``(n, 3)`` (e.g. of the sweeps ``x₀ → x₁``),
-        grown by ``grow`` (default ``distance``), overlap.
+        grown by ``grow`` (default ``distance``), overlap; with ``stale`` ``(n,)`` bool, only
+        the pairs with a part (vertex, triangle, edge) that has a ``stale`` vertex.
 
         Returns the stencils ``(k, 4)`` (VF: vertex, triangle corners; EE: both edges),
-        ``is_vf`` ``(k,)`` and the pair keys ``(k,)``.
+        ``is_vf`` ``(k,)`` and the pair keys ``(k,)``, each pair once.
         """
         g = self.distance if grow is None else grow
         tri, edges = self.triangles, self.edges
         t_lo, t_hi = element_boxes(lo, hi, tri)
-        iv, it = box_pairs(lo - g, hi + g, t_lo, t_hi)
+        e_lo, e_hi = element_boxes(lo, hi, edges)
+        e_lo, e_hi = e_lo - 0.5 * g, e_hi + 0.5 * g
+        if stale is None:
+            iv, it = box_pairs(lo - g, hi + g, t_lo, t_hi)
+            ea, eb = box_pairs(e_lo, e_hi)
+        else:  # stale vertices against every triangle, every vertex against stale triangles
+            st = np.flatnonzero(stale[tri].any(axis=1))
+            iv, it = BoxTree(t_lo, t_hi).pairs(lo - g, hi + g, np.flatnonzero(stale))
+            iv2, it2 = BoxTree(t_lo[st], t_hi[st]).pairs(lo - g, hi + g)
+            iv, it = np.concatenate([iv, iv2]), np.concatenate([it, st[it2]])
+            _, first = np.unique(iv * np.int64(len(tri)) + it, return_index=True)
+            iv, it = iv[first], it[first]
+            se = np.flatnonzero(stale[edges].any(axis=1))
+            ea, eb = BoxTree(e_lo, e_hi).pairs(e_lo, e_hi, se)
+            ea, eb = np.minimum(ea, eb), np.maximum(ea, eb)
+            _, first = np.unique(ea * np.int64(len(edges)) + eb, return_index=True)
+            ea, eb = ea[first], eb[first]
+            ok = ea < eb
+            ea, eb = ea[ok], eb[ok]
         ok = ~_share_vertex(iv[:, None], np.arange(len(iv)), tri, it)
         iv, it = iv[ok], it[ok]
         vf_keys = iv * np.int64(len(tri)) + it
-        e_lo, e_hi = element_boxes(lo, hi, edges)
-        e_lo, e_hi = e_lo - 0.5 * g, e_hi + 0.5 * g
-        ea, eb = box_pairs(e_lo, e_hi)
         ok = ~_share_vertex(edges, ea, edges, eb)
         ea, eb = ea[ok], eb[ok]
         ee_keys = ea * np.int64(len(edges)) + eb
@@ -633,13 +698,13 @@ class SelfCollision:
             return SelfCollisionReport(0, 0, 0)
         d = self.distance
         x_solved = x.copy()
-        every = (idx, is_vf, dist0)
         # pairs that stay 2·d apart at both ends and cannot meet on the way are done. The
         # gap changes by at most twice the relative motion: a pair further than that from
         # 2·d at x₀ is one of them without its closest points at x
         motion = 2.0 * _relative_motion(x0, x, idx)
         rows = np.flatnonzero(dist0 - motion < 2.0 * d)
         idx, is_vf, alpha, sep0, dist0 = idx[rows], is_vf[rows], alpha[rows], sep0[rows], dist0[rows]
+        every = (idx, is_vf, dist0)
         a1, sep1 = _closest(x[idx], is_vf)
         dist1 = np.linalg.norm(sep1, axis=1)
         keep = (dist0 < 2.0 * d) | (dist1 < 2.0 * d) | (dist0 <= motion[rows])
@@ -671,10 +736,11 @@ class SelfCollision:
         rows = np.flatnonzero(active)
         constraints = (idx[rows], alpha[rows], normal[rows], target[rows]) if len(rows) else None
         # failsafe: impact zones for whatever still collides. While no vertex moved more
-        # than d/2 in the projection, the candidate boxes (grown by d) still hold every
-        # pair that can meet; else the pairs of the sweeps x₀ → x now
+        # than d/4 in the projection, the pairs kept above hold every pair that can meet
+        # (the others' relative motion grew by at most d/2, and they were 2·d plus twice
+        # it apart at x₀); else the pairs of the sweeps x₀ → x now
         idx, is_vf, dist0 = every
-        if np.max(np.abs(x - x_solved)) > 0.25 * d:
+        if np.max(_dot(x - x_solved, x - x_solved)) > (0.25 * d) ** 2:
             idx, is_vf, _, _, dist0 = pairs.get(x)
         hit = self._impacts(x0, x, idx, is_vf, dist0)[0]
         zone, reverted = np.zeros(len(x), dtype=bool), np.zeros(len(x), dtype=bool)
