@@ -69,7 +69,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import lapack
 
 from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, converged, force_scale, pin_targets, split_targets
@@ -177,7 +176,7 @@ class _Anderson:
 
     With ``fₖ = G(xₖ) − xₖ`` and the last ``m`` differences ``ΔFᵢ = fᵢ₊₁ − fᵢ``,
     ``ΔGᵢ = G(xᵢ₊₁) − G(xᵢ)``, the next iterate is ``xₖ₊₁ = G(xₖ) − Σᵢ γᵢ ΔGᵢ`` with ``γ``
-    minimising ``‖fₖ − Σᵢ γᵢ ΔFᵢ‖`` (an ``m × m`` normal-equation solve by Cholesky, slightly
+    minimising ``‖fₖ − Σᵢ γᵢ ΔFᵢ‖`` (an ``m × m`` normal-equation solve, slightly
     regularised). Being a combination of solves, ``S xₖ₊₁`` follows from the right-hand
     sides (``S G(xᵢ) = bᵢ``) without a product, as the residual check needs.
 
@@ -225,13 +224,13 @@ class _Anderson:
         q = min(self.count, self.memory)
         if not q:
             return g, sg
-        gram = self.gram[:q, :q].copy(order="F")
-        gram.flat[::q + 1] += 1e-10 * np.trace(gram) + 1e-300
-        # the regularised Gram matrix is symmetric positive definite: Cholesky (LAPACK
-        # dposv) called directly, a few µs where numpy.linalg.solve's checks cost ~12 µs
-        _, gam, info = lapack.dposv(gram, np.einsum("ij,j->i", self.d_f[:q], fv), lower=0,
-                                    overwrite_a=1, overwrite_b=1)
-        if info != 0 or not np.all(np.isfinite(gam)):
+        gram = self.gram[:q, :q].copy()
+        gram[np.diag_indices(q)] += 1e-10 * np.trace(gram) + 1e-300
+        try:
+            gam = np.linalg.solve(gram, np.einsum("ij,j->i", self.d_f[:q], fv))
+        except np.linalg.LinAlgError:
+            return g, sg
+        if not np.all(np.isfinite(gam)):
             return g, sg
         cols, rows = self.shape[1], self.shape[0]
         x = (gv - np.einsum("i,ij->j", gam, self.d_g[:q])).reshape(cols, rows).T

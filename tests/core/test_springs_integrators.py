@@ -382,9 +382,9 @@ def test_a_split_step_reuses_the_factorisations_of_both_step_lengths(make, monke
     calls = []
     real = linsolve.factor_spd
 
-    def counted(matrix, **kw):
+    def counted(matrix):
         calls.append(matrix.shape)
-        return real(matrix, **kw)
+        return real(matrix)
 
     monkeypatch.setattr(linsolve, "factor_spd", counted)
     m = grid_model()
@@ -414,44 +414,6 @@ def test_factor_cache_drops_the_least_recently_used():
         assert cache.get(k, make(k)) == k
     assert built == ["a", "b", "c", "b"]  # "b" was dropped for "c", "a" never
     assert len(cache) == 2
-
-
-@pytest.mark.parametrize("n", [6, 20])
-def test_the_global_step_factor_solves_its_matrix(n):
-    """FAST's prefactored global-step matrix (banded Cholesky in reverse Cuthill–McKee order
-    on small grids, SuperLU otherwise: linsolve.factor_spd(many_solves=True)) solves the
-    matrix it was built from, as a dense solve does, for one and for three right-hand sides."""
-    from core.springs import linsolve
-    from core.springs.fast import _Prefactored
-
-    m = grid_model(n)
-    pre = _Prefactored(m, 1 / 24)
-    a = pre.matrix.toarray()
-    rng = np.random.default_rng(n)
-    b = np.asfortranarray(rng.standard_normal((a.shape[0], 3)))
-    exact = np.linalg.solve(a, b)
-    for rhs, want in ((b, exact), (b[:, 0].copy(), exact[:, 0])):
-        got = pre.solve(rhs)
-        assert got.shape == want.shape
-        assert np.abs(got - want).max() <= 1e-12 * np.abs(want).max()
-    # the plain SuperLU factor agrees with the banded one to round-off
-    lu = linsolve.factor_spd(pre.matrix)(b)
-    assert np.abs(lu - exact).max() <= 1e-12 * np.abs(exact).max()
-
-
-def test_the_banded_factor_is_used_only_within_its_budget_and_when_definite():
-    """linsolve._banded_cholesky gives a factor only if the band (reverse Cuthill–McKee) holds
-    no more entries than the budget (SuperLU's fill, in factor_spd) and the matrix is
-    positive definite; otherwise factor_spd keeps SuperLU."""
-    import scipy.sparse as sp
-
-    from core.springs import linsolve
-
-    m = grid_model(6)
-    lap = linsolve.SpringLaplacian(m, np.ones(m.vertex_count), np.ones(m.spring_count)).matrix.tocsr()
-    assert linsolve._banded_cholesky(lap, 10**9) is not None
-    assert linsolve._banded_cholesky(lap, lap.shape[0]) is None  # a band wider than the diagonal
-    assert linsolve._banded_cholesky(sp.csr_matrix(-lap), 10**9) is None  # negative definite
 
 
 def test_anderson_weights_minimise_the_regularised_residual():
