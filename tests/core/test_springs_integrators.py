@@ -5,6 +5,7 @@ import pytest
 
 from core.errors import DivergenceError, StabilityError
 from core.springs import INTEGRATORS, LocalGlobal, NewtonImplicitEuler, Simulator, build_model, build_springs, simulate
+from core.springs.base import CONVERGENCE_RTOL
 from core.springs.shapes import grid, rope, triangulate
 from core.springs.simulate import MAX_AUTO_SUBSTEPS
 from tests.core.unchecked import unchecked
@@ -48,7 +49,15 @@ def test_hanging_rope_reaches_analytic_equilibrium(name, substeps, iterations):
         sim.advance()
     stretch = np.linalg.norm(np.diff(sim.state.x, axis=0), axis=1) - 0.1
     expected = (n - np.arange(n)) * mass * G / k  # spring i carries the masses below it
-    assert np.max(np.abs(stretch - expected) / expected) < 0.005
+    if name == "FAST":
+        # FAST stops each step at the shared rule (base.converged): residual forces of 2-norm
+        # up to CONVERGENCE_RTOL × ‖M g‖ are left; summed over the √n·√n vertices below a spring
+        # at most CONVERGENCE_RTOL × the rope's weight, so a spring may be off by that over k;
+        # FAST's error sits 10-30x inside it, at a level round-off decides (a 1e-13 change of
+        # k moved the bottom spring's relative error 0.03-0.65 %), so no tighter per-spring bound.
+        assert np.abs(stretch - expected).max() < CONVERGENCE_RTOL * n * mass * G / k
+    else:  # solved to round-off: every spring within 0.5 % of its own stretch
+        assert np.max(np.abs(stretch - expected) / expected) < 0.005
     assert np.abs(sim.state.x[:, :2]).max() < 1e-9  # stays vertical
 
 
