@@ -50,9 +50,10 @@ def test_hanging_rope_reaches_analytic_equilibrium(name, substeps, iterations):
     stretch = np.linalg.norm(np.diff(sim.state.x, axis=0), axis=1) - 0.1
     expected = (n - np.arange(n)) * mass * G / k  # spring i carries the masses below it
     if name == "FAST":
-        # FAST stops each step at the shared rule (base.converged): residual forces of 2-norm
-        # up to CONVERGENCE_RTOL × ‖M g‖ are left; summed over the √n·√n vertices below a spring
-        # at most CONVERGENCE_RTOL × the rope's weight, so a spring may be off by that over k;
+        # FAST stops each step at the shared rule (base.converged): residual forces r of 2-norm
+        # up to CONVERGENCE_RTOL × ‖M g‖ = RTOL √n m g are left; summed over the (at most n)
+        # vertices below a spring, Σ|rᵢ| ≤ √n ‖r‖ ≤ RTOL n m g, the rope's weight: a spring may
+        # be off by that over k;
         # FAST's error sits 10-30x inside it, at a level round-off decides (a 1e-13 change of
         # k moved the bottom spring's relative error 0.03-0.65 %), so no tighter per-spring bound.
         assert np.abs(stretch - expected).max() < CONVERGENCE_RTOL * n * mass * G / k
