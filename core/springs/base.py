@@ -46,7 +46,7 @@ import numpy as np
 from ..errors import SinewError
 from . import forces as F
 from .colliders import resolve, resolve_again
-from .contact import step_friction
+from .contact import carried, step_friction
 from .model import Model, State
 from .strainlimit import LinearRows, limit_strain
 
@@ -254,8 +254,7 @@ class Integrator:
                 # normals), in _after_contact for the projection's
                 on = np.flatnonzero(held)
                 nrm = normals[on]
-                lift = 0.0 if pressed is None else (
-                    h * h * np.maximum(np.einsum("ij,ij->i", pressed[on], nrm), 0.0) / support.masses[on])
+                lift = carried(support, on, nrm, h, pressed)
                 step_friction(x_new, x_old, x_solved, on, nrm, colliders.velocities[on],
                               colliders.frictions[on], h, lift)
                 limited = _after_contact(model, x_new, v_new, x_old, h, colliders, held,

@@ -65,7 +65,7 @@ from .proximity import dot as _dot
 from .proximity import unit as _unit
 
 __all__ = ["ContactStats", "Support", "MeshWindow", "revert_crossings", "coulomb_velocity", "resolve_mesh",
-           "step_friction"]
+           "step_friction", "carried"]
 
 #: Detection/response passes per step; then the fail-safe.
 PASSES = 4
@@ -531,7 +531,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
                         deficit[vi] = push
                     xn = x[vi] + push[:, None] * n1
                     xn = _friction(xn, x_old[vi] + (q1 - q0), n1,
-                                   push + ~rubbed[vi] * _carried(support, vi, n1, h), mu)
+                                   push + ~rubbed[vi] * carried(support, vi, n1, h), mu)
                     rubbed[vi] = True
                     x[vi] = xn
                     in_contact[vi] = True
@@ -560,7 +560,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
                 push = np.maximum(th - sd, 0.0)
                 xn = np.where(pushed[:, None], q + th * out_dir, x[iv])
                 xn = _friction(xn, x_old[iv] + (q - q0), out_dir,
-                               push + ~rubbed[iv] * _carried(support, iv, out_dir, h), mu)
+                               push + ~rubbed[iv] * carried(support, iv, out_dir, h), mu)
                 rubbed[iv] = True
                 x[iv] = xn
                 ip = iv[pushed]
@@ -594,7 +594,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
     nrm = n_contact[idx]
     if len(idx):
         v[idx] = coulomb_velocity(v[idx], (q1_contact[idx] - q0_contact[idx]) / h, nrm, mu,
-                                  in_contact[idx], _carried(support, idx, nrm, h) / h)
+                                  in_contact[idx], carried(support, idx, nrm, h) / h)
     if stats is not None:
         final = 0.0
         check = np.flatnonzero((in_contact | resting) & movable)
@@ -682,11 +682,15 @@ def step_friction(x: np.ndarray, x_old: np.ndarray, x_solved: np.ndarray, idx: n
     return lt <= budget
 
 
-def _carried(support: Support | None, idx: np.ndarray, nrm: np.ndarray, h: float) -> np.ndarray:
-    """Normal displacement ``h² λ/m`` the carried push gave vertices ``idx`` this step, m."""
+def carried(support: Support | None, idx: np.ndarray, nrm: np.ndarray, h: float,
+            force: np.ndarray | None = None) -> np.ndarray:
+    """Normal displacement ``h² λ/m`` the carried push gave vertices ``idx`` ``(k,)``
+    this step, m, ``(k,)``; ``λ`` is the push ``force`` ``(n, 3)`` (N; default the
+    support's force now) along ``nrm`` ``(k, 3)``, at least 0."""
     if support is None:
         return np.zeros(len(idx))
-    lam = np.maximum(np.einsum("ij,ij->i", support.force[idx], nrm), 0.0)
+    f = support.force if force is None else force
+    lam = np.maximum(np.einsum("ij,ij->i", f[idx], nrm), 0.0)
     return h * h * lam / support.masses[idx]
 
 
