@@ -204,6 +204,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         width = max(2, row_verts.shape[1])
     x_start = x.copy()
     released = np.zeros(e, dtype=bool)  # candidates the last Newton step released
+    released_r = np.zeros(r, dtype=bool)  # ... and rows
     active = _ACTIVE.get(model.uid)
     if active is None or len(active) != e:
         active = np.zeros(e, dtype=bool)
@@ -236,10 +237,12 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         # are candidates too: a push passed on along a chain of them reaches its far end
         # in one Newton step.
         band = over > -_BAND * s * rest
-        skipped = bool(np.any(band & released))
+        near_r = (short > -_LOWER_BAND * rows.scale) & free_row if r else np.zeros(0, bool)
+        skipped = bool(np.any(band & released) or np.any(near_r & released_r))
         active = viol | (active & (over > -0.25 * s * rest)) | (band & ~released)
-        released[:] = False
-        active_r = viol_r | ((short > -_LOWER_BAND * rows.scale) & free_row) if r else np.zeros(0, bool)
+        active_r = viol_r | (near_r & ~released_r)
+        released &= ~viol
+        released_r &= ~viol_r
         for _ in range(4):
             hi, co = np.flatnonzero(active), np.flatnonzero(active_r)
             if r:
@@ -264,6 +267,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
             active[hi[release[:len(hi)]]] = False
             released[hi[release[:len(hi)]]] = True
             active_r[co[release[len(hi):]]] = False
+            released_r[co[release[len(hi):]]] = True
         dx = np.zeros((n + 1, 3))
         dx[moved] = dxv
         dx = dx[:n]
@@ -282,6 +286,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
             else:
                 if skipped:  # the same step with the candidates the last one released
                     released[:] = False
+                    released_r[:] = False
                     known = (d, length, short)
                     continue
                 # no step helps (constraints that contradict each other): stop here
@@ -340,13 +345,25 @@ def _project(verts: np.ndarray, coefs: np.ndarray, u: np.ndarray, inv_m: np.ndar
     the index of a vertex with zero inverse mass). Solves ``(J W Jᵀ + εI) λ = c`` for
     inverse masses ``inv_m`` and violations ``c`` ``(a,)`` (m); returns ``λ`` ``(a,)``,
     the vertices ``moved`` ``(k,)`` the step moves and their displacement ``W Jᵀ λ``
-    ``(k, 3)`` (to be subtracted). ``J W Jᵀ`` is assembled entry by entry: two
-    constraints meeting at a movable vertex ``v`` give
-    ``(J W Jᵀ)_{ab} += C_av C_bv w_v (u_a·u_b)`` with the coefficients ``C`` by vertex;
-    every such pair of incidences is listed at once (vertex by vertex, all pairs within
-    its group), so the cost is linear in the number of non-zeros. Small systems (the
-    usual case: the springs at a pinned corner) are solved densely, large ones by the
-    shared sparse factorisation :func:`~.linsolve.factor_spd`.
+    ``(k, 3)`` (to be subtracted).
+
+    A constraint with a single movable vertex ``v`` (a collider contact, a spring to a
+    pin) fixes the component of ``v``'s displacement along its direction ``r``:
+    ``C r·Δx_v = c``. It is eliminated rather than solved for (one per vertex, the
+    first): ``v`` moves by ``c r/(C |r|²)`` along ``r`` plus ``w_v P g_v`` across it,
+    with ``P = I − r̂r̂ᵀ`` and ``g_v`` the other constraints' ``Σ λ_b C_bv u_b`` at ``v``,
+    so the other constraints see ``v``'s directions projected by ``P`` and their
+    violations less what the fixed part does to them; its multiplier is then
+    ``λ = (c/(C w_v) − r·g_v)/(C |r|²)``. This is the same solution (a Schur complement
+    of the full system on the eliminated rows) from a smaller system: a cloth resting
+    on a collider has a contact row for every vertex it holds.
+
+    ``J W Jᵀ`` is assembled entry by entry: two constraints meeting at a movable vertex
+    ``v`` give ``(J W Jᵀ)_{ab} += C_av C_bv w_v (u_a·u_b)`` with the coefficients ``C``
+    by vertex; every such pair of incidences is listed at once (vertex by vertex, all
+    pairs within its group), so the cost is linear in the number of non-zeros. Small
+    systems (the usual case: the springs at a pinned corner) are solved densely, large
+    ones by the shared sparse factorisation :func:`~.linsolve.factor_spd`.
     """
     a, m = verts.shape
     # the incidences (constraint, vertex, coefficient), grouped by vertex (one stable sort)
@@ -361,9 +378,43 @@ def _project(verts: np.ndarray, coefs: np.ndarray, u: np.ndarray, inv_m: np.ndar
     w = inv_m[moved]
     keep = (coef != 0.0) & (w[vert] > 0.0)  # the incidences that can move something
     row, vert, coef = row[keep], vert[keep], coef[keep]
-    wc = w[vert] * coef
     ux, uy, uz = (np.ascontiguousarray(u[:, k])[row] for k in range(3))
-    diag = np.bincount(row, wc * coef * (ux * ux + uy * uy + uz * uz), minlength=a)
+    # the constraints with one movable vertex, the first at each vertex: eliminated
+    single = np.flatnonzero(np.bincount(row, minlength=a)[row] == 1)  # their incidences
+    single = single[np.unique(vert[single], return_index=True)[1]]
+    gone = np.zeros(a, dtype=bool)
+    gone[row[single]] = True
+    at = np.full(len(moved), -1)  # the eliminated constraint at each vertex (its incidence)
+    at[vert[single]] = single
+    fixed = np.zeros((len(moved), 3))  # the displacement they fix (along their directions)
+    r_hat = np.zeros((len(moved), 3))
+    if len(single):
+        rs = row[single]
+        r = u[rs]
+        rr = np.einsum("ij,ij->i", r, r)
+        fixed[vert[single]] = (c[rs] / (coef[single] * rr))[:, None] * r
+        r_hat[vert[single]] = r / np.sqrt(rr)[:, None]
+    rest = ~gone[row]
+    row_all, vert_all, coef_all = row, vert, coef
+    row, vert, coef = row[rest], vert[rest], coef[rest]
+    ux, uy, uz = ux[rest], uy[rest], uz[rest]
+    # the others: what the fixed part already does to them, and their directions across
+    # the eliminated directions
+    c_rest = c - np.bincount(row, coef * (ux * fixed[vert, 0] + uy * fixed[vert, 1]
+                                          + uz * fixed[vert, 2]), minlength=a)
+    on = at[vert] >= 0
+    rh = r_hat[vert[on]]
+    along = ux[on] * rh[:, 0] + uy[on] * rh[:, 1] + uz[on] * rh[:, 2]
+    px, py, pz = ux.copy(), uy.copy(), uz.copy()
+    px[on] -= along * rh[:, 0]
+    py[on] -= along * rh[:, 1]
+    pz[on] -= along * rh[:, 2]
+    kept = np.flatnonzero(~gone)
+    b = len(kept)
+    index = np.cumsum(~gone) - 1  # constraint → its index in the reduced system
+    red = index[row]
+    wc = w[vert] * coef
+    diag = np.bincount(red, wc * coef * (px * px + py * py + pz * pz), minlength=b)
     reg = _EPS * max(float(diag.max(initial=0.0)), 1e-300)
     # all pairs of incidences at the same vertex (itself included)
     size = np.bincount(vert, minlength=len(moved))
@@ -372,17 +423,26 @@ def _project(verts: np.ndarray, coefs: np.ndarray, u: np.ndarray, inv_m: np.ndar
     total = int(per.sum())
     left = np.repeat(np.arange(len(vert)), per)
     right = first[vert[left]] + (np.arange(total) - np.repeat(np.cumsum(per) - per, per))
-    vals = wc[left] * coef[right] * (ux[left] * ux[right] + uy[left] * uy[right]
-                                      + uz[left] * uz[right])
-    ra = np.concatenate([row[left], np.arange(a)])
-    rb = np.concatenate([row[right], np.arange(a)])
-    vals = np.concatenate([vals, np.full(a, reg)])
-    system = sp.csc_matrix((vals, (ra, rb)), shape=(a, a))
-    if a <= _DENSE:
-        lam = np.linalg.solve(system.toarray(), c)
+    vals = wc[left] * coef[right] * (px[left] * px[right] + py[left] * py[right]
+                                      + pz[left] * pz[right])
+    ra = np.concatenate([red[left], np.arange(b)])
+    rb = np.concatenate([red[right], np.arange(b)])
+    vals = np.concatenate([vals, np.full(b, reg)])
+    system = sp.csc_matrix((vals, (ra, rb)), shape=(b, b))
+    lam = np.zeros(a)
+    if b <= _DENSE:
+        lam[kept] = np.linalg.solve(system.toarray(), c_rest[kept]) if b else 0.0
     else:
-        lam = factor_spd(system)(c)
-    # W Jᵀ λ by vertex
+        lam[kept] = factor_spd(system)(c_rest[kept])
+    # W Jᵀ λ by vertex: across the eliminated directions, plus the fixed part along them
     push = wc * lam[row]
-    dxv = np.column_stack([np.bincount(vert, push * uk, minlength=len(moved)) for uk in (ux, uy, uz)])
+    dxv = np.column_stack([np.bincount(vert, push * pk, minlength=len(moved)) for pk in (px, py, pz)])
+    dxv += fixed
+    if len(single):
+        # the eliminated multipliers: λ = (c/(C w) − r·g)/(C |r|²), g = Σ λ_b C_b u_b at v
+        g_r = np.bincount(vert[on], coef[on] * lam[row[on]] * along, minlength=len(moved))
+        v_s, rs = vert_all[single], row_all[single]
+        r_len = np.sqrt(np.einsum("ij,ij->i", u[rs], u[rs]))
+        cs = coef_all[single]
+        lam[rs] = (c[rs] / (cs * w[v_s]) - r_len * g_r[v_s]) / (cs * r_len**2)
     return lam, moved, dxv

@@ -203,7 +203,7 @@ def test_strain_limit_sparse_projection_equals_the_dense_one(monkeypatch):
     c = rng.uniform(0.0, 1e-3, len(verts))
     out = {}
     for dense in (True, False):
-        monkeypatch.setattr(strainlimit, "_DENSE", len(verts) if dense else len(verts) - 1)
+        monkeypatch.setattr(strainlimit, "_DENSE", len(verts) if dense else 0)
         out[dense] = strainlimit._project(verts, coefs, dirs, inv_m, c)
     (lam_d, verts_d, dx_d), (lam_s, verts_s, dx_s) = out[True], out[False]
     assert np.array_equal(verts_d, verts_s)
@@ -213,6 +213,58 @@ def test_strain_limit_sparse_projection_equals_the_dense_one(monkeypatch):
     dx[verts_s] = dx_s
     reduced = np.einsum("rk,rki,ri->r", coefs, dx[verts], dirs)
     np.testing.assert_allclose(reduced, c, atol=1e-6 * c.max())
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_strain_limit_projection_eliminating_one_vertex_rows_equals_the_full_solve(monkeypatch,
+                                                                                  dense):
+    """The projection eliminates the constraints with a single movable vertex (collider
+    contacts, springs to a pin) instead of solving for them: its multipliers and
+    displacements equal those of the full system ``J W Jᵀ λ = c``, ``Δx = W Jᵀ λ``
+    assembled here densely from the gradients, on a patch of springs with contacts at
+    some of its vertices (two at one vertex: only one is eliminated), springs to pinned
+    vertices and four-vertex rows; every constraint is then met to first order."""
+    from core.springs import strainlimit
+
+    monkeypatch.setattr(strainlimit, "_DENSE", 10**6 if dense else 0)
+    g = grid(12, 1.0, plane="XY")
+    rng = np.random.default_rng(11)
+    x = g.positions + rng.normal(scale=0.01, size=g.positions.shape)
+    n = len(x)
+    inv_m = 1.0 / rng.uniform(0.5e-3, 2e-3, n)
+    pairs = g.edges[np.linalg.norm(x[g.edges].mean(1), axis=1) < 0.3]
+    d = x[pairs[:, 0]] - x[pairs[:, 1]]
+    u_s = d / np.linalg.norm(d, axis=1)[:, None]
+    inner = np.unique(pairs)[::3]
+    inv_m[np.setdiff1d(np.unique(pairs)[1::7], inner)] = 0.0  # pins inside the patch
+    normals = rng.normal(size=(len(inner) + 1, 3))
+    normals /= np.linalg.norm(normals, axis=1)[:, None]
+    contacts = np.append(inner, inner[0])  # a second contact at one vertex
+    quads = np.stack([rng.choice(np.unique(pairs), 4, replace=False) for _ in range(6)])
+    verts = np.concatenate([np.pad(pairs, ((0, 0), (0, 2)), constant_values=n),
+                            np.pad(contacts[:, None], ((0, 0), (0, 3)), constant_values=n),
+                            quads])
+    coefs = np.concatenate([np.tile([1.0, -1.0, 0.0, 0.0], (len(pairs), 1)),
+                            np.tile([0.7, 0.0, 0.0, 0.0], (len(contacts), 1)),
+                            np.tile([1.0, -0.3, -0.3, -0.4], (len(quads), 1))])
+    dirs = np.concatenate([u_s, normals, np.tile([0.0, 0.0, 1.0], (len(quads), 1))])
+    c = rng.uniform(-1e-3, 1e-3, len(verts))
+    inv = np.append(inv_m, 0.0)
+    assert np.any(inv[pairs].min(1) == 0) and np.any(inv[pairs].max(1) > 0)  # springs to pins
+    lam, moved, dxv = strainlimit._project(verts, coefs, dirs, inv, c)
+
+    jac = np.zeros((len(verts), 3 * (n + 1)))
+    for k in range(verts.shape[1]):
+        for i in range(3):
+            np.add.at(jac, (np.arange(len(verts)), 3 * verts[:, k] + i), coefs[:, k] * dirs[:, i])
+    weight = np.repeat(inv, 3)
+    lam_ref = np.linalg.solve((jac * weight) @ jac.T, c)
+    dx_ref = (weight * (jac.T @ lam_ref)).reshape(-1, 3)
+    np.testing.assert_allclose(lam, lam_ref, rtol=1e-6, atol=1e-8 * np.abs(lam_ref).max())
+    dx = np.zeros((n + 1, 3))
+    dx[moved] = dxv
+    np.testing.assert_allclose(dx, dx_ref, rtol=1e-6, atol=1e-6 * np.abs(dx_ref).max())
+    np.testing.assert_allclose(jac @ dx.reshape(-1), c, atol=1e-6 * np.abs(c).max())
 
 
 def test_a_stiffness_beyond_double_precision_is_refused():
