@@ -72,9 +72,11 @@ _COMPRESSION = 0.01
 #: is left alone.
 _COMPRESSION_TRIGGER = 0.1
 #: Rounds of strain limit and contact after the contact stage (:func:`_after_contact`),
-#: until no spring is longer than its limit by more than ``_ROUND_TOLERANCE`` (relative).
+#: until no spring is longer than its limit by more than ``_ROUND_TOLERANCE`` (relative;
+#: at 0.02 a 3 % limit let the last round end at up to 5.06 %, and the cotton-over-a-ball
+#: test saw 4.9–5.0 % on some frames; 0.01 costs no extra round on the bench's drape).
 _ROUNDS = 4
-_ROUND_TOLERANCE = 0.02
+_ROUND_TOLERANCE = 0.01
 
 
 @dataclass

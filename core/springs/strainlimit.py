@@ -15,11 +15,16 @@ pins), and a tiny ``ε`` for redundant constraints; a step that makes the worst
 violation grow is halved (up to 6 times). The ``|A| × |A|``
 system (over the vertices of the active springs only) is assembled entry by entry from the
 pairs of constraints that meet at a vertex, and solved densely when small (the springs at a
-pinned corner) and by the shared :func:`~.linsolve.factor_spd` otherwise. The active set holds the violated springs and,
+pinned corner) and by the shared :func:`~.linsolve.factor_spd` otherwise; a constraint with a
+single movable vertex (a collider contact, a spring to a pin) is eliminated from it rather
+than solved for (:func:`_project`: the same step from a system without the contact rows of
+a resting cloth). The active set holds the violated springs and,
 as candidates, those stretched past ``1 + s/2``: without them the projection pulls the
 next ring of springs over its bound and the set grows one ring per Newton step (7–8
-steps per projection at the corners of a hanging sheet instead of 1–3). Candidates a Newton
-step releases (below) are left out of the next step's candidates unless violated by then. After each
+steps per projection at the corners of a hanging sheet instead of 1–3). Candidates (springs
+and rows) a Newton step releases (below) are left out of the later steps' candidates until
+they are violated (each release costs a factorisation: a resting cloth released the same
+contacts in every step). After each
 Newton step the active set grows by springs that have become too long and
 drops those the step left shorter than their bound (the inequality's other
 side: cloth may always shorten). It stops when no spring exceeds its bound by
@@ -230,7 +235,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         # spring next to a violated one is pulled over its bound by the projection
         # unless it is a constraint too, so the set would grow one ring per Newton step.
         # Candidates the solve would have to push apart are released below, and do not
-        # return as candidates in the next Newton step (only if violated by then): on a
+        # return as candidates in later Newton steps (only once violated): on a
         # flag in strong wind most of the cloth is in the band and a projection released
         # ~2/3 of it in every step, each time after one more factorisation (if no step
         # then helps, the Newton step is tried again with them). The rows near their bound
@@ -436,8 +441,8 @@ def _project(verts: np.ndarray, coefs: np.ndarray, u: np.ndarray, inv_m: np.ndar
         lam[kept] = factor_spd(system)(c_rest[kept])
     # W Jᵀ λ by vertex: across the eliminated directions, plus the fixed part along them
     push = wc * lam[row]
-    dxv = np.column_stack([np.bincount(vert, push * pk, minlength=len(moved)) for pk in (px, py, pz)])
-    dxv += fixed
+    dxv = fixed + np.column_stack([np.bincount(vert, push * pk, minlength=len(moved))
+                                   for pk in (px, py, pz)])
     if len(single):
         # the eliminated multipliers: λ = (c/(C w) − r·g)/(C |r|²), g = Σ λ_b C_b u_b at v
         g_r = np.bincount(vert[on], coef[on] * lam[row[on]] * along, minlength=len(moved))
