@@ -33,6 +33,13 @@ def lissajous(frames: int, reach: float) -> np.ndarray:
                      0.55 * reach + 0.25 * reach * np.cos(t)], axis=1)
 
 
+def worst(errors) -> float:
+    """The largest tip error; ``inf`` if any is not finite (a NaN pose must not print as the
+    table's "–", which means not applicable)."""
+    e = np.asarray(errors, dtype=np.float64)
+    return float(np.max(np.where(np.isfinite(e), e, np.inf)))
+
+
 def ikpy_chain(bones: int, length: float):
     from ikpy.chain import Chain as IkChain
     from ikpy.link import OriginLink, URDFLink
@@ -63,7 +70,7 @@ def run(quick: bool = False) -> list[dict]:
             dt = time.perf_counter() - t0
             rows.append({"library": "Sinew", "solver": solver, "bones": bones, "frames": frames,
                          "ms_per_frame": 1000 * dt / frames, "mean_iterations": float(np.mean(res.iterations)),
-                         "max_iterations": int(np.max(res.iterations)), "max_error_m": float(np.max(res.errors))})
+                         "max_iterations": int(np.max(res.iterations)), "max_error_m": worst(res.errors)})
         try:
             ch = ikpy_chain(bones, length)
         except ImportError:
@@ -80,7 +87,7 @@ def run(quick: bool = False) -> list[dict]:
             dt = time.perf_counter() - t0
         rows.append({"library": "ikpy", "solver": "least squares", "bones": bones, "frames": frames,
                      "ms_per_frame": 1000 * dt / frames, "mean_iterations": float("nan"),
-                     "max_iterations": -1, "max_error_m": float(np.max(errs))})
+                     "max_iterations": -1, "max_error_m": worst(errs)})
     return rows
 
 

@@ -26,7 +26,8 @@ from ..errors import BakeCancelled, ChainError
 from .base import SolveSettings, bone_bounds, check_frames, clamp_bounds_all, solve_frames
 from .chain import Chain, RootLike, _fk, _root_arrays
 
-__all__ = ["BakeResult", "BakeProgress", "bake_chain", "iter_bake", "STRATEGIES", "solver_class", "run_to_end"]
+__all__ = ["BakeResult", "BakeProgress", "bake_chain", "iter_bake", "STRATEGIES", "solver_class", "run_to_end",
+           "check_finite"]
 
 ProgressFn = Callable[[int, int], bool | None]
 
@@ -164,8 +165,19 @@ def iter_bake(chain: Chain, targets: np.ndarray, solver: str, settings: SolveSet
     d = np.einsum("fbi,fbi->fb", rot, np.concatenate((start[None], rot[:-1]), axis=0))
     sign = np.cumprod(np.where(d < 0, -1.0, 1.0), axis=0)
     rot *= sign[..., None]
+    check_finite(rot, solver)
     res = BakeResult(rot, its, errs, errs <= settings.tolerance)
     yield BakeProgress(frames, frames, res)
+
+
+def check_finite(rotations: np.ndarray, what: str) -> None:
+    """Raise :class:`~core.errors.ChainError` if a pose rotation ``(F, n, 4)`` is not finite:
+    a bake must end with poses that can be keyed or with an error that leaves the scene as it
+    was, never with NaN keys."""
+    ok = np.all(np.isfinite(rotations), axis=tuple(range(1, rotations.ndim)))
+    if not np.all(ok):
+        raise ChainError(f"the {what} solve returned a non-finite pose at frame index "
+                         f"{int(np.argmin(ok))}; nothing was written (please report this)")
 
 
 def _cap_steps(rot: np.ndarray, start: np.ndarray, step: float) -> np.ndarray:

@@ -79,8 +79,11 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
             want = limit_angles(quat.multiply(quat.conjugate(par), quat.multiply(quat.from_rotvec(rv), gk[:, i])))
             new = np.clip(ak[:, i] + w[i] * (want - ak[:, i]), lo[i], hi[i])
             new[:, 1] = ak[:, i, 1]
-            gi = quat.multiply(par, from_angles(new))
-            delta = quat.multiply(gi, quat.conjugate(gk[:, i]))
+            # unit to round-off, renormalised: ``delta`` turns every bone below ``i`` (and
+            # ``rotate`` scales by ``|delta|²``), so a norm off by ε would compound over the
+            # sweeps into a chain that grows without bound (NaN poses on long chains)
+            gi = quat.normalize(quat.multiply(par, from_angles(new)))
+            delta = quat.normalize(quat.multiply(gi, quat.conjugate(gk[:, i])))
             ak[:, i] = new
             gk[:, i:] = quat.multiply(delta[:, None], gk[:, i:])
             gk[:, i] = gi

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import quat
 from ..errors import ChainError
-from .bake import BakeResult, _cap_steps, iter_bake, run_to_end
+from .bake import BakeResult, _cap_steps, check_finite, iter_bake, run_to_end
 from .base import SolveSettings
 from .chain import Chain, RootLike, _root_arrays
 from .dls import effector_state, solve_tree
@@ -342,6 +342,8 @@ def iter_bake_group(members: list[GroupMember], *, chunk: int = 64) -> Iterator[
                 if not res:
                     yield GroupProgress(done + f * len(g), total)
                     continue
+                for q in rot.values():
+                    check_finite(q, "shared-chain")
                 rotations.update(rot)
                 for k, r in zip(g, res):
                     results[k] = r

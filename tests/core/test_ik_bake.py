@@ -145,6 +145,24 @@ def test_bad_bake_input(bad):
         bake_chain(straight(3), targets, solver, SolveSettings(), **args)
 
 
+def test_a_non_finite_pose_fails_the_bake_instead_of_being_returned(monkeypatch):
+    """A solver that lost its pose (NaN: CCD's norm drift did this on long chains) must stop
+    the bake with a ChainError naming the frame, so the add-on writes no NaN keys."""
+    from core.ik.ccd import CCD
+
+    real = CCD.kernel
+
+    def broken(chain, angles, targets, *args):
+        a, it = real(chain, angles, targets, *args)
+        a[targets[:, 0] < -1.0] = np.nan  # the frames whose target lies at x < -1 m
+        return a, it
+
+    monkeypatch.setattr(CCD, "kernel", staticmethod(broken))
+    tg = circle(12)
+    with pytest.raises(ChainError, match=f"frame index {int(np.argmax(tg[:, 0] < -1.0))}"):
+        bake_chain(straight(5), tg, "CCD", SolveSettings(100, 1e-6))
+
+
 def test_single_frame_and_target_on_root():
     c = straight(3)
     res = bake_chain(c, np.zeros((1, 3)), "FABRIK", SolveSettings())

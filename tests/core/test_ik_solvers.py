@@ -61,6 +61,26 @@ def test_fk_of_ik_reaches_reachable_targets(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_long_chain_follows_a_path_with_finite_unit_poses(name):
+    """A 30-bone chain baked along a path: every frame reaches its target by its own forward
+    kinematics, with unit rotations. (CCD's rotations drifted off unit length over its sweeps
+    and its pose grew to NaN at frame 1.)"""
+    from core.ik.bake import bake_chain
+
+    n, length = 30, 0.5
+    reach = n * length
+    t = np.linspace(0.0, 2.0 * np.pi, 12)
+    targets = np.stack([0.45 * reach * np.sin(3 * t), 0.35 * reach * np.sin(2 * t + 0.5),
+                        0.55 * reach + 0.25 * reach * np.cos(t)], axis=1)
+    pts = np.zeros((n + 1, 3))
+    pts[:, 2] = np.arange(n + 1) * length
+    res = bake_chain(Chain.from_points(pts), targets, name, SolveSettings(max_iterations=200, tolerance=1e-6))
+    np.testing.assert_allclose(np.linalg.norm(res.rotations, axis=-1), 1.0, atol=1e-9)
+    tips = np.array([forward_kinematics(Chain.from_points(pts), q)[-1] for q in res.rotations])
+    np.testing.assert_array_less(np.linalg.norm(tips - targets, axis=1), 1e-5)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_root_transform_is_respected(name):
     c = chain5()
     rng = np.random.default_rng(3)
