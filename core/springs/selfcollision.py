@@ -61,8 +61,9 @@ Failsafe (impact zones)
     collides. A zone holding an immovable vertex (a pin, a vertex resting on a collider) or
     a vertex a collider holds (a translation could carry it in), or one that stops growing
     while it still collides, goes back to its start-of-step positions with zero velocity (a
-    state known to be crossing-free). The one case this cannot fix is immovable vertices
-    driven through the mesh (pins are hard).
+    state known to be crossing-free). If a zone still collides then, its vertices that
+    were immovable only for the response (resting on a collider) go back too. The one case
+    this cannot fix is hard-pinned vertices driven through the mesh.
 
 Colliders
     The stage runs after collider contact and does not know the colliders: its
@@ -663,7 +664,8 @@ class SelfCollision:
 
     def resolve(self, x0: np.ndarray, x: np.ndarray, v: np.ndarray, masses: np.ndarray,
                 pinned: np.ndarray, pairs: StepPairs | None = None,
-                anchored: np.ndarray | None = None) -> SelfCollisionReport:
+                anchored: np.ndarray | None = None,
+                hard: np.ndarray | None = None) -> SelfCollisionReport:
         """Remove self-contact and crossings from the end of a step, in place.
 
         Parameters
@@ -685,6 +687,11 @@ class SelfCollision:
             Shape ``(n,)``, bool: vertices a collider holds. A failsafe zone holding one
             goes back to ``x₀`` instead of moving rigidly (a translation does not know the
             collider and could carry it in).
+        hard : numpy.ndarray, optional
+            Shape ``(n,)``, bool: the vertices of ``pinned`` that may not move at all (hard
+            pins). The others (e.g. vertices resting on a collider, immovable for the
+            response) go back to ``x₀`` when the failsafe cannot resolve a zone without
+            them. Default: all of ``pinned``.
 
         Returns
         -------
@@ -748,13 +755,14 @@ class SelfCollision:
         if np.any(hit):
             still = inv_mass == 0 if anchored is None else (inv_mass == 0) | anchored
             left = self._impact_zones(x0, x, v, masses, inv_mass, still, pairs, idx[hit], zone,
-                                      reverted)
+                                      reverted, pinned if hard is None else hard)
         return SelfCollisionReport(contacts, int(reverted.sum()), left, constraints,
                                    zone if np.any(zone) else None, int(zone.sum()))
 
     def _impact_zones(self, x0: np.ndarray, x: np.ndarray, v: np.ndarray, masses: np.ndarray,
                       inv_mass: np.ndarray, still: np.ndarray, pairs: StepPairs,
-                      stencils: np.ndarray, zone: np.ndarray, reverted: np.ndarray) -> int:
+                      stencils: np.ndarray, zone: np.ndarray, reverted: np.ndarray,
+                      hard: np.ndarray) -> int:
         """The failsafe: impact zones moved rigidly, in place (module docstring).
 
         ``stencils`` ``(k, 4)`` are the pairs still colliding. The vertices of colliding
@@ -765,9 +773,12 @@ class SelfCollision:
         collide during the step; a zone colliding with other vertices takes them in and
         moves again. A zone holding a vertex of ``still`` ``(n,)`` (immovable, or held by
         a collider) goes back to ``x₀`` with zero velocity (its free vertices), as does one
-        that stops growing while it still collides. Marks ``zone``
+        that stops growing while it still collides; if that is not enough, its vertices
+        that are immovable but not ``hard`` ``(n,)`` go back too (a vertex resting on a
+        collider that slid through another layer: both ends of the step are outside the
+        collider, and ``x₀`` crosses nothing). Marks ``zone``
         (all the vertices of zones) and ``reverted`` (those sent back) ``(n,)`` and returns
-        the colliding pairs left (only with immovable vertices driven through the mesh).
+        the colliding pairs left (only with hard-pinned vertices driven through the mesh).
         """
         n = len(x)
         links = np.zeros((0, 2), dtype=np.int64)
@@ -786,7 +797,9 @@ class SelfCollision:
                 fixed[label[stencils.reshape(-1)]] = True
             back = zone & fixed[label] & (inv_mass > 0) & ~reverted
             if stuck and not np.any(back):
-                break
+                back = zone & fixed[label] & ~hard & ~reverted
+                if not np.any(back):
+                    break
             reverted |= back
             x[back], v[back] = x0[back], 0.0
             rigid = np.flatnonzero(zone & ~fixed[label])

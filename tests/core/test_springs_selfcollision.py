@@ -318,6 +318,32 @@ def test_pinned_vertices_do_not_move() -> None:
     assert count_crossings(x1, tris) == 0
 
 
+@pytest.mark.parametrize("hard", [True, False])
+def test_a_vertex_immovable_only_for_the_response_goes_back_when_nothing_else_helps(hard: bool) -> None:
+    """A vertex the response may not move (resting on a collider) driven through a
+    hard-pinned layer: the failsafe sends it back to the start of the step too, and nothing
+    crosses. A hard pin stays where it is, and the report says what is left colliding."""
+    x0, _, tris = two_sheets(0.02, 0.0)
+    x1, v1 = x0.copy(), np.zeros_like(x0)
+    k = 25 + 12  # the top sheet's middle vertex, pushed 5 cm down through the bottom sheet
+    x1[k, 2] -= 0.05
+    v1[k, 2] = -0.05 * 48
+    pins = np.zeros(len(x0), dtype=bool)
+    pins[:25] = True  # the bottom sheet is pinned
+    immovable = pins.copy()
+    immovable[k] = True
+    sc = SelfCollision.build(two_sheets(0.5, 0.0)[0], tris, 0.015)
+    rep = sc.resolve(x0, x1, v1, np.full(len(x0), 0.02), immovable,
+                     hard=immovable if hard else pins)
+    np.testing.assert_array_equal(x1[:25], x0[:25])
+    if hard:
+        assert rep.unresolved > 0 and x1[k, 2] == x0[k, 2] - 0.05
+    else:
+        assert rep.unresolved == 0 and rep.reverted_vertices[k]
+        np.testing.assert_array_equal(x1[k], x0[k])
+        assert count_crossings(x1, tris) == 0
+
+
 def test_rest_neighbours_are_not_pushed_apart() -> None:
     # a fine flat sheet whose vertices are closer than 2·distance: nothing may move
     x0, v, tris = two_sheets(0.5, 0.0)
