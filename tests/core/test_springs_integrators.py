@@ -392,9 +392,9 @@ def test_a_split_step_reuses_the_factorisations_of_both_step_lengths(make, monke
     calls = []
     real = linsolve.factor_spd
 
-    def counted(matrix):
+    def counted(matrix, **kw):
         calls.append(matrix.shape)
-        return real(matrix)
+        return real(matrix, **kw)
 
     monkeypatch.setattr(linsolve, "factor_spd", counted)
     m = grid_model()
@@ -458,3 +458,85 @@ def test_anderson_weights_minimise_the_regularised_residual():
         want_s = (ss[-1] - gam @ d_s).reshape(3, -1).T
         assert np.abs(x - want_x).max() <= 1e-9 * np.abs(want_x).max()
         assert np.abs(sx - want_s).max() <= 1e-9 * np.abs(want_s).max()
+
+
+def _superlu(matrix):
+    from scipy.sparse.linalg import splu
+
+    return splu(matrix.tocsc(), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                options={"SymmetricMode": True}).solve
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_banded_factor_solves_random_spd_band_matrices_as_superlu_does(seed):
+    """linsolve._banded_cholesky (reverse Cuthill–McKee, LAPACK dpbtrf/dpbtrs) on random
+    symmetric positive-definite band matrices hidden by a random permutation: its solution
+    is SuperLU's and a dense solve's to round-off, for one and for three right-hand sides."""
+    import scipy.sparse as sp
+
+    from core.springs import linsolve
+
+    rng = np.random.default_rng(seed)
+    n, band = 300, 9 + 7 * seed
+    rows, cols = [], []
+    for off in range(1, band + 1):  # a random sparsity pattern inside the band
+        keep = np.flatnonzero(rng.random(n - off) < 0.5)
+        rows.append(keep)
+        cols.append(keep + off)
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    off_diag = sp.coo_matrix((-rng.random(len(r)), (r, c)), shape=(n, n))
+    off_diag = off_diag + off_diag.T
+    # strictly diagonally dominant with a positive diagonal: SPD, condition ~10
+    diag = np.asarray(abs(off_diag).sum(axis=1)).ravel() * (1.1 + rng.random(n))
+    a = (sp.diags(diag) + off_diag).tocsr()
+    perm = rng.permutation(n)
+    a = a[perm][:, perm].tocsr()
+    solve = linsolve._banded_cholesky(a, 10**9)
+    assert solve is not None
+    b = np.asfortranarray(rng.standard_normal((n, 3)))
+    exact = np.linalg.solve(a.toarray(), b)
+    lu = _superlu(a)
+    for rhs, want in ((b, exact), (b[:, 1].copy(), exact[:, 1])):
+        got = solve(rhs)
+        assert got.shape == want.shape
+        assert np.abs(got - want).max() <= 1e-13 * np.abs(want).max()
+        assert np.abs(got - lu(rhs)).max() <= 1e-13 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("n", [6, 20, 30])
+def test_the_global_step_factor_solves_its_matrix_as_superlu_does(n):
+    """FAST's prefactored global-step matrix (the shared SpringLaplacian: banded Cholesky in
+    reverse Cuthill–McKee order where the band is narrow, linsolve.factor_spd(many_solves=True))
+    gives SuperLU's solution to round-off on cloth grids up to the bench flag's size."""
+    from core.springs import linsolve
+    from core.springs.fast import _Prefactored
+
+    m = grid_model(n, k=3000.0, kd=1.0)
+    pre = _Prefactored(m, 1 / 24)
+    csr = pre.matrix.tocsr()
+    assert linsolve._banded_cholesky(csr, 10**9) is not None  # the banded path is the one tested
+    rng = np.random.default_rng(n)
+    b = np.asfortranarray(rng.standard_normal((csr.shape[0], 3)))
+    want = _superlu(pre.matrix)(b)
+    got = pre.solve(b)
+    assert np.abs(got - want).max() <= 1e-11 * np.abs(want).max()
+    # and it is the matrix's solution: S x = b
+    assert np.abs(csr @ got - b).max() <= 1e-11 * np.abs(b).max() * (abs(csr).sum(axis=1).max())
+
+
+def test_the_banded_factor_is_used_only_within_its_budget_and_when_definite():
+    """linsolve._banded_cholesky gives a factor only if the band (reverse Cuthill–McKee) holds
+    no more entries than the budget (SuperLU's fill, in factor_spd), is at most _MAX_BAND wide,
+    and the matrix is positive definite; otherwise factor_spd keeps SuperLU."""
+    import scipy.sparse as sp
+
+    from core.springs import linsolve
+
+    m = grid_model(6)
+    lap = linsolve.SpringLaplacian(m, np.ones(m.vertex_count), np.ones(m.spring_count)).matrix.tocsr()
+    assert linsolve._banded_cholesky(lap, 10**9) is not None
+    assert linsolve._banded_cholesky(lap, lap.shape[0]) is None  # a band wider than the diagonal
+    assert linsolve._banded_cholesky(sp.csr_matrix(-lap), 10**9) is None  # negative definite
+    wide = grid_model(48)  # its band is wider than _MAX_BAND: SuperLU
+    lap = linsolve.SpringLaplacian(wide, np.ones(wide.vertex_count), np.ones(wide.spring_count)).matrix.tocsr()
+    assert linsolve._banded_cholesky(lap, 10**9) is None
