@@ -270,6 +270,47 @@ def _nearest(win: MeshWindow, x: np.ndarray, verts: np.ndarray, tris_idx: np.nda
     return best, q, bary, sign * dist, out_dir, interior
 
 
+def _nearest_within(win: MeshWindow, x: np.ndarray, sub: np.ndarray, band: float, vpairs: PairCache,
+                    grow: np.ndarray, cpt) -> tuple[np.ndarray, ...]:
+    """The nearest triangle of each vertex ``sub`` among its candidates, the triangles whose
+    box (grown by ``band`` in the tree) overlaps the vertex's box grown by ``band`` (m): the
+    vertices that have some, in increasing order, their nearest triangles and what
+    :func:`_nearest` gives for them.
+
+    In two rounds with the same result: first among the triangles whose box comes within
+    ``band`` of the vertex itself; a vertex found there no further than ``band`` from one
+    has its nearest among them (every other candidate's box, and so the triangle, is
+    further); only the others (none that close, or more than ``band`` away: they may be
+    deep inside) look at all their candidates."""
+    n = len(x)
+    m = 1e-6 * band + 1e-12  # the boxes' rounding; the query box is inside the full one
+    iv, it_ = vpairs.pairs(x - m, x + m, sub, grow)
+    found = np.zeros(n, bool)
+    parts = []
+    if len(iv):
+        best, q, bary, sd, out_dir, interior = _nearest(win, x, iv, it_, cpt, n)
+        close = np.abs(sd) <= band
+        iv, it_ = iv[best], it_[best]
+        found[iv[close]] = True
+        parts.append((iv[close], it_[close], q[close], bary[close], sd[close], out_dir[close], interior[close]))
+    rest = sub[~found[sub]]
+    iv, it_ = vpairs.pairs(x - band, x + band, rest, grow)
+    if len(iv):
+        best, q, bary, sd, out_dir, interior = _nearest(win, x, iv, it_, cpt, n)
+        parts.append((iv[best], it_[best], q, bary, sd, out_dir, interior))
+    if not parts:
+        return (_EMPTY_INT, _EMPTY_INT, np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), np.zeros((0, 3)),
+                np.zeros(0, bool))
+    if len(parts) == 1:
+        return parts[0]
+    out = tuple(np.concatenate(c) for c in zip(*parts))
+    order = np.argsort(out[0], kind="stable")
+    return tuple(c[order] for c in out)
+
+
+_EMPTY_INT = np.zeros(0, dtype=np.int64)
+
+
 def _deepest(win: MeshWindow, x: np.ndarray, iv: np.ndarray, it_: np.ndarray, cpt) -> float:
     """How deep (m, 0 if none) the deepest vertex lies inside the collider at the end of the
     step, judged by its nearest candidate triangle (pairs ``iv, it_``). Only a vertex behind
@@ -312,7 +353,26 @@ def _triangle_tree(win: MeshWindow) -> tuple[BoxTree, np.ndarray, np.ndarray]:
         t0c, t1c = win.c0[win.triangles], win.c1[win.triangles]
         lo, hi = np.minimum(t0c.min(1), t1c.min(1)), np.maximum(t0c.max(1), t1c.max(1))
         win.cache["triangles"] = (BoxTree(lo - band, hi + band), lo, hi)
+        win.cache["meet"] = _MEET * float(np.max(hi - lo)) + 1e-9 if len(lo) else 1e-9
     return win.cache["triangles"]
+
+
+#: Relative slack (of the boxes' sides) of the box test that keeps a pair for the exact
+#: continuous test (:func:`_meet`): a pair the cubic accepts has its point inside the
+#: triangle at the time they meet, to within the barycentric tolerance (``_EPS_BARY`` of
+#: the triangle, ``1e-6``) and the root's bisection (``2⁻⁴⁰`` of the step), far inside this.
+_MEET = 1e-4
+
+
+def _meet(alo: np.ndarray, ahi: np.ndarray, blo: np.ndarray, bhi: np.ndarray,
+          within: float = 0.0, rel: float = _MEET) -> np.ndarray:
+    """Whether the boxes ``alo, ahi`` and ``blo, bhi`` (rows of pairs, ``(k, 3)``) come within
+    ``within`` (m) of each other along every axis, with ``rel`` of their largest sides as
+    slack, ``(k,)`` bool. Two moving primitives can only touch at a time when both lie in
+    their own box over the step, so a pair whose boxes do not meet cannot pass the
+    continuous test; it is dropped before the cubic."""
+    slack = (within + rel * (np.max(ahi - alo, axis=1) + np.max(bhi - blo, axis=1)) + 1e-12)[:, None]
+    return np.all((alo <= bhi + slack) & (blo <= ahi + slack), axis=1)
 
 
 def _pair_cache(cache: dict, key: str, tree: BoxTree, rows: int) -> PairCache:
@@ -523,7 +583,12 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         # ---------- vertex–face, continuous
         vlo, vhi = np.minimum(x_old, x), np.maximum(x_old, x)
         grow = band + (vhi - vlo)  # room for the later passes and, kept, the next step
-        iv, it_ = vpairs.pairs(vlo, vhi, sub, grow)
+        # only the triangles whose own box over the step (not grown by the band) meets the
+        # vertex's can be crossed (see _meet): the tree's boxes are grown by ``band``, so
+        # the query box is shrunk by it (it may turn inside out; the overlap test is the
+        # same), less a slack; its candidates are kept grown as far as before
+        slack = cache["meet"] + _MEET * np.max(vhi - vlo, axis=1, keepdims=True)
+        iv, it_ = vpairs.pairs(vlo + (band - slack), vhi - (band - slack), sub, grow + band)
         if len(iv):
             iv, it_ = _may_cross(win, x, x_old, iv, it_)
         if len(iv):
@@ -570,10 +635,8 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
                     in_contact[vi] = True
                     n_contact[vi], q0_contact[vi], q1_contact[vi] = n1, q0, q1
         # ---------- vertex–face, proximity at the end
-        iv, it_ = vpairs.pairs(x - band, x + band, sub, grow)
+        iv, it_, q, bary, sd, out_dir, interior = _nearest_within(win, x, sub, band, vpairs, grow, cpt)
         if len(iv):
-            best, q, bary, sd, out_dir, interior = _nearest(win, x, iv, it_, cpt, n)
-            iv, it_ = iv[best], it_[best]
             valid = (sd >= 0) | win.closed | interior
             if it == 0:  # resting vertices inside the band keep (and adjust) their support
                 rest = valid & (sd < band) & np.isnan(deficit[iv])
@@ -843,9 +906,9 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     if "points" not in cache:
         pts = np.unique(win.edges)
         c0, c1 = win.c0[pts], win.c1[pts]
-        cache["points"] = (pts, _vertex_normals(win)[pts],
-                           BoxTree(np.minimum(c0, c1) - th, np.maximum(c0, c1) + th))
-    pts, vn, tree = cache["points"]
+        plo, phi = np.minimum(c0, c1), np.maximum(c0, c1)
+        cache["points"] = (pts, _vertex_normals(win)[pts], BoxTree(plo - th, phi + th), plo, phi)
+    pts, vn, tree, plo, phi = cache["points"]
     t0, t1, t2 = triangles[:, 0], triangles[:, 1], triangles[:, 2]
     sub = np.flatnonzero((active[t0] | active[t1] | active[t2]) & (movable[t0] | movable[t1] | movable[t2]))
     if len(sub) == 0 or len(pts) == 0:
@@ -861,8 +924,13 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     tri = triangles[it]
     t0, t1 = x_old[tri], x[tri]  # (k, 3, 3)
     c0, c1 = win.c0[pts[ip]], win.c1[pts[ip]]
-    # continuous: the point meets the moving triangle inside it during the step
-    tc = first_coplanar_time(np.concatenate([t0, c0[:, None]], 1), np.concatenate([t1, c1[:, None]], 1))
+    # continuous: the point meets the moving triangle inside it during the step (only
+    # where their boxes over the step meet, see _meet)
+    tc = np.full(len(it), np.nan)
+    m = np.flatnonzero(_meet(flo[it], fhi[it], plo[ip], phi[ip]))
+    if len(m):
+        tc[m] = first_coplanar_time(np.concatenate([t0[m], c0[m, None]], 1),
+                                    np.concatenate([t1[m], c1[m, None]], 1))
     crossed = np.isfinite(tc)
     n1 = _unit(np.cross(t1[:, 1] - t1[:, 0], t1[:, 2] - t1[:, 0]))[0]
     plane = _dot(c1 - t1[:, 0], n1)
