@@ -273,15 +273,18 @@ def _nearest(win: MeshWindow, x: np.ndarray, verts: np.ndarray, tris_idx: np.nda
 def _nearest_within(win: MeshWindow, x: np.ndarray, sub: np.ndarray, band: float, vpairs: PairCache,
                     grow: np.ndarray, cpt) -> tuple[np.ndarray, ...]:
     """The nearest triangle of each vertex ``sub`` among its candidates, the triangles whose
-    box (grown by ``band`` in the tree) overlaps the vertex's box grown by ``band`` (m): the
-    vertices that have some, in increasing order, their nearest triangles and what
-    :func:`_nearest` gives for them.
+    box (grown by ``band`` in the tree) overlaps the vertex's box grown by ``band`` (m), for
+    the vertices the proximity stage can act on (closer than ``band``, or inside): those
+    vertices in increasing order, their nearest triangles and what :func:`_nearest` gives
+    for them. A vertex left out is further than ``band`` from all of them and in front of
+    the nearest: the proximity stage does nothing with it.
 
-    In two rounds with the same result: first among the triangles whose box comes within
-    ``band`` of the vertex itself; a vertex found there no further than ``band`` from one
-    has its nearest among them (every other candidate's box, and so the triangle, is
-    further); only the others (none that close, or more than ``band`` away: they may be
-    deep inside) look at all their candidates."""
+    In two rounds: first among the triangles whose box comes within ``band`` of the vertex
+    itself; a vertex found there no further than ``band`` from one has its nearest among
+    them (every other candidate's box, and so the triangle, is further). The others are
+    further than ``band`` from every candidate, so only the ones inside matter: among
+    them, the vertices behind the plane of some candidate (see :func:`_behind`) look at
+    all their candidates."""
     n = len(x)
     m = 1e-6 * band + 1e-12  # the boxes' rounding; the query box is inside the full one
     iv, it_ = vpairs.pairs(x - m, x + m, sub, grow)
@@ -295,6 +298,9 @@ def _nearest_within(win: MeshWindow, x: np.ndarray, sub: np.ndarray, band: float
         parts.append((iv[close], it_[close], q[close], bary[close], sd[close], out_dir[close], interior[close]))
     rest = sub[~found[sub]]
     iv, it_ = vpairs.pairs(x - band, x + band, rest, grow)
+    if len(iv):  # further than ``band``: only a vertex inside can act, see _behind
+        keep = _behind(win, x, iv, it_)
+        iv, it_ = iv[keep], it_[keep]
     if len(iv):
         best, q, bary, sd, out_dir, interior = _nearest(win, x, iv, it_, cpt, n)
         parts.append((iv[best], it_[best], q, bary, sd, out_dir, interior))
@@ -309,6 +315,18 @@ def _nearest_within(win: MeshWindow, x: np.ndarray, sub: np.ndarray, band: float
 
 
 _EMPTY_INT = np.zeros(0, dtype=np.int64)
+
+
+def _behind(win: MeshWindow, x: np.ndarray, iv: np.ndarray, it_: np.ndarray) -> np.ndarray:
+    """The pairs ``(iv, it_)`` of the vertices that lie behind (or within 1 nm in front of)
+    the end plane of at least one of their triangles in the pairs, ``(k,)`` bool. A vertex
+    in front of all of them is in front of its nearest one, whichever it is: the nearest
+    point's offset along the face normal is the plane distance, so its signed distance is
+    positive."""
+    plane = _dot(x[iv] - win.c1[win.triangles[it_, 0]], _face_normals(win, True)[it_])
+    behind = np.zeros(len(x), bool)
+    behind[iv[plane < 1e-9]] = True
+    return behind[iv]
 
 
 def _deepest(win: MeshWindow, x: np.ndarray, iv: np.ndarray, it_: np.ndarray, cpt) -> float:
@@ -364,6 +382,12 @@ def _triangle_tree(win: MeshWindow) -> tuple[BoxTree, np.ndarray, np.ndarray]:
 _MEET = 1e-4
 
 
+def _row_max(a: np.ndarray) -> np.ndarray:
+    """Largest entry of each row of ``a`` ``(k, 3)``, ``(k,)`` (``numpy.max(axis=1)`` reduces
+    over a short axis, several times slower)."""
+    return np.maximum(np.maximum(a[:, 0], a[:, 1]), a[:, 2])
+
+
 def _meet(alo: np.ndarray, ahi: np.ndarray, blo: np.ndarray, bhi: np.ndarray,
           within: float = 0.0, rel: float = _MEET) -> np.ndarray:
     """Whether the boxes ``alo, ahi`` and ``blo, bhi`` (rows of pairs, ``(k, 3)``) come within
@@ -371,8 +395,11 @@ def _meet(alo: np.ndarray, ahi: np.ndarray, blo: np.ndarray, bhi: np.ndarray,
     slack, ``(k,)`` bool. Two moving primitives can only touch at a time when both lie in
     their own box over the step, so a pair whose boxes do not meet cannot pass the
     continuous test; it is dropped before the cubic."""
-    slack = (within + rel * (np.max(ahi - alo, axis=1) + np.max(bhi - blo, axis=1)) + 1e-12)[:, None]
-    return np.all((alo <= bhi + slack) & (blo <= ahi + slack), axis=1)
+    slack = within + rel * (_row_max(ahi - alo) + _row_max(bhi - blo)) + 1e-12
+    ok = (alo[:, 0] <= bhi[:, 0] + slack) & (blo[:, 0] <= ahi[:, 0] + slack)
+    for k in (1, 2):
+        ok &= (alo[:, k] <= bhi[:, k] + slack) & (blo[:, k] <= ahi[:, k] + slack)
+    return ok
 
 
 def _pair_cache(cache: dict, key: str, tree: BoxTree, rows: int) -> PairCache:
@@ -587,7 +614,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         # vertex's can be crossed (see _meet): the tree's boxes are grown by ``band``, so
         # the query box is shrunk by it (it may turn inside out; the overlap test is the
         # same), less a slack; its candidates are kept grown as far as before
-        slack = cache["meet"] + _MEET * np.max(vhi - vlo, axis=1, keepdims=True)
+        slack = (cache["meet"] + _MEET * _row_max(vhi - vlo))[:, None]
         iv, it_ = vpairs.pairs(vlo + (band - slack), vhi - (band - slack), sub, grow + band)
         if len(iv):
             iv, it_ = _may_cross(win, x, x_old, iv, it_)
@@ -671,7 +698,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
             penetration = max(penetration, _points_faces(win, x, x_old, triangles, movable, active,
                                                          in_contact, n_contact, q0_contact,
                                                          q1_contact, cache))
-        active = np.any(np.abs(x - x_pass) > _STILL * th, axis=1)
+        active = _row_max(np.abs(x - x_pass)) > _STILL * th
         if not np.any(active):
             break
     else:

@@ -346,7 +346,10 @@ def _cubic_roots(c: tuple[np.ndarray, ...], scale: np.ndarray) -> np.ndarray:
         r2 = np.where(quad & (disc < 0), np.nan, r2)
     crit = np.stack([r1, r2], axis=1)
     crit = np.where((crit > 0.0) & (crit < 1.0), crit, 1.0)  # outside: a zero-length piece
-    brk = np.sort(np.concatenate([np.zeros((k, 1)), crit, np.ones((k, 1))], axis=1), axis=1)
+    # 0, the two roots in order (both in (0, 1]), 1: the sorted break points
+    brk = np.empty((k, 4))
+    brk[:, 0], brk[:, 3] = 0.0, 1.0
+    brk[:, 1], brk[:, 2] = np.minimum(crit[:, 0], crit[:, 1]), np.maximum(crit[:, 0], crit[:, 1])
     lo, hi = brk[:, :3], brk[:, 1:]
     cb = tuple(ci[:, None] for ci in c)
     flo, fhi = _cubic(cb, lo), _cubic(cb, hi)
