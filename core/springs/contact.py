@@ -405,23 +405,25 @@ class Support:
     frames): drape 349 vs 748, 0.27 vs 0.94, 3.7 vs 3.9 %, 5 vs 1 of 118; shot cape 131 vs
     151, 3.0 vs 3.7 %, 13 vs 46 of 46 steps; shot drape 73 vs 82, 0.13 vs 0.71, 3.0 vs 4.0
     %, 6 vs 43; fold 82 vs 741, 8.0 vs 9.9 %, 10 vs 42; but the skirt on its moving body 483
-    vs 158, 0.57 vs 0.12, 11.4 vs 3.8 % (not investigated); penetration and crossings 0 in
-    all. Cotton over the 0.3 m ball: last-12-frame kinetic energy 8.7e-5 vs 2.1e-3 J (the
-    rest test passes). It needed: resting vertices of analytic colliders in the set (their
-    contact stage reports only pushes), Coulomb friction on the step cut by ``μ h² λ/m``
-    with the solve's own ``λ`` (slope and carried-plate tests pass), and edge-on contacts (a
-    structural spring within 60° of the normal) left to the contact stage: a supported
-    column does not buckle in FAST (the residual creeps along the unstable mode at a
-    constant 0.05–0.2 N for 60 iterations), so a strip dropped on its end stands. What fails
-    beyond the skirt: ``test_cotton_dropped_on_a_sphere_comes_to_rest_outside_it`` (1 and 2
-    substeps: 0.02–0.07 m/s in the last second where main rests at 0; six times the air drag
-    does not settle it, so it is fed, not underdamped): the solve no longer sags the sheet
-    onto the cap, so its edges hover 1–2 cm up and flap, while about 8 vertices a step
-    alternate held and released at the contact's rim. Never releasing settles it (0.006 m/s)
-    but glues cloth to colliders; releasing only after 2–3 pulled steps, or a per-step
-    inequality (the PD half-space local step in the penalty, weights 1–20 ``S_ii``) did not
-    help (0.01–0.07 m/s). Open: what damps the hovering edges (main's rest there comes from
-    the sag-and-push ratchet above, which wraps the sheet onto the cap at the strain limit).
+    vs 158, 0.57 vs 0.12, 11.4 vs 3.8 % (one frame; the others ≤ 3.9 %, but the skirt stays
+    agitated: residual 4–12 N where main settles to 0.4–0.5 N, probably the same churn as
+    below); penetration and crossings 0 in all. Cotton over the 0.3 m ball: last-12-frame
+    kinetic energy 8.7e-5 vs 2.1e-3 J (the rest test passes). It needed: resting vertices of
+    analytic colliders in the set (their contact stage reports only pushes), Coulomb
+    friction on the step cut by ``μ h² λ/m`` with the solve's own ``λ`` (slope and
+    carried-plate tests pass), and edge-on contacts (a structural spring within 60° of the
+    normal) left to the contact stage: a supported column does not buckle in FAST (the
+    residual creeps along the unstable mode at a constant 0.05–0.2 N for 60 iterations), so
+    a strip dropped on its end stands. What fails beyond the skirt:
+    ``test_cotton_dropped_on_a_sphere_comes_to_rest_outside_it`` (1 and 2 substeps:
+    0.02–0.07 m/s in the last second where main rests at 0; six times the air drag does not
+    settle it, so it is fed, not underdamped): the solve no longer sags the sheet onto the
+    cap, so its edges hover 1–2 cm up and flap, while about 8 vertices a step alternate held
+    and released at the contact's rim. Never releasing settles it (0.006 m/s) but glues
+    cloth to colliders; releasing only after 2–3 pulled steps, or a per-step inequality (the
+    PD half-space local step in the penalty, weights 1–20 ``S_ii``) did not help (0.01–0.07
+    m/s). Open: what damps the hovering edges (main's rest there comes from the sag-and-push
+    ratchet above, which wraps the sheet onto the cap at the strain limit).
 
     Attributes
     ----------
