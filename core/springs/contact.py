@@ -422,8 +422,15 @@ class Support:
     and released at the contact's rim. Never releasing settles it (0.006 m/s) but glues
     cloth to colliders; releasing only after 2–3 pulled steps, or a per-step inequality (the
     PD half-space local step in the penalty, weights 1–20 ``S_ii``) did not help (0.01–0.07
-    m/s). Open: what damps the hovering edges (main's rest there comes from the sag-and-push
-    ratchet above, which wraps the sheet onto the cap at the strain limit).
+    m/s). What feeds it (energy ledger, kinetic + spring + gravity, frames 24–47 at one
+    substep): the friction cut after the solve adds 0.84 J, the solve takes 0.87 J out, the
+    contact stage and projections ~0: position-based friction moves vertices back along
+    their planes against springs the solve had relaxed (a budget μ h² λ/m over-holds a stiff
+    in-plane mode by ~S_ii h²/m), the tangential twin of the normal push's ratchet above;
+    without it (frictionless) the sheet slides (0.055 m/s). So the next step is friction
+    inside the solve too (Ly, Jouve, Boissieux & Bertails-Descoubes 2020, "Projective
+    Dynamics with Dry Frictional Contact": Coulomb in the local step against the solve's own
+    normal force), then the rim's release.
 
     Attributes
     ----------
