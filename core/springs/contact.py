@@ -430,7 +430,10 @@ class Support:
     without it (frictionless) the sheet slides (0.055 m/s). So the next step is friction
     inside the solve too (Ly, Jouve, Boissieux & Bertails-Descoubes 2020, "Projective
     Dynamics with Dry Frictional Contact": Coulomb in the local step against the solve's own
-    normal force), then the rim's release.
+    normal force), then the rim's release. A first try (a tangential force per contact
+    raised by m/h² times the distance to its stick point each iteration, within μ λ, reset
+    each step; no cut after the solve) did not settle it either: 0.02–0.04 m/s, the sheet
+    creeping at 0.2–0.3 % strain.
 
     Attributes
     ----------
