@@ -374,66 +374,9 @@ class Support:
     the contact inside the solve (the held vertices' normals as constraints, Baraff &
     Witkin 1998 "Large steps in cloth simulation", §5).
 
-    Tried in session 7, not landed: Projective Dynamics half-spaces in FAST (Bouaziz et al.
-    2014, collision constraints): ``½ w dist(x, H)²`` per vertex held or resting in the
-    band, ``H`` outside its thickness plane moved by the collider's velocity, ``+w`` on the
-    shared matrix (refactored when the held set changes), this push bypassed, the plane
-    term's force counted for friction. It does what rest needs (the ball drape: last-12-frame
-    kinetic energy 1.4e-3 J → 4e-5 J at ``w`` = 5 m/h²; the bench drape's end speed 0.91 →
-    0.09 m/s, strain 9.2 % → 5.1 %, about 2× faster) but is not ready: (1) an isotropic ``w`` lags the
-    tangential directions, which converge by ``w/(w + m/h²)`` per iteration in a rigid
-    sliding mode, so at a 20-iteration budget almost every contact step stays unconverged
-    and sliding is damped (the test window is ``w`` ∈ [3, 5] m/h²; per-axis weights
-    ``w n_a²`` make a ground plane exact but not a ball); (2) position-based friction with
-    the solve's push ``h² λ/m`` as its budget sticks vertices held by a stiff in-plane mode
-    far beyond ``μ λ`` (cap at two substeps twitching at 0.08 m/s), while ``λ/S_ii`` cannot
-    hold a sheet on a 20° slope: friction needs to be in the solve too; (3) a strip dropped
-    on its end no longer crumples (it tips over as a rod: no self-contact in 40 frames,
-    ``test_every_solver_folds_without_crossing[FAST-1]``).
-
-    Tried in session 8, not landed: the normal direction only. Each vertex held at the end
-    of the last step gets the plane ``n·x ≥ n·x_end + h n·v_c`` in the next solve and no
-    carried push. (a) Hard constraints on the dense Schur complement ``(S⁻¹)ᵣᵣ ∘ N Nᵀ`` (one
-    solve per held vertex, an active set per global step): correct, but the active set
-    changes on almost every iteration (2387 dense Cholesky factors in 40 drape frames, 155
-    s), and cut to two rounds it leaves wrong multipliers that launch a sheet off a cap (to
-    5 m). (b) The same as equalities for the whole step, a vertex the springs pulled off
-    (``λ < 0``) released the next step: still ``k³`` per step (drape 2090 ms/frame). (c) =
-    (b) as a stiff normal penalty ``100 S_ii n nᵀ`` in one sparse ``3f`` factor per contact
-    step (tangential directions unchanged, so no lag there). Core replays against main,
-    alternating, on a loaded machine (ms/frame, end speed m/s, max strain, unconverged
-    frames): drape 349 vs 748, 0.27 vs 0.94, 3.7 vs 3.9 %, 5 vs 1 of 118; shot cape 131 vs
-    151, 3.0 vs 3.7 %, 13 vs 46 of 46 steps; shot drape 73 vs 82, 0.13 vs 0.71, 3.0 vs 4.0
-    %, 6 vs 43; fold 82 vs 741, 8.0 vs 9.9 %, 10 vs 42; but the skirt on its moving body 483
-    vs 158, 0.57 vs 0.12, 11.4 vs 3.8 % (one frame; the others ≤ 3.9 %, but the skirt stays
-    agitated: residual 4–12 N where main settles to 0.4–0.5 N, probably the same churn as
-    below); penetration and crossings 0 in all. Cotton over the 0.3 m ball: last-12-frame
-    kinetic energy 8.7e-5 vs 2.1e-3 J (the rest test passes). It needed: resting vertices of
-    analytic colliders in the set (their contact stage reports only pushes), Coulomb
-    friction on the step cut by ``μ h² λ/m`` with the solve's own ``λ`` (slope and
-    carried-plate tests pass), and edge-on contacts (a structural spring within 60° of the
-    normal) left to the contact stage: a supported column does not buckle in FAST (the
-    residual creeps along the unstable mode at a constant 0.05–0.2 N for 60 iterations), so
-    a strip dropped on its end stands. What fails beyond the skirt:
-    ``test_cotton_dropped_on_a_sphere_comes_to_rest_outside_it`` (1 and 2 substeps:
-    0.02–0.07 m/s in the last second where main rests at 0; six times the air drag does not
-    settle it, so it is fed, not underdamped): the solve no longer sags the sheet onto the
-    cap, so its edges hover 1–2 cm up and flap, while about 8 vertices a step alternate held
-    and released at the contact's rim. Never releasing settles it (0.006 m/s) but glues
-    cloth to colliders; releasing only after 2–3 pulled steps, or a per-step inequality (the
-    PD half-space local step in the penalty, weights 1–20 ``S_ii``) did not help (0.01–0.07
-    m/s). What feeds it (energy ledger, kinetic + spring + gravity, frames 24–47 at one
-    substep): the friction cut after the solve adds 0.84 J, the solve takes 0.87 J out, the
-    contact stage and projections ~0: position-based friction moves vertices back along
-    their planes against springs the solve had relaxed (a budget μ h² λ/m over-holds a stiff
-    in-plane mode by ~S_ii h²/m), the tangential twin of the normal push's ratchet above;
-    without it (frictionless) the sheet slides (0.055 m/s). So the next step is friction
-    inside the solve too (Ly, Jouve, Boissieux & Bertails-Descoubes 2020, "Projective
-    Dynamics with Dry Frictional Contact": Coulomb in the local step against the solve's own
-    normal force), then the rim's release. A first try (a tangential force per contact
-    raised by m/h² times the distance to its stick point each iteration, within μ λ, reset
-    each step; no cut after the solve) did not settle it either: 0.02–0.04 m/s, the sheet
-    creeping at 0.2–0.3 % strain.
+    What was tried to put the contact inside the solve, and measured (Projective Dynamics
+    half-spaces; the normal direction only, as constraints and as a penalty; friction in
+    the solve): docs/CONTACT.md.
 
     Attributes
     ----------
