@@ -51,6 +51,11 @@ collider's frame.
 The broad phase (:class:`.proximity.BoxTree`, shared with self-collision) finds
 overlapping axis-aligned boxes of the swept vertices/edges and swept triangles/edges;
 the narrow phase is numpy over the candidate pairs, with :mod:`.proximity`'s kernels.
+Before the exact tests, pairs that provably cannot act are dropped by cheaper ones (the
+result is the same, bit for bit): continuous tests only where the primitives' own boxes
+over the step meet (:func:`_meet`), and the proximity stage's nearest triangle first
+among the candidates within the band, then only for vertices behind a candidate's plane
+(:func:`_nearest_within`).
 """
 
 from __future__ import annotations
