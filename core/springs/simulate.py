@@ -555,8 +555,10 @@ class Simulator:
         thickness). Returns the self-contacts.
 
         With ``split`` (the step is taken again in halves if it went wrong: :meth:`_span`),
-        a step that went wrong after the strain limit's rounds stops there, without the
-        colliders' rounds: its result is thrown away. (On the fold of the contact bench,
+        a step that went wrong stops as soon as that is known: after the first pass if
+        the failsafe sent vertices back (that count only grows), after the strain limit's
+        rounds if it is stretched past the split's bound (without the colliders' rounds):
+        its result is thrown away. (On the fold of the contact bench,
         every step stretched past the split's bound after those rounds still was after
         the colliders' rounds: 29 of 139, none recovered.)
         """
@@ -568,6 +570,8 @@ class Simulator:
         before = work.x.copy()
         report = self._sc_resolve(sc, x_start, work, pinned)
         contacts = report.contacts
+        if split and self._sc_trouble:
+            return contacts  # taken again in halves
         if model.max_stretch > 0:
             contacts += self._spread(sc, cols, x_start, work, pinned, report, h)
         if split and (not np.all(np.isfinite(work.x)) or self._went_wrong(work)):
