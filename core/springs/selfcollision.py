@@ -637,62 +637,45 @@ class SelfCollision:
         moving = w > 0  # (k, 4)
 
         k = len(idx)
+        rows = np.repeat(np.arange(k), 4)
         slot = np.where(moving, idx, n_v)  # n_v: a vertex that does not move, counted once
-        # the moving corners' vertices, pair by pair, and the pairs' corners by column
-        slots = slot.reshape(-1)
+        # vertex × pair incidence of the moving corners, and the pairs' corners by column
+        incidence = sp.csr_matrix((np.ones(4 * k), (slot.reshape(-1), rows)), shape=(n_v + 1, k))
         corners = [slot[:, c] for c in range(4)]
 
         def share(rows: np.ndarray) -> np.ndarray:
             """1 / (most pairs in ``rows`` any vertex of each pair is in), ``(k,)``."""
-            count = np.bincount(slots, weights=np.repeat(rows.astype(np.float64), 4),
-                                minlength=n_v + 1)
+            count = incidence @ rows.astype(np.float64)
             count[n_v] = 1.0
             most = np.maximum(np.maximum(count[corners[0]], count[corners[1]]),
                               np.maximum(count[corners[2]], count[corners[3]]))
             return 1.0 / np.maximum(most, 1.0)
 
-        # Σₖ αₖ yₖ per pair, corners in ascending vertex order, and its transpose (Δy per
-        # vertex, pairs in ascending order): in numpy instead of two sparse matrices (their
-        # construction and per-product overhead cost more than these small products), the
-        # sums in the same order as those matrices' products took them
-        order = np.argsort(idx, axis=1, kind="stable")
-        g_idx, g_alpha = np.take_along_axis(idx, order, 1), np.take_along_axis(alpha, order, 1)
-        s_idx, s_coef = idx.reshape(-1), (alpha * w).reshape(-1)
-
-        def gather(y: np.ndarray) -> np.ndarray:
-            out = np.zeros((k, 3))
-            for c in range(4):
-                out += g_alpha[:, c, None] * y[g_idx[:, c]]
-            return out
-
-        def spread(f: np.ndarray) -> np.ndarray:
-            each = s_coef[:, None] * np.repeat(f, 4, axis=0)
-            return np.stack([np.bincount(s_idx, weights=each[:, c], minlength=n_v)
-                             for c in range(3)], axis=1)
-
+        gather = sp.csr_matrix((alpha.reshape(-1), (rows, idx.reshape(-1))), shape=(k, n_v))
+        spread = sp.csr_matrix(((alpha * w).reshape(-1), (idx.reshape(-1), rows)), shape=(n_v, k))
         d = self.distance
         # no vertex moves more than twice the pair's violation (a pair that can only move
         # through a vertex of tiny weight, the others pinned, would fling it away)
         reach = 2.0 / np.max(np.abs(alpha) * w, axis=1)
         for _ in range(self.iterations):
-            short = target - _dot(gather(x), normal)
+            short = target - _dot(gather @ x, normal)
             if not np.any(short > _SLACK * d):
                 break
             lam = np.maximum(short, 0.0) * np.minimum(1.0 / denom, reach) * share(short > 0)
-            x += spread(lam[:, None] * normal)
-        touching = _dot(gather(x), normal) < target + _SLACK * d
+            x += spread @ (lam[:, None] * normal)
+        touching = _dot(gather @ x, normal) < target + _SLACK * d
         if not np.any(touching):
             return
         v_start = v.copy()
-        vn = _dot(gather(v), normal)
+        vn = _dot(gather @ v, normal)
         tol = 0.01 * float(np.max(np.where(touching, -vn, 0.0)))
         for _ in range(self.iterations):
             approach = np.where(touching, -vn, 0.0)
             if not np.any(approach > tol):
                 break
             lam = np.maximum(approach, 0.0) * np.minimum(1.0 / denom, reach) * share(approach > 0)
-            v += spread(lam[:, None] * normal)
-            vn = _dot(gather(v), normal)
+            v += spread @ (lam[:, None] * normal)
+            vn = _dot(gather @ v, normal)
         # never add kinetic energy: scale the (momentum-conserving) change back if needed
         dv = v - v_start
         m = np.where(inv_mass > 0, 1.0 / np.where(inv_mass > 0, inv_mass, 1.0), 0.0)
