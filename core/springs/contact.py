@@ -374,22 +374,9 @@ class Support:
     the contact inside the solve (the held vertices' normals as constraints, Baraff &
     Witkin 1998 "Large steps in cloth simulation", §5).
 
-    Tried in session 7, not landed: Projective Dynamics half-spaces in FAST (Bouaziz et al.
-    2014, collision constraints): ``½ w dist(x, H)²`` per vertex held or resting in the
-    band, ``H`` outside its thickness plane moved by the collider's velocity, ``+w`` on the
-    shared matrix (refactored when the held set changes), this push bypassed, the plane
-    term's force counted for friction. It does what rest needs (the ball drape: last-12-frame
-    kinetic energy 1.4e-3 J → 4e-5 J at ``w`` = 5 m/h²; the bench drape's end speed 0.91 →
-    0.09 m/s, strain 9.2 % → 5.1 %, about 2× faster) but is not ready: (1) an isotropic ``w`` lags the
-    tangential directions, which converge by ``w/(w + m/h²)`` per iteration in a rigid
-    sliding mode, so at a 20-iteration budget almost every contact step stays unconverged
-    and sliding is damped (the test window is ``w`` ∈ [3, 5] m/h²; per-axis weights
-    ``w n_a²`` make a ground plane exact but not a ball); (2) position-based friction with
-    the solve's push ``h² λ/m`` as its budget sticks vertices held by a stiff in-plane mode
-    far beyond ``μ λ`` (cap at two substeps twitching at 0.08 m/s), while ``λ/S_ii`` cannot
-    hold a sheet on a 20° slope: friction needs to be in the solve too; (3) a strip dropped
-    on its end no longer crumples (it tips over as a rod: no self-contact in 40 frames,
-    ``test_every_solver_folds_without_crossing[FAST-1]``).
+    What was tried to put the contact inside the solve, and measured (Projective Dynamics
+    half-spaces; the normal direction only, as constraints and as a penalty; friction in
+    the solve): docs/CONTACT.md.
 
     Attributes
     ----------

@@ -315,6 +315,39 @@ def test_fast_warm_start_meets_the_same_rule_in_fewer_iterations():
     assert err_warm < max(2.0 * err_cold, 1e-5) and err_warm < 0.01 / n
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_strain_limit_projects_a_taut_flag_in_one_newton_step(seed):
+    """A flag in wind (pinned along its pole, the FLAG preset's 2 % limit): nearly every
+    structural spring is stretched past half the limit (a candidate of the active set) and
+    ~15 % are over it, by up to 1.5 %. The released candidates that the step would stretch
+    past their bound are held again within the Newton step, so one step ends within the
+    tolerance (released for good, the springs of a taut row came back one per Newton step:
+    3–5 steps here); pins stay, velocities change by Δx/h."""
+    from core.springs.strainlimit import TOLERANCE, limit_strain
+
+    g = grid(20, 1.0)
+    pos = g.positions
+    pin = np.isclose(pos[:, 0], pos[:, 0].min()).astype(float)
+    m = build_model(pos, springs_of(g), triangles=triangulate(g), pinned=pin, density=0.12,
+                    stiffness=3000.0, shear_stiffness=300.0, bending_stiffness=1.0, damping=1.0,
+                    air_drag=1.0, stiffness_mode="MATERIAL", max_stretch=0.02)
+    rng = np.random.default_rng(seed)
+    x = pos * 1.017  # every spring 1.7 % long
+    x[:, 1] += 0.01 * np.sin(7 * pos[:, 0] + 3 * pos[:, 2]) + rng.normal(scale=0.0015, size=len(pos))
+    x[m.pinned_index] = pos[m.pinned_index]
+    sp_ = m.springs[:m.structural_count]
+    rest = m.rest_lengths[:m.structural_count]
+    before = np.linalg.norm(x[sp_[:, 0]] - x[sp_[:, 1]], axis=1) / rest - 1
+    assert np.mean(before > 0.01) > 0.9 and 0.1 < np.mean(before > 0.02) and before.max() > 0.03
+    x0, v = x.copy(), np.zeros_like(x)
+    info = limit_strain(m, x, v, 1 / 24)
+    after = np.linalg.norm(x[sp_[:, 0]] - x[sp_[:, 1]], axis=1) / rest - 1
+    assert info.converged and info.iterations == 1
+    assert after.max() <= 0.02 + 1.02 * TOLERANCE * 1.02
+    np.testing.assert_array_equal(x[m.pinned_index], x0[m.pinned_index])
+    np.testing.assert_allclose(v, (x - x0) * 24, atol=1e-12)
+
+
 @pytest.mark.parametrize("with_contacts", [False, True])
 def test_strain_limit_projection_is_the_closest_point_in_the_mass_metric(with_contacts):
     """Fast projection (Goldenthal et al. 2007) ends on the constraints and, for violations
