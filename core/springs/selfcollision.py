@@ -248,6 +248,26 @@ def _relative_motion(x0: np.ndarray, x1: np.ndarray, idx: np.ndarray) -> np.ndar
     return np.sqrt(most)
 
 
+def _sweeps_overlap(x0: np.ndarray, x1: np.ndarray, idx: np.ndarray, is_vf: np.ndarray,
+                    grow: float) -> np.ndarray:
+    """Whether the boxes around the sweeps ``x0 → x1`` of a pair's two parts (VF: the vertex
+    and the triangle; EE: both edges), grown by ``grow`` m, overlap, ``(k,)``. A pair whose
+    parts come within ``grow`` of each other at some time of the step overlaps: each part
+    stays inside the box of its corners' sweeps."""
+    lo, hi = np.minimum(x0, x1), np.maximum(x0, x1)
+    first = np.where(is_vf, idx[:, 0], idx[:, 1])  # a VF pair's vertex twice
+    other = np.where(is_vf, idx[:, 1], idx[:, 2])
+    out = np.ones(len(idx), dtype=bool)
+    for c in range(3):  # axis by axis on contiguous columns (see proximity._overlap_pairs)
+        low, high = np.ascontiguousarray(lo[:, c]), np.ascontiguousarray(hi[:, c])
+        a_lo = np.minimum(low[idx[:, 0]], low[first])
+        a_hi = np.maximum(high[idx[:, 0]], high[first])
+        b_lo = np.minimum(np.minimum(low[idx[:, 2]], low[idx[:, 3]]), low[other])
+        b_hi = np.maximum(np.maximum(high[idx[:, 2]], high[idx[:, 3]]), high[other])
+        out &= (a_lo <= b_hi + grow) & (b_lo <= a_hi + grow)
+    return out
+
+
 def _share_vertex(a: np.ndarray, ia: np.ndarray, b: np.ndarray, ib: np.ndarray) -> np.ndarray:
     """Whether element ``a[ia[j]]`` and element ``b[ib[j]]`` (rows of vertex indices, e.g.
     triangles ``(t, 3)``, edges ``(e, 2)``) have a vertex in common, ``(k,)``; column by
@@ -559,7 +579,9 @@ class SelfCollision:
 
         ``dist0`` ``(k,)`` are the pairs' distances at ``x0``: a pair whose vertices all
         move, relative to its first vertex, less than half of that cannot meet and is
-        skipped. Returns ``hit`` ``(k,)``
+        skipped, as is one whose two parts' sweep boxes do not overlap (on the fold of the
+        contact bench the boxes leave ~40 % of the first test's pairs, and half of the
+        pairs with a time of coplanarity). Returns ``hit`` ``(k,)``
         and, for hit rows, ``α`` ``(k, 4)`` and the unit normal ``(k, 3)`` at the first
         time of impact, turned to the side the pair started on.
         """
@@ -567,6 +589,7 @@ class SelfCollision:
         alpha, normal = np.zeros((k, 4)), np.zeros((k, 3))
         hit = np.zeros(k, dtype=bool)
         test = np.flatnonzero(dist0 <= 2.0 * _relative_motion(x0, x1, idx) + CCD_TOLERANCE)
+        test = test[_sweeps_overlap(x0, x1, idx[test], is_vf[test], 2.0 * CCD_TOLERANCE)]
         if len(test) == 0:
             return hit, alpha, normal
         p0, p1 = x0[idx[test]], x1[idx[test]]
