@@ -22,7 +22,11 @@ whose collision response has no restitution and does not read the Collision modi
 ``damping``: that one is Soft Body's) and the tangential
 velocity relative to the collider is reduced by Coulomb friction,
 ``|Δv_t| ≤ friction · |Δv_n|`` (0 is frictionless; a large value sticks). Colliders are
-resolved one after another in the order given.
+resolved one after another in the order given; then a vertex that several of them hold
+goes to one point outside all of them (the nearest, each surface linearised at the
+vertex), and where two shells overlap (the crease between a ball and the ground) both
+thicknesses are first scaled down to what fits there (:func:`room`), so that their pushes
+do not walk the vertex along the crease.
 
 Self-collision (cloth against itself) is a separate stage after this one:
 :mod:`.selfcollision`; both use the geometry kernels of :mod:`.proximity`.
