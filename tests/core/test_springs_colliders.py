@@ -724,3 +724,30 @@ def test_cloth_in_the_crease_of_a_ball_on_the_ground_is_not_squeezed_along_it(an
     gap = ball.signed_distance(x[crease]) + x[crease, 2]
     assert np.all(gap < 0.04)  # the shells do overlap here
     assert np.allclose(x[crease, 2], ball.signed_distance(x[crease]), atol=2e-3)
+
+
+def test_joint_contact_move_is_the_projection_onto_the_half_spaces():
+    """The move of a vertex that several colliders hold (``colliders._halfspaces``) is the
+    shortest one that satisfies every contact's half-space, as a general constrained
+    minimiser finds it (SLSQP), for two and three rows in any position (wedges, opposite
+    planes, corners), and zero when no row is violated."""
+    from scipy.optimize import minimize
+
+    from core.springs.colliders import _halfspaces
+
+    rng = np.random.default_rng(5)
+    k, r = 60, 3
+    nrm = rng.normal(size=(k, r, 3))
+    nrm /= np.linalg.norm(nrm, axis=2, keepdims=True)
+    need = rng.uniform(-0.02, 0.02, size=(k, r))
+    rows = np.ones((k, r), bool)
+    rows[: k // 2, 2] = False  # two rows for half of them
+    d = _halfspaces(nrm, need, rows)
+    for i in range(k):
+        cons = [{"type": "ineq", "fun": (lambda y, a=nrm[i, j], b=need[i, j]: a @ y - b)}
+                for j in range(r) if rows[i, j]]
+        ref = minimize(lambda y: y @ y, np.zeros(3), jac=lambda y: 2 * y, constraints=cons,
+                       method="SLSQP", options={"ftol": 1e-14, "maxiter": 200}).x
+        assert np.allclose(d[i], ref, atol=1e-7)
+        assert np.all(nrm[i, rows[i]] @ d[i] >= need[i, rows[i]] - 1e-12)
+    assert np.array_equal(_halfspaces(nrm, -np.abs(need), rows), np.zeros((k, 3)))
