@@ -41,8 +41,9 @@ _SC_SLACK = 0.02
 _SPREAD_ROUNDS = 3
 #: The compliance of :meth:`Simulator._spread`'s projection (:func:`~.strainlimit.limit_strain`):
 #: Levenberg–Marquardt damping of its redundant pair rows. On the fold of the contact bench
-#: (5 replays, start perturbed by 10⁻⁹ m) 0 left 139 of 775 projections without a step and
-#: split 177 steps, 10⁻³ 17 and 57; 10⁻² and 10⁻¹ made more Newton steps.
+#: (core replays, the start as captured and perturbed by 10⁻⁹ m: 11 runs) 0 left 356 of
+#: 2174 projections without a step and split 450 steps, 10⁻³ 47 of 1605 and 160 (CPU −13 %,
+#: max strain 0.09–0.61 → 0.11–0.15, no crossings either way); 10⁻² split more.
 _SPREAD_COMPLIANCE = 1e-3
 #: Relative excess over the strain limit that starts such a round.
 _STRETCH_TOLERANCE = 1e-2
@@ -503,7 +504,8 @@ class Simulator:
         a whole step) more so. Left for the next solve, that energy pulls the layers back together, and the
         next push apart stores more: a heap of folds gains energy until it diverges. So
         the strain limit, together with the pairs' constraints and the held vertices on
-        their colliders (:class:`~.strainlimit.LinearRows`), the vertices of the
+        their colliders (:class:`~.strainlimit.LinearRows`; damped by
+        :data:`_SPREAD_COMPLIANCE`: the pairs' rows are redundant), the vertices of the
         failsafe's zones fixed where they are (the region that stops grows around them), then
         self-collision once more on the result (it has the last word: no crossings), a
         few rounds while the strain limit is exceeded.
