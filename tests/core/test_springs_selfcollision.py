@@ -27,7 +27,7 @@ from core.springs import (
 )
 from core.springs.proximity import box_pairs, closest_points_on_triangles, coplanarity_times, segment_parameters
 from core.springs.selfcollision import crossing_pairs, triangles_intersect
-from core.springs.shapes import MeshArrays, triangulate
+from core.springs.shapes import MeshArrays, grid, triangulate
 
 
 def tri(*pts) -> np.ndarray:
@@ -564,3 +564,69 @@ def test_step_pairs_hold_every_pair_that_comes_close_over_later_passes() -> None
     close = _closest_over_sweep(x0, x2, everything[0], everything[1]) < d
     assert close.sum() > 0
     assert _pair_keys((everything[0][close], everything[1][close])) <= got
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_spreading_a_self_collision_push_meets_every_constraint(seed: int) -> None:
+    """What :meth:`Simulator._spread` hands the strain limit after a layer lands on
+    another: self-collision's pair rows (four vertices each, several over the same
+    vertices: linearly dependent, and with their own normals and targets not quite
+    consistent), the spring bounds of a layer stretched 30 % from a column of stopped
+    vertices, the lower layer's edge fixed. With the plain fast projection its Newton
+    steps overshoot (λ ~ C/ε on the near-null space) and it gives up unconverged on
+    every seed; with the spread's compliance it ends on the constraints in a few steps:
+    every spring with a movable end within its bound, every row with a movable vertex
+    met, the fixed vertices where they were, velocities changed by Δx/h."""
+    import importlib
+
+    from core.springs.strainlimit import TOLERANCE, LinearRows, limit_strain
+
+    # the module (``core.springs.simulate`` is also the name of its function)
+    compliance = importlib.import_module("core.springs.simulate")._SPREAD_COMPLIANCE
+    n, size, d, h = 8, 0.4, 0.015, 1 / 24
+    g = grid(n, size, plane="XY")
+    k = len(g.positions)
+    pos = np.concatenate([g.positions, g.positions + [0.5 * size / n, 0.5 * size / n, 0.02]])
+    topo = MeshArrays(pos, np.concatenate([g.edges, g.edges + k]),
+                      np.concatenate([g.loop_starts, g.loop_starts + len(g.loop_vertices)]),
+                      np.concatenate([g.loop_totals, g.loop_totals]),
+                      np.concatenate([g.loop_vertices, g.loop_vertices + k]))
+    tris = triangulate(topo)
+    m = build_model(pos, build_springs(2 * k, topo.edges, topo.loop_starts, topo.loop_totals,
+                                       topo.loop_vertices),
+                    triangles=tris, density=0.15, stiffness=2000.0, shear_stiffness=200.0,
+                    bending_stiffness=2.0, damping=1.0, stiffness_mode="MATERIAL", max_stretch=0.03)
+    rng = np.random.default_rng(seed)
+    top = np.arange(k, 2 * k)
+    x = pos.copy()
+    left = x[top, 0].min()
+    x[top, 0] = left + (x[top, 0] - left) * 1.3  # stretched 30 % along x from its left column
+    x[top, 2] = 0.003 * rng.standard_normal(k)  # landed on the lower layer (z = 0)
+    x[top, :2] += rng.normal(scale=0.002, size=(k, 2))
+    x0 = pos.copy()
+    x0[top, 0] = x[top, 0]  # it came straight down
+    v = (x - x0) / h
+    fixed = np.zeros(2 * k, bool)
+    fixed[:k] = np.isclose(pos[:k, 0], pos[:k, 0].min())
+    fixed[top] = np.isclose(pos[top, 0], pos[top, 0].min())
+    sc = SelfCollision.build(pos, tris, d)
+    idx, alpha, normal, target = sc.resolve(x0, x, v, m.masses, fixed).constraints
+    rows = LinearRows(idx, alpha, normal, target - 0.02 * d, np.full(len(idx), d))
+    e = m.structural_count
+    sp_, bound = m.springs[:e], 1.03 * m.rest_lengths[:e]
+    movable = ~fixed
+    free_spring = movable[sp_[:, 0]] | movable[sp_[:, 1]]
+    free_row = np.any((alpha != 0) & movable[idx], axis=1)
+    assert np.max(np.linalg.norm(x[sp_[:, 0]] - x[sp_[:, 1]], axis=1)[free_spring]
+                  / bound[free_spring]) > 1.2
+    x_in, v_in = x.copy(), v.copy()
+    info = limit_strain(m, x, v, h, fixed=fixed, rows=rows, compliance=compliance)
+    assert info.converged and 0 < info.iterations <= 20
+    length = np.linalg.norm(x[sp_[:, 0]] - x[sp_[:, 1]], axis=1)
+    assert np.all(length[free_spring] <= bound[free_spring] * (1 + 1.01 * TOLERANCE))
+    assert np.all(rows.shortfall(x)[free_row] <= 1.01 * TOLERANCE * d)
+    np.testing.assert_array_equal(x[fixed], x_in[fixed])
+    np.testing.assert_allclose(v, v_in + (x - x_in) / h, atol=1e-9)
+    # the input is the hard case: the plain projection (compliance 0) stops short on it
+    x, v = x_in.copy(), v_in.copy()
+    assert not limit_strain(m, x, v, h, fixed=fixed, rows=rows).converged
