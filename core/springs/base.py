@@ -324,6 +324,10 @@ def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray
     for k in range(_ROUNDS):
         idx = np.flatnonzero(held)
         contacts = LinearRows.points(idx, normals[idx], x[idx], scale)
+        others = getattr(colliders, "others", None)
+        if others is not None:  # held by two colliders: outside both planes
+            two = idx[np.any(others[idx] != 0.0, axis=1)]
+            contacts = LinearRows.join(contacts, LinearRows.points(two, others[two], x[two], scale))
         before = x.copy()
         if k == 0 and compressed:
             limit_strain(model, x, v, h, stretch=False,

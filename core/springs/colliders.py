@@ -22,7 +22,11 @@ whose collision response has no restitution and does not read the Collision modi
 ``damping``: that one is Soft Body's) and the tangential
 velocity relative to the collider is reduced by Coulomb friction,
 ``|Δv_t| ≤ friction · |Δv_n|`` (0 is frictionless; a large value sticks). Colliders are
-resolved one after another in the order given.
+resolved one after another in the order given; then a vertex that several of them hold
+goes to one point outside all of them (the nearest, each surface linearised at the
+vertex), and where two shells overlap (the crease between a ball and the ground) both
+thicknesses are first scaled down to what fits there (:func:`room`), so that their pushes
+do not walk the vertex along the crease.
 
 Self-collision (cloth against itself) is a separate stage after this one:
 :mod:`.selfcollision`; both use the geometry kernels of :mod:`.proximity`.
@@ -32,15 +36,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import combinations
 
 import numpy as np
 from scipy.spatial import cKDTree
 
 from ..errors import SinewError
-from .contact import ContactStats, MeshWindow, Support, coulomb_velocity, resolve_mesh, revert_crossings
+from .contact import _BAND, ContactStats, MeshWindow, Support, coulomb_velocity, resolve_mesh, revert_crossings, surface_near
 from .proximity import closest_points_on_triangles
 
-__all__ = ["Plane", "Sphere", "TriangleMesh", "ColliderSet", "resolve", "resolve_again",
+__all__ = ["Plane", "Sphere", "TriangleMesh", "ColliderSet", "resolve", "resolve_again", "room",
            "closest_points_on_triangles", "canonical_triangles"]
 
 
@@ -91,14 +96,17 @@ class Plane:
         return np.broadcast_to(self.normal, x.shape).copy()
 
     def resolve(self, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray,
-                stats: ContactStats | None = None) -> None:
-        """Project and fix velocities in place (see module docstring)."""
+                stats: ContactStats | None = None, scale: np.ndarray | None = None) -> None:
+        """Project and fix velocities in place (see module docstring); ``scale`` ``(n,)``:
+        the share of the thickness each vertex keeps (see :func:`room`)."""
         s = self.signed_distance(x)
-        idx = np.flatnonzero(s < self.thickness)
+        th = self.thickness if scale is None else self.thickness * scale
+        idx = np.flatnonzero(s < th)
         if stats is not None:
             stats.add(len(idx), 0.0, max(0.0, -float(s.min())) if len(s) else 0.0)
         if len(idx):
-            target = x[idx] + (self.thickness - s[idx])[:, None] * self.normal
+            th = np.broadcast_to(th, s.shape)[idx]
+            target = x[idx] + (th - s[idx])[:, None] * self.normal
             _apply_contact(x, v, idx, target, np.broadcast_to(self.normal, (len(idx), 3)),
                            self.friction)
 
@@ -139,14 +147,16 @@ class Sphere:
                         np.array([0.0, 0.0, 1.0]))
 
     def resolve(self, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray,
-                stats: ContactStats | None = None) -> None:
-        """Project and fix velocities in place (see module docstring)."""
+                stats: ContactStats | None = None, scale: np.ndarray | None = None) -> None:
+        """Project and fix velocities in place (see module docstring); ``scale`` as for
+        :meth:`Plane.resolve`."""
+        th = np.full(len(x), self.thickness) if scale is None else self.thickness * scale
         # a step that passes through the sphere: stop it where the segment enters
         seg = x - x_prev
         a = np.einsum("ij,ij->i", seg, seg)
         rel = x_prev - self.center
         b = np.einsum("ij,ij->i", seg, rel)
-        r_out = self.radius + self.thickness
+        r_out = self.radius + th
         c = np.einsum("ij,ij->i", rel, rel) - r_out * r_out
         with np.errstate(divide="ignore", invalid="ignore"):
             t_in = (-b - np.sqrt(np.maximum(b * b - a * c, 0.0))) / a
@@ -155,14 +165,14 @@ class Sphere:
         d = x - self.center
         r = np.sqrt(np.einsum("ij,ij->i", d, d))
         if stats is not None and len(r):
-            stats.add(int(np.count_nonzero(r - self.radius < self.thickness)), 0.0,
+            stats.add(int(np.count_nonzero(r - self.radius < th)), 0.0,
                       max(0.0, self.radius - float(r.min())))
-        idx = np.flatnonzero((r - self.radius < self.thickness) | through)
+        idx = np.flatnonzero((r - self.radius < th) | through)
         if len(idx):
             ri = r[idx]
             up = np.array([0.0, 0.0, 1.0])
             normal = np.where((ri > 1e-12)[:, None], d[idx] / np.where(ri > 1e-12, ri, 1.0)[:, None], up)
-            target = self.center + (self.radius + self.thickness) * normal
+            target = self.center + (self.radius + th[idx, None]) * normal
             _apply_contact(x, v, idx, target, normal, self.friction)
 
 
@@ -405,6 +415,142 @@ class ColliderSet(list):
         self.normals: np.ndarray | None = None
         self.velocities: np.ndarray | None = None
         self.frictions: np.ndarray | None = None  # (n,): the held vertices' friction
+        # set by resolve(), (n, 3): a second collider's outward normal where two hold a
+        # vertex (zero elsewhere); and the step's share of the thickness (see room())
+        self.others: np.ndarray | None = None
+        self.room: np.ndarray | None = None
+
+
+def _surfaces(cols: list, x: np.ndarray, x_old: np.ndarray, idx: np.ndarray,
+              end: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every collider's signed distance ``(c, k)`` (m; ``inf`` beyond its contact band) and
+    outward normal ``(c, k, 3)`` at the vertices ``idx`` ``(k,)``: of ``x`` against the
+    colliders at the end of the step with ``end``, else of ``x_old`` against their start;
+    and the thicknesses ``(c,)``, m."""
+    c, k = len(cols), len(idx)
+    sd, nrm, th = np.full((c, k), np.inf), np.zeros((c, k, 3)), np.zeros(c)
+    p = x[idx] if end else x_old[idx]
+    for i, col in enumerate(cols):
+        th[i] = float(col.thickness)
+        if isinstance(col, MeshWindow):
+            sd[i], nrm[i] = surface_near(col, x, x_old, idx, end)
+        else:  # analytic colliders are static
+            d = col.signed_distance(p)
+            near = np.flatnonzero(d <= th[i] * (1.0 + _BAND) + 1e-9)
+            sd[i, near], nrm[i, near] = d[near], col.normal_at(p[near])
+    return sd, nrm, th
+
+
+def _reach(col: object, p: np.ndarray) -> np.ndarray:
+    """Whether the points ``p`` ``(k, 3)`` may lie within the contact band of ``col`` at
+    some time of the step, ``(k,)`` bool (a box test for meshes; exact for the others)."""
+    band = float(col.thickness) * (1.0 + _BAND) + 1e-9
+    if isinstance(col, MeshWindow):
+        if len(col.triangles) == 0:
+            return np.zeros(len(p), bool)
+        lo = np.minimum(col.c0.min(axis=0), col.c1.min(axis=0)) - band
+        hi = np.maximum(col.c0.max(axis=0), col.c1.max(axis=0)) + band
+        return np.all((p >= lo) & (p <= hi), axis=1)
+    return col.signed_distance(p) <= band
+
+
+def room(colliders: Sequence[object], x: np.ndarray, x_old: np.ndarray,
+         movable: np.ndarray) -> np.ndarray:
+    """The share of its thickness each collider keeps from each vertex this step, ``(n,)``
+    in ``[0, 1]`` (1 almost everywhere).
+
+    Two colliders whose outward normals at a vertex oppose (``nᵢ·nⱼ < 0``: the crease
+    between a ball and the ground, a cloth pressed between two bodies) squeeze it where
+    the gap between their surfaces is narrower than their two thicknesses: each one's push
+    out of its own shell goes into the other's, and in turn they walk the vertex along the
+    crease to where both fit, however far that is (a ball of radius ``R`` on the ground
+    with thickness ``t`` leaves no room within ``2 √(R t)`` of where it touches), stretching
+    the cloth. There the thicknesses are scaled to what fits: ``s = (dᵢ + dⱼ)/(tᵢ + tⱼ)``
+    for the distances ``d`` from the two surfaces and thicknesses ``t``, the least over such
+    pairs, taken at the start of the step (``x_old`` against the colliders' start; a
+    vertex that ends its step at ``s tᵢ`` and ``s tⱼ`` starts the next one with the same
+    ``s``, so it neither creeps along the crease nor sinks into it). Moving across the gap,
+    along ``nᵢ − nⱼ``, leaves ``dᵢ + dⱼ`` unchanged: ``s`` measures the room at the vertex's
+    place along the crease. Nothing is ever put inside a surface (``s ≥ 0``).
+    """
+    cols = [c.window(0.0, 1.0) if isinstance(c, TriangleMesh) else c for c in colliders]
+    out = np.ones(len(x))
+    if len(cols) < 2 or len(x) == 0:
+        return out
+    near = np.zeros(len(x), np.int64)
+    for col in cols:
+        near += _reach(col, x_old)
+    idx = np.flatnonzero((near >= 2) & movable)
+    if len(idx) == 0:
+        return out
+    sd, nrm, th = _surfaces(cols, x, x_old, idx, end=False)
+    share = np.ones(len(idx))
+    for i in range(len(cols)):
+        for j in range(i + 1, len(cols)):
+            both = np.isfinite(sd[i]) & np.isfinite(sd[j])
+            both &= np.einsum("ij,ij->i", nrm[i], nrm[j]) < 0.0
+            if np.any(both) and th[i] + th[j] > 0:
+                fit = (sd[i, both] + sd[j, both]) / (th[i] + th[j])
+                share[both] = np.minimum(share[both], fit)
+    out[idx] = np.clip(share, 0.0, 1.0)
+    return out
+
+
+def _halfspaces(nrm: np.ndarray, need: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The shortest moves ``d`` ``(k, 3)`` with ``nᵣ·d ≥ needᵣ`` for the ``rows`` ``(k, r)``
+    (bool; ``r ≤ 3``) of normals ``nrm`` ``(k, r, 3)`` and needs ``need`` ``(k, r)``, m: the
+    projection onto an intersection of half-spaces, by its active set (every subset of the
+    rows solved as equalities, kept where its multipliers are ≥ 0 and every row holds; the
+    shortest such move). Zero where no subset holds (the rows contradict each other)."""
+    k, r = need.shape
+    tol = 1e-12 + 1e-9 * np.max(np.abs(np.where(rows, need, 0.0)), initial=0.0)
+    best = np.zeros((k, 3))
+    length = np.where(np.all(~rows | (need <= tol), axis=1), 0.0, np.inf)
+    for size in range(1, r + 1):
+        for sub in combinations(range(r), size):
+            sub = list(sub)
+            use = np.all(rows[:, sub], axis=1) & (length > 0)
+            if not np.any(use):
+                continue
+            ns = nrm[use][:, sub]  # (u, s, 3)
+            gram = np.einsum("usi,uti->ust", ns, ns) + 1e-12 * np.eye(size)
+            lam = np.linalg.solve(gram, need[use][:, sub, None])[..., 0]
+            d = np.einsum("us,usi->ui", lam, ns)
+            holds = np.all(lam >= -tol, axis=1)
+            holds &= np.all(~rows[use] | (np.einsum("uri,ui->ur", nrm[use], d) >= need[use] - tol), axis=1)
+            sq = np.einsum("ui,ui->u", d, d)
+            better = holds & (sq < length[use])
+            at = np.flatnonzero(use)[better]
+            best[at], length[at] = d[better], sq[better]
+    return best
+
+
+def _joint(cols: list, x: np.ndarray, x_old: np.ndarray, idx: np.ndarray,
+           share: np.ndarray) -> np.ndarray:
+    """The vertices ``idx`` ``(k,)`` that several colliders hold, moved to one point that
+    respects all of them: the nearest point outside every collider's (scaled, ``share``
+    ``(n,)``) thickness, each surface linearised at the vertex (its nearest point and
+    normal), as :func:`_halfspaces` (the colliders, one after another, leave the vertex in
+    whichever shell came first). Returns the second normal of a vertex that two colliders
+    hold at the end, ``(k, 3)`` (zero where fewer than two)."""
+    sd, nrm, th = _surfaces(cols, x, x_old, idx, end=True)
+    need = share[idx][None, :] * th[:, None] - sd  # (c, k)
+    rows = np.isfinite(sd)
+    order = np.argsort(-np.where(rows, need, -np.inf), axis=0, kind="stable")[:3]  # the most needing
+    n3 = np.take_along_axis(nrm, order[..., None], 0).transpose(1, 0, 2)
+    b3 = np.take_along_axis(need, order, 0).T
+    r3 = np.take_along_axis(rows, order, 0).T
+    d = _halfspaces(n3, b3, r3)
+    x[idx] += d
+    # the rows that hold the vertex at the end (within the thickness's rounding)
+    tight = r3 & (np.einsum("kri,ki->kr", n3, d) <= b3 + 1e-6 * th.max())
+    second = np.zeros((len(idx), 3))
+    two = np.count_nonzero(tight, axis=1) >= 2
+    if np.any(two):
+        rank = np.cumsum(tight, axis=1)
+        pick = np.argmax(tight & (rank == 2), axis=1)
+        second[two] = n3[np.flatnonzero(two), pick[two]]
+    return second
 
 
 def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
@@ -449,39 +595,58 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
     else:
         edges, movable = np.zeros((0, 2), np.int64), np.ones(n, bool)
     cols = [c.window(0.0, 1.0) if isinstance(c, TriangleMesh) else c for c in colliders]
+    # the share of the thickness each vertex keeps (see room()): once per step
+    kept = getattr(colliders, "room", None)
+    share = kept if kept is not None and only is not None else room(cols, x, x_prev, movable)
+    if isinstance(colliders, ColliderSet) and only is None:
+        colliders.room = share
     after = []  # positions right after each collider
     held = np.zeros(n, bool)
+    holds = []  # which vertices each collider holds
     normals, velocities, frictions = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros(n)
     for col in cols:
         if isinstance(col, MeshWindow):
             hit = resolve_mesh(col, x, v, x_prev, h, edges, movable, stats, support, only=only,
-                               triangles=triangles, normals=normals, velocities=velocities)
+                               triangles=triangles, normals=normals, velocities=velocities,
+                               scale=share)
             held |= hit
             frictions[hit] = col.friction
         else:
             sel = np.arange(n) if only is None else np.flatnonzero(only & movable)
             # analytic colliders are cheap; ``only`` keeps them off the other vertices
             xs, vs = x[sel], v[sel]
-            col.resolve(xs, vs, x_prev[sel], stats)
-            hit = np.any(xs != x[sel], axis=1)
-            held[sel] |= hit
-            normals[sel[hit]] = col.normal_at(xs[hit])
-            frictions[sel[hit]] = col.friction
+            col.resolve(xs, vs, x_prev[sel], stats, share[sel])
+            hit = np.zeros(n, bool)
+            hit[sel] = np.any(xs != x[sel], axis=1)
+            held |= hit
+            normals[hit] = col.normal_at(xs[hit[sel]])
+            frictions[hit] = col.friction
             x[sel], v[sel] = xs, vs
+        holds.append(hit)
         after.append(x.copy())
     meshes = [i for i, c in enumerate(cols) if isinstance(c, MeshWindow)]
+    moved_any = np.zeros(n, bool)
     if len(meshes) > 1:
         # one collider's push can move a vertex into one resolved before it (a cloth in
         # the crease between a ball and the ground): a second round over the vertices
         # moved since, which only adds the deepest penetration left to the statistics
         again = ContactStats()
-        moved_any = np.zeros(n, bool)
         for i in meshes:
             moved = np.any(x != after[i], axis=1)
             if np.any(moved):
                 moved_any |= moved
-                resolve_mesh(cols[i], x, v, x_prev, h, edges, movable, again, None, only=moved,
-                             triangles=triangles)
+                holds[i] |= resolve_mesh(cols[i], x, v, x_prev, h, edges, movable, again, None,
+                                         only=moved, triangles=triangles, scale=share)
+    others = np.zeros((n, 3))
+    if len(cols) > 1:
+        # a vertex that several colliders hold goes to one point outside all of them (the
+        # colliders one after another leave it in whichever one's shell came first)
+        both = np.flatnonzero(((np.sum(holds, axis=0) >= 2) | (held & (share < 1.0))) & movable)
+        if len(both):
+            before = x[both].copy()
+            others[both] = _joint(cols, x, x_prev, both, share)
+            moved_any[both] |= np.any(x[both] != before, axis=1)
+    if len(meshes) > 1:
         if np.any(moved_any):  # where two colliders still disagree, the start of the step wins
             for i in meshes:
                 revert_crossings(cols[i], x, v, x_prev, h, movable & moved_any)
@@ -492,6 +657,7 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
     if isinstance(colliders, ColliderSet):
         colliders.held = held
         colliders.normals, colliders.velocities, colliders.frictions = normals, velocities, frictions
+        colliders.others = others
     return held
 
 
@@ -505,12 +671,15 @@ def resolve_again(colliders: Sequence[object], x: np.ndarray, v: np.ndarray, x_p
     collider is load the collider must carry in the next solve. Returns the held vertices."""
     support = getattr(colliders, "support", None) if carry else None
     again = ColliderSet(list(colliders), ContactStats(), support, getattr(colliders, "triangles", None))
+    again.room = getattr(colliders, "room", None)
     held = resolve(again, x, v, x_prev, h, model, only=only)
     if isinstance(colliders, ColliderSet) and colliders.normals is not None:
         # the contacts it found, for the stages after it
         colliders.normals[held] = again.normals[held]
         colliders.velocities[held] = again.velocities[held]
         colliders.frictions[held] = again.frictions[held]
+        if colliders.others is not None:
+            colliders.others[only] = again.others[only]
     stats = getattr(colliders, "stats", None)
     if stats is not None:
         stats.add(0, again.stats.max_penetration)

@@ -70,7 +70,7 @@ from .proximity import dot as _dot
 from .proximity import unit as _unit
 
 __all__ = ["ContactStats", "Support", "MeshWindow", "revert_crossings", "coulomb_velocity", "resolve_mesh",
-           "step_friction", "carried"]
+           "step_friction", "carried", "surface_near"]
 
 #: Detection/response passes per step; then the fail-safe.
 PASSES = 4
@@ -250,21 +250,23 @@ def _face_normals(win: MeshWindow, end: bool) -> np.ndarray:
 
 
 def _nearest(win: MeshWindow, x: np.ndarray, verts: np.ndarray, tris_idx: np.ndarray,
-             cpt, n: int) -> tuple[np.ndarray, ...]:
+             cpt, n: int, end: bool = True) -> tuple[np.ndarray, ...]:
     """The nearest of each vertex's candidate triangles (pairs ``verts, tris_idx``, vertices
-    below ``n``) at the end of the step: the pair's index (in increasing vertex order, the
-    first on a tie), the nearest point on the triangle, its barycentrics, the signed
-    distance, the outward direction and whether the nearest point is inside the face. Only
-    the distance is computed for every pair; the rest for the nearest ones."""
+    below ``n``) at the end of the step (at its start without ``end``): the pair's index (in
+    increasing vertex order, the first on a tie), the nearest point on the triangle, its
+    barycentrics, the signed distance, the outward direction and whether the nearest point
+    is inside the face. Only the distance is computed for every pair; the rest for the
+    nearest ones."""
     t = win.triangles[tris_idx]
-    a, b, c = win.c1[t[:, 0]], win.c1[t[:, 1]], win.c1[t[:, 2]]
+    cc = win.c1 if end else win.c0
+    a, b, c = cc[t[:, 0]], cc[t[:, 1]], cc[t[:, 2]]
     p = x[verts]
     q = cpt(p, a, b, c)
     diff = p - q
     dist = np.sqrt(_dot(diff, diff))
     best = _group_min(verts, dist, n)
     q, diff, dist = q[best], diff[best], dist[best]
-    nrm = _face_normals(win, True)[tris_idx[best]]
+    nrm = _face_normals(win, end)[tris_idx[best]]
     side = _dot(diff, nrm)
     sign = np.where(side < 0, -1.0, 1.0)
     interior = np.abs(side) >= (1.0 - 1e-9) * dist
@@ -320,6 +322,45 @@ def _nearest_within(win: MeshWindow, x: np.ndarray, sub: np.ndarray, band: float
 
 
 _EMPTY_INT = np.zeros(0, dtype=np.int64)
+
+
+def surface_near(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, idx: np.ndarray,
+                 end: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Signed distances and outward normals of the collider's surface for the vertices
+    ``idx`` ``(k,)`` within its contact band (``thickness (1 + _BAND)``): of ``x`` against
+    the surface at the end of the step with ``end``, else of ``x_old`` against its start.
+
+    Returns
+    -------
+    sd : numpy.ndarray
+        Shape ``(k,)``, m (negative inside; ``inf`` for a vertex further than the band, or
+        behind an open mesh but not straight behind a face).
+    normal : numpy.ndarray
+        Shape ``(k, 3)``, the outward direction from the nearest surface point (the face's
+        normal where that point is inside the face).
+    """
+    from .colliders import closest_points_on_triangles as cpt
+
+    k = len(idx)
+    sd, nrm = np.full(k, np.inf), np.zeros((k, 3))
+    band = float(win.thickness) * (1.0 + _BAND) + 1e-9
+    if k == 0 or len(win.triangles) == 0 or _apart(win, x, x_old, band):
+        return sd, nrm
+    if win.c0 is not win.c1 and len(win.triangles) > _CUT:
+        win = _near_part(win, x, x_old, band + float(win.thickness))
+    p = x if end else x_old
+    m = 1e-6 * band + 1e-12  # a point query: the triangles' boxes are grown by the band
+    iv, it_ = _triangle_tree(win)[0].pairs(p - m, p + m, idx)
+    if len(iv) == 0:
+        return sd, nrm
+    n = len(x)
+    best, _, _, d, out_dir, interior = _nearest(win, p, iv, it_, cpt, n, end)
+    vi = iv[best]
+    ok = (np.abs(d) <= band) & ((d >= 0) | win.closed | interior)
+    where = np.full(n, -1)
+    where[idx] = np.arange(k)
+    sd[where[vi[ok]]], nrm[where[vi[ok]]] = d[ok], out_dir[ok]
+    return sd, nrm
 
 
 def _behind(win: MeshWindow, x: np.ndarray, iv: np.ndarray, it_: np.ndarray) -> np.ndarray:
@@ -531,7 +572,8 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
                  support: Support | None = None, only: np.ndarray | None = None,
                  triangles: np.ndarray | None = None,
                  normals: np.ndarray | None = None,
-                 velocities: np.ndarray | None = None) -> np.ndarray:
+                 velocities: np.ndarray | None = None,
+                 scale: np.ndarray | None = None) -> np.ndarray:
     """Make the end of one step collision-free against one collider (module docstring).
 
     Parameters
@@ -564,6 +606,11 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
     velocities : numpy.ndarray, optional
         Shape ``(n, 3)``: receives the velocity of the collider point each of them
         touches, m/s (other rows untouched).
+    scale : numpy.ndarray, optional
+        Shape ``(n,)``, in ``[0, 1]``: the share of the thickness each vertex keeps from
+        this collider (below 1 where another collider's shell overlaps this one's, see
+        :func:`.colliders.room`; a cloth edge or face takes its vertices' smallest); the
+        band the contacts are searched in stays the full thickness's.
 
     Returns
     -------
@@ -575,6 +622,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
 
     n = len(x)
     th, mu = float(win.thickness), float(win.friction)
+    thv = np.full(n, th) if scale is None else th * scale  # the thickness per vertex
     tris = win.triangles
     if len(tris) == 0 or n == 0:
         return np.zeros(n, bool)
@@ -643,7 +691,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
                         n1[rim] = _unit(np.einsum("ki,kij->kj", bary[rim], vn))[0]
                     s_end = _dot(x[vi] - q1, n1)
                     penetration = max(penetration, float(np.max(np.maximum(-s_end, 0.0))))
-                    push = th - s_end
+                    push = thv[vi] - s_end
                     if it == 0:
                         deficit[vi] = push
                     xn = x[vi] + push[:, None] * n1
@@ -659,12 +707,12 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
             valid = (sd >= 0) | win.closed | interior
             if it == 0:  # resting vertices inside the band keep (and adjust) their support
                 rest = valid & (sd < band) & np.isnan(deficit[iv])
-                deficit[iv[rest]] = th - sd[rest]
+                deficit[iv[rest]] = thv[iv[rest]] - sd[rest]
                 n_contact[iv[rest]] = out_dir[rest]
                 tr = tris[it_[rest]]
                 q0_contact[iv[rest]] = np.einsum("ki,kij->kj", bary[rest], win.c0[tr])
                 q1_contact[iv[rest]] = q[rest]
-            pushed = valid & (sd < th * (1.0 - 1e-9))
+            pushed = valid & (sd < thv[iv] * (1.0 - 1e-9))
             act = valid & (sd < band)  # pushed out, or resting: friction either way
             if np.any(act):
                 pushed = pushed[act]
@@ -672,8 +720,8 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
                 penetration = max(penetration, float(np.max(np.maximum(-sd, 0.0))))
                 tr = tris[it_]
                 q0 = np.einsum("ki,kij->kj", bary, win.c0[tr])
-                push = np.maximum(th - sd, 0.0)
-                xn = np.where(pushed[:, None], q + th * out_dir, x[iv])
+                push = np.maximum(thv[iv] - sd, 0.0)
+                xn = np.where(pushed[:, None], q + thv[iv, None] * out_dir, x[iv])
                 xn = _friction(xn, x_old[iv] + (q - q0), out_dir,
                                push + ~rubbed[iv] * carried(support, iv, out_dir, h), mu)
                 rubbed[iv] = True
@@ -684,12 +732,12 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         # ---------- edge–edge against ridges
         if len(ce) and len(edges):
             _edge_edge(win, x, x_old, edges, movable, active, in_contact, n_contact,
-                       q0_contact, q1_contact, cache)
+                       q0_contact, q1_contact, cache, scale)
         # ---------- collider points against cloth faces
         if triangles is not None and len(triangles) and len(ce):
             penetration = max(penetration, _points_faces(win, x, x_old, triangles, movable, active,
                                                          in_contact, n_contact, q0_contact,
-                                                         q1_contact, cache))
+                                                         q1_contact, cache, scale))
         active = _row_max(np.abs(x - x_pass)) > _STILL * th
         if not np.any(active):
             break
@@ -812,9 +860,10 @@ def carried(support: Support | None, idx: np.ndarray, nrm: np.ndarray, h: float,
 def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndarray,
                movable: np.ndarray, active: np.ndarray, in_contact: np.ndarray,
                n_contact: np.ndarray, q0_contact: np.ndarray, q1_contact: np.ndarray,
-               cache: dict) -> None:
+               cache: dict, scale: np.ndarray | None = None) -> None:
     """Cloth edges (with an ``active`` end) against the collider's ridge edges (module
-    docstring, step 3). ``cache`` keeps the ridge boxes' tree between passes."""
+    docstring, step 3). ``cache`` keeps the ridge boxes' tree between passes; ``scale``
+    ``(n,)`` as for :func:`resolve_mesh` (an edge keeps its ends' smaller share)."""
     th = float(win.thickness)
     ce = win.edges
     sub = np.flatnonzero(active[edges[:, 0]] | active[edges[:, 1]])
@@ -860,7 +909,8 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     nn = nn * np.where(_dot(nn, n_ridge) < 0, -1.0, 1.0)[:, None]
     sep = _dot(pa1 + s[:, None] * dp - (qc1 + u[:, None] * dq), nn)
     sep0 = _dot(pa0 + s[:, None] * (pb0 - pa0) - (qc0 + u[:, None] * (qd0 - qc0)), nn)
-    near = (sep < th - 1e-12) & (sep > -th)
+    the = th if scale is None else th * np.minimum(scale[e[:, 0]], scale[e[:, 1]])  # per pair
+    near = (sep < the - 1e-12) & (sep > -th)
     flip = usable & (sep0 > 0) & (sep <= -th)
     crossed = np.zeros(len(e), bool)
     if np.any(flip):  # passed the ridge during the step: confirm the edges met (cubic)
@@ -873,9 +923,10 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
         return
     # every such pair is a contact (friction, the contact frame); it pushes only when
     # crossed or closer than the margin (:data:`_SLACK`)
-    push = (crossed[act] | (sep[act] < th * (1.0 - _SLACK))).astype(float)
+    the = np.broadcast_to(the, sep.shape)[act]
+    push = (crossed[act] | (sep[act] < the * (1.0 - _SLACK))).astype(float)
     e, s, nn, sep, u, k = e[act], s[act], nn[act], sep[act], u[act], k[act]
-    need = th - sep
+    need = the - sep
     wa, wb = (1.0 - s) * movable[e[:, 0]] * push, s * movable[e[:, 1]] * push
     den = wa * wa + wb * wb
     lam = need / np.where(den > 0, den, 1.0)
@@ -918,9 +969,11 @@ def _record(verts: np.ndarray, weights: np.ndarray, nrm: np.ndarray, q0: np.ndar
 def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: np.ndarray,
                   movable: np.ndarray, active: np.ndarray, in_contact: np.ndarray,
                   n_contact: np.ndarray, q0_contact: np.ndarray, q1_contact: np.ndarray,
-                  cache: dict) -> float:
+                  cache: dict, scale: np.ndarray | None = None) -> float:
     """The collider's ridge vertices against cloth triangles with an ``active`` corner
-    (module docstring, step 4). Returns the deepest a cloth face ended behind a point, m."""
+    (module docstring, step 4). Returns the deepest a cloth face ended behind a point, m;
+    ``scale`` ``(n,)`` as for :func:`resolve_mesh` (a face keeps its corners' smallest
+    share)."""
     th = float(win.thickness)
     if "points" not in cache:
         pts = np.unique(win.edges)
@@ -980,16 +1033,17 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     n_dir = -side[:, None] * n1  # the cloth moves away from the point, to its own side
     q1 = np.einsum("ki,kij->kj", bary, t1)
     sep = _dot(q1 - c1, n_dir)
+    thf = np.full(len(tri), th) if scale is None else th * scale[tri].min(axis=1)  # per pair
     act = (inside & (side != 0) & (_dot(n_dir, nv) > 0)
-           & (crossed | ((sep > -th) & (sep < th * (1.0 - 1e-9)))))
+           & (crossed | ((sep > -th) & (sep < thf * (1.0 - 1e-9)))))
     if not np.any(act):
         return 0.0
     # every such pair is a contact; it pushes only when crossed or closer than the margin
-    push = (crossed[act] | (sep[act] < th * (1.0 - _SLACK))).astype(float)
+    push = (crossed[act] | (sep[act] < thf[act] * (1.0 - _SLACK))).astype(float)
     tri, bary, n_dir, sep, pv = tri[act], np.clip(bary[act], 0.0, 1.0), n_dir[act], sep[act], pv[act]
     w = bary * movable[tri]
     den = np.einsum("ij,ij->i", w, w)
-    lam = (th - sep) / np.where(den > 0, den, 1.0)
+    lam = (thf[act] - sep) / np.where(den > 0, den, 1.0)
     n = len(x)
     dx, cnt = np.zeros((n, 3)), np.zeros(n)
     for k in range(3):

@@ -667,3 +667,87 @@ def test_contact_rounds_that_end_past_the_strain_limit_say_the_limit_did_not_hol
         assert strain.max() > 0.1 and holds is False
     else:
         assert strain.max() < 0.031 and holds is True
+
+
+def _strip_under_a_ball(analytic):
+    """A cotton strip (COTTON's material and 3 % limit) lying on the ground and passing under
+    a ball of radius 0.5 that stands on the same ground, 0.13-0.17 m to the side of where
+    the ball touches it, pinned at both ends; ball and ground each 2 cm thick. Under the
+    ball the gap between the two surfaces is narrower than the two thicknesses (there is
+    no room for both within 2 √(R t) = 0.2 m of the contact point): the strip lies in the
+    crease where their shells overlap."""
+    R, t = 0.5, 0.02
+    g = grid(8, 0.8, plane="XY")
+    pos = g.positions.copy()
+    pos[:, 1] = pos[:, 1] * 0.05 + 0.15
+    pos[:, 2] = 0.01  # between the ground and the ball (its underside is 17-30 mm up here)
+    ss = build_springs(len(pos), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    tri = triangulate(g)
+    m = build_model(pos, ss, stiffness=2000.0, shear_stiffness=200.0, bending_stiffness=2.0, damping=1.0,
+                    density=0.15, stiffness_mode="MATERIAL", triangles=tri, air_drag=0.5,
+                    max_stretch=0.03, pinned=np.abs(pos[:, 0]) > 0.4 - 1e-9)
+    if analytic:
+        ball = Sphere([0, 0, R], R, thickness=t)
+        ground = Plane([0, 0, 0], [0, 0, 1], thickness=t)
+    else:
+        v, tr = uv_sphere(R, rings=24, segments=48)
+        ball = TriangleMesh(v + [0, 0, R], tr, thickness=t)
+        ground = TriangleMesh([[-3, -3, 0], [3, -3, 0], [3, 3, 0], [-3, 3, 0]], [[0, 1, 2], [0, 2, 3]],
+                              thickness=t)
+    return m, tri, ball, ground
+
+
+@pytest.mark.parametrize("analytic", [False, True])
+def test_cloth_in_the_crease_of_a_ball_on_the_ground_is_not_squeezed_along_it(analytic):
+    """Where two colliders' shells overlap, each one's push out of its own shell went into
+    the other's: in turn they walked the strip's vertices along the crease to where both
+    thicknesses fit (y ≈ 0.2 m, 3-7 cm in the first frame), stretching the strip past its
+    limit (8 % on the bench's drape). Now the thicknesses are scaled to what fits there
+    and the vertex goes to one point outside both: it stays where it lies, between the two
+    surfaces (never inside either), at the strain limit."""
+    m, tri, ball, ground = _strip_under_a_ball(analytic)
+    sim = Simulator(m, "FAST", fps=24, substeps=1, iterations=20, triangles=tri)
+    crease = np.flatnonzero(np.abs(m.rest_positions[:, 0]) < 0.15)  # under the ball
+    start = m.rest_positions[crease, 1]
+    ys = []
+    for _ in range(24):
+        d = sim.advance(colliders=[ground, ball])
+        x = sim.state.x
+        assert d.max_penetration == 0.0
+        assert ball.signed_distance(x).min() > 0.0 and x[:, 2].min() > 0.0  # inside neither
+        assert d.max_strain < 0.03 * 1.02
+        ys.append(x[crease, 1].copy())
+    ys = np.array(ys)
+    assert np.abs(ys - start).max() < 0.005  # not walked out along the crease (was 3-7 cm)
+    assert np.abs(ys[-1] - ys[-12]).max() < 0.002  # nor creeping frame after frame
+    # it lies between the two surfaces, nearer neither than the other's share allows
+    gap = ball.signed_distance(x[crease]) + x[crease, 2]
+    assert np.all(gap < 0.04)  # the shells do overlap here
+    assert np.allclose(x[crease, 2], ball.signed_distance(x[crease]), atol=2e-3)
+
+
+def test_joint_contact_move_is_the_projection_onto_the_half_spaces():
+    """The move of a vertex that several colliders hold (``colliders._halfspaces``) is the
+    shortest one that satisfies every contact's half-space, as a general constrained
+    minimiser finds it (SLSQP), for two and three rows in any position (wedges, opposite
+    planes, corners), and zero when no row is violated."""
+    from scipy.optimize import minimize
+
+    from core.springs.colliders import _halfspaces
+
+    rng = np.random.default_rng(5)
+    k, r = 60, 3
+    nrm = rng.normal(size=(k, r, 3))
+    nrm /= np.linalg.norm(nrm, axis=2, keepdims=True)
+    need = rng.uniform(-0.02, 0.02, size=(k, r))
+    rows = np.ones((k, r), bool)
+    rows[: k // 2, 2] = False  # two rows for half of them
+    d = _halfspaces(nrm, need, rows)
+    for i in range(k):
+        cons = [{"type": "ineq", "fun": (lambda y, a=nrm[i, j], b=need[i, j]: a @ y - b)}
+                for j in range(r) if rows[i, j]]
+        ref = minimize(lambda y: y @ y, np.zeros(3), jac=lambda y: 2 * y, constraints=cons,
+                       method="SLSQP", options={"ftol": 1e-14, "maxiter": 200}).x
+        assert np.allclose(d[i], ref, atol=1e-7)
+        assert np.all(nrm[i, rows[i]] @ d[i] >= need[i, rows[i]] - 1e-12)
+    assert np.array_equal(_halfspaces(nrm, -np.abs(need), rows), np.zeros((k, 3)))
