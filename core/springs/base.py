@@ -294,12 +294,16 @@ def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray
     stopped on the surface while the next one is still falling) and one across a
     curved body stretches the springs around it (a cloth landing on a ball); left for the
     next solve, that is energy the springs give back: the cloth jumps, twitches, slides
-    off, and a fold diverges. So one projection (:func:`.strainlimit.limit_strain`) of
-    the structural springs onto ``(1 − c) min(ℓ_solved, L) ≤ ℓ ≤ (1 + s) L`` (no shorter
-    than the solver left them, ``c`` = :data:`_COMPRESSION`; no longer than the strain
-    limit ``s``, if any) together with the contacts, each held vertex on the outer side
-    of its contact plane: the push travels along the springs as it would inside the
-    solve, and the held vertices slide over their colliders instead of being pulled in.
+    off, and a fold diverges. So projections (:func:`.strainlimit.limit_strain`) of the
+    structural springs together with the contacts, each held vertex on the outer side of
+    its contact plane: in the first round, when the contact stage crushed springs, one
+    onto ``ℓ_along ≥ (1 − c) min(ℓ_solved, L)`` alone (no shorter, along the solve's
+    directions, than the solver left them, ``c`` = :data:`_COMPRESSION`), then in every
+    round one onto ``ℓ ≤ (1 + s) L`` (the strain limit ``s``): the push travels along the
+    springs as it would inside the solve, and the held vertices slide over their
+    colliders instead of being pulled in. (Both bounds in one projection stall: a spring
+    near its rest length is a candidate of both, two nearly parallel rows, and the line
+    search finds no step; docs/CONTACT.md.)
     The held vertices it moves get Coulomb friction for its normal push
     (:func:`.contact.step_friction`: the springs' tension pressing the cloth onto a curved
     body, which it would otherwise let slide over the collider unchecked). The vertices it
