@@ -54,11 +54,11 @@ def factor_spd(matrix: sp.spmatrix, *, many_solves: bool = False) -> Callable[[n
     matrix is also reordered by reverse Cuthill–McKee (Cuthill & McKee 1969; George 1971)
     and, when its band holds no more entries than SuperLU's factors and is at most
     :data:`_MAX_BAND` wide (small, grid-like meshes: the bench's 31 × 21 flag has a band
-    of 51), factored by LAPACK's banded Cholesky (``dpbtrf``) instead: the same solution to
-    round-off, with a solve that streams the band (0.7–0.9× SuperLU's time per solve of
-    three right-hand sides there; 12 % fewer instructions per frame of the flag in wind).
-    Larger meshes keep SuperLU (minimum degree fills far less than the band; at 128² the
-    band took 1.7× SuperLU's time).
+    of 51), solved through a banded Cholesky factor instead (:func:`_banded_cholesky`):
+    the same solution to round-off, with a solve that streams the band (0.7–0.9×
+    SuperLU's time per solve of three right-hand sides there; 12 % fewer instructions per
+    frame of the flag in wind). Larger meshes keep SuperLU (minimum degree fills far less
+    than the band; at 128² the band took 1.7× SuperLU's time).
 
     Parameters
     ----------
@@ -84,29 +84,44 @@ def factor_spd(matrix: sp.spmatrix, *, many_solves: bool = False) -> Callable[[n
     return lu.solve
 
 
-#: Widest band :func:`_banded_cholesky` factors: ``dpbtrf`` is blocked beyond a band of 32
-#: and its BLAS-3 calls run multithreaded; with threads on the busy two-core machine a band of
-#: 51 (the flag) factored in ~11 ms, a band of 81 (a 41² sheet) took 0.84 s.
+#: Widest band :func:`_banded_cholesky` factors: beyond it the band's fill is no longer
+#: worth streaming (a 41² sheet's band of 81 holds 1.3× SuperLU's entries).
 _MAX_BAND = 64
 
 
 def _banded_cholesky(matrix: sp.csr_matrix, budget: int) -> Callable[[np.ndarray], np.ndarray] | None:
     """``solve(b)`` by a banded Cholesky factor of the SPD ``matrix`` ``(N, N)`` in
     reverse Cuthill–McKee order, or ``None`` if the band would hold more than ``budget``
-    entries or be wider than :data:`_MAX_BAND` (or the factorisation fails)."""
+    entries or be wider than :data:`_MAX_BAND` (or the matrix is not positive definite).
+
+    The factor is SuperLU's in the natural order of the reordered matrix without
+    pivoting (``A = L D Lᵀ`` with ``U = D Lᵀ``; the fill stays inside the band), rescaled
+    to ``R = D^{-1/2} U`` in LAPACK's upper band storage; solves by ``dpbtrs`` (two
+    banded triangular solves). Not LAPACK's ``dpbtrf``: beyond a band of 16 it is
+    blocked and its BLAS-3 calls run on OpenBLAS's threads, which on a machine whose
+    cores are busy with other work wait for each other at every block: a 441-vertex
+    sheet's factor took 1–3.4 s instead of 1 ms (two other processes on the two cores;
+    the time is spent spinning, so it shows as this process's CPU time too).
+    """
     n = matrix.shape[0]
     perm = reverse_cuthill_mckee(matrix, symmetric_mode=True).astype(np.intp)
-    coo = matrix[perm][:, perm].tocoo()
-    upper = coo.col >= coo.row
-    rows, cols = coo.row[upper], coo.col[upper]
-    band = int((cols - rows).max(initial=0))
+    reordered = matrix[perm][:, perm].tocsc()
+    pattern = reordered.tocoo()
+    band = int((pattern.col - pattern.row).max(initial=0))
     if n * (band + 1) > budget or band > _MAX_BAND:
         return None
-    ab = np.zeros((band + 1, n), order="F")  # LAPACK's upper band storage
-    ab[band + rows - cols, cols] = coo.data[upper]
-    factor, info = lapack.dpbtrf(ab, lower=0)
-    if info != 0:
-        return None
+    lu = splu(reordered, permc_spec="NATURAL", diag_pivot_thresh=0.0,
+              options={"SymmetricMode": True})
+    ident = np.arange(n)
+    diag = lu.U.diagonal()
+    if not (np.array_equal(lu.perm_r, ident) and np.array_equal(lu.perm_c, ident)
+            and np.all(diag > 0.0)):
+        return None  # pivoted, or not positive definite
+    upper = lu.U.tocoo()
+    if int((upper.col - upper.row).max(initial=0)) > band:
+        return None  # filled outside the band (cannot happen without pivoting)
+    factor = np.zeros((band + 1, n), order="F")  # LAPACK's upper band storage of R
+    factor[band + upper.row - upper.col, upper.col] = upper.data / np.sqrt(diag[upper.row])
 
     inverse = np.empty_like(perm)
     inverse[perm] = np.arange(n)

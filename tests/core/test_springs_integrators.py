@@ -469,7 +469,7 @@ def _superlu(matrix):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_banded_factor_solves_random_spd_band_matrices_as_superlu_does(seed):
-    """linsolve._banded_cholesky (reverse Cuthill–McKee, LAPACK dpbtrf/dpbtrs) on random
+    """linsolve._banded_cholesky (reverse Cuthill–McKee, SuperLU's unpivoted factor, dpbtrs) on random
     symmetric positive-definite band matrices hidden by a random permutation: its solution
     is SuperLU's and a dense solve's to round-off, for one and for three right-hand sides."""
     import scipy.sparse as sp
@@ -522,6 +522,35 @@ def test_the_global_step_factor_solves_its_matrix_as_superlu_does(n):
     assert np.abs(got - want).max() <= 1e-11 * np.abs(want).max()
     # and it is the matrix's solution: S x = b
     assert np.abs(csr @ got - b).max() <= 1e-11 * np.abs(b).max() * (abs(csr).sum(axis=1).max())
+
+
+def test_the_banded_factor_never_goes_through_lapacks_blocked_dpbtrf(monkeypatch):
+    """The banded factor of a sheet wider than 16 in its band (the bench fold's 441 vertices)
+    is made without LAPACK's dpbtrf, whose blocked BLAS-3 calls run on OpenBLAS's threads:
+    with the machine's cores busy with other work they waited for each other for 1-3.4 s per
+    factorisation of that sheet (1 ms otherwise), 23 % of a 30-frame fold replay. Fails with
+    dpbtrf in the factor."""
+    from scipy.linalg import lapack
+
+    from core.springs import linsolve
+    from core.springs.fast import _Prefactored
+
+    class NoDpbtrf:
+        def __getattr__(self, name):
+            assert name != "dpbtrf", "the banded factor went through LAPACK's dpbtrf"
+            return getattr(lapack, name)
+
+    monkeypatch.setattr(linsolve, "lapack", NoDpbtrf())
+    m = grid_model(20, k=3000.0, kd=1.0)
+    pre = _Prefactored(m, 1 / 24)
+    csr = pre.matrix.tocsr()
+    perm = linsolve.reverse_cuthill_mckee(csr, symmetric_mode=True)
+    reordered = csr[perm][:, perm].tocoo()
+    assert np.max(reordered.col - reordered.row) > 16  # wide enough for dpbtrf's blocked path
+    solve = linsolve._banded_cholesky(csr, 10**9)
+    assert solve is not None
+    b = np.random.default_rng(0).standard_normal((csr.shape[0], 3))
+    assert np.abs(csr @ solve(b) - b).max() <= 1e-11 * np.abs(b).max() * abs(csr).sum(axis=1).max()
 
 
 def test_the_banded_factor_is_used_only_within_its_budget_and_when_definite():
