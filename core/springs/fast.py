@@ -64,6 +64,7 @@ iterations unless given.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,7 +73,7 @@ import scipy.sparse as sp
 
 from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, converged, force_scale, pin_targets, split_targets
-from .linsolve import FactorCache, SpringLaplacian
+from .linsolve import FactorCache, SpringLaplacian, solve_dense
 from .model import Model, State
 
 __all__ = ["LocalGlobal"]
@@ -127,21 +128,21 @@ class _Prefactored(SpringLaplacian):
         in preallocated buffers; one sparse product each way for the three
         coordinates together.
 
-        Shapes: ``xf (f, 3)``; ``d_pin (3, len(pin_springs))`` (pinned part of
-        ``Aᵀ x`` on the springs that touch a pin) or ``None``; ``u0 (3, s)`` or ``None`` (no damping); ``out (f, 3)``,
+        Shapes: ``xf (f, 3)``; ``d_pin (3, s)`` (pinned part of ``Aᵀ x``, zero on the
+        springs that touch no pin: one dense add is cheaper than an indexed one) or ``None``; ``u0 (3, s)`` or ``None`` (no damping); ``out (f, 3)``,
         returned.
         """
         length, scale, tmp = self._length, self._scale, self._tmp
         d = (self.inc3_free @ xf.ravel(order="F")).reshape(3, -1)
         if d_pin is not None:
-            d[:, self.pin_springs] += d_pin
+            d += d_pin
         np.einsum("ks,ks->s", d, d, out=length)
         np.sqrt(length, out=length)
         if self.want_energy:
             # ½ Σ k (ℓ − L)² (+ ½ Σ (k_d/h)(û⁰·(d − d⁰))² below), for the Anderson safeguard
             np.subtract(length, model.rest_lengths, out=tmp)
             tmp *= tmp
-            self.energy = 0.5 * F.dot(model.stiffness, tmp)
+            self.energy = 0.5 * float(np.einsum("s,s->", model.stiffness, tmp))
         tiny = None
         if length.min(initial=np.inf) <= _TINY:
             tiny = length <= _TINY
@@ -155,7 +156,7 @@ class _Prefactored(SpringLaplacian):
             if self.want_energy:
                 np.subtract(proj, self.proj0, out=tmp)
                 tmp *= tmp
-                self.energy += 0.5 * F.dot(self.kd_h, tmp)
+                self.energy += 0.5 * float(np.einsum("s,s->", self.kd_h, tmp))
             proj *= self.kd_h
             d *= scale
             d -= np.multiply(u0, proj, out=self._tmp3)
@@ -190,11 +191,12 @@ class _Anderson:
         self.memory = memory
         self.shape = shape
         size = shape[0] * shape[1]
-        # ring buffers of flattened (column-major) differences: ΔGᵢ, ΔFᵢ and S ΔGᵢ
-        self.d_g = np.empty((memory, size))
+        # ring buffers of flattened (column-major) differences: ΔFᵢ, and ΔGᵢ beside S ΔGᵢ
+        # (``d_gs[i, 0]``, ``d_gs[i, 1]``: one product combines both)
         self.d_f = np.empty((memory, size))
-        self.d_s = np.empty((memory, size))
+        self.d_gs = np.empty((memory, 2, size))
         self.gram = np.zeros((memory, memory))  # ΔFᵢ·ΔFⱼ
+        self._pair = np.empty((2, size))  # fₖ and the newest ΔF, for one product with ΔF
         self.count = 0
         self.last: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
 
@@ -205,37 +207,47 @@ class _Anderson:
     def extrapolate(self, g: np.ndarray, f: np.ndarray,
                     sg: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
         """Record ``G(xₖ)`` ``(f, 3)``, ``fₖ`` and ``S G(xₖ)`` (or ``None``), all
-        Fortran-ordered and not modified afterwards; return ``(xₖ₊₁, S xₖ₊₁)``."""
+        Fortran-ordered and not modified afterwards; return ``(xₖ₊₁, S xₖ₊₁)``.
+
+        At 651 vertices numpy's per-call overhead is most of the cost, so the products
+        are grouped: one for the Gram row and ``ΔF·fₖ``, one for ``x`` and ``S x``, and
+        the ``m × m`` system is solved by :func:`~.linsolve.solve_dense`."""
         gv, fv = g.ravel(order="F"), f.ravel(order="F")
         sv = None if sg is None else sg.ravel(order="F")
-        if self.last is not None:
-            g0, f0, s0 = self.last
-            k = self.count % self.memory
-            np.subtract(fv, f0, out=self.d_f[k])
-            np.subtract(gv, g0, out=self.d_g[k])
-            if sv is not None and s0 is not None:
-                np.subtract(sv, s0, out=self.d_s[k])
-            self.count += 1
-            q = min(self.count, self.memory)
-            row = np.einsum("ij,j->i", self.d_f[:q], self.d_f[k])
-            self.gram[k, :q] = row
-            self.gram[:q, k] = row
-        self.last = (gv, fv, sv)
-        q = min(self.count, self.memory)
-        if not q:
+        last, self.last = self.last, (gv, fv, sv)
+        if last is None:
             return g, sg
+        g0, f0, s0 = last
+        k = self.count % self.memory
+        pair = self._pair
+        np.subtract(fv, f0, out=self.d_f[k])
+        np.subtract(gv, g0, out=self.d_gs[k, 0])
+        both = sv is not None and s0 is not None
+        if both:
+            np.subtract(sv, s0, out=self.d_gs[k, 1])
+        self.count += 1
+        q = min(self.count, self.memory)
+        pair[0] = fv
+        pair[1] = self.d_f[k]
+        dots = np.einsum("ij,kj->ki", self.d_f[:q], pair)  # (2, q): ΔFᵢ·fₖ, ΔFᵢ·ΔFₖ
+        self.gram[k, :q] = dots[1]
+        self.gram[:q, k] = dots[1]
         gram = self.gram[:q, :q].copy()
-        gram[np.diag_indices(q)] += 1e-10 * np.trace(gram) + 1e-300
+        gram.flat[::q + 1] += 1e-10 * float(gram.trace()) + 1e-300
         try:
-            gam = np.linalg.solve(gram, np.einsum("ij,j->i", self.d_f[:q], fv))
+            gam = solve_dense(gram, dots[0])
         except np.linalg.LinAlgError:
             return g, sg
-        if not np.all(np.isfinite(gam)):
+        if not math.isfinite(float(gam.sum())):
             return g, sg
         cols, rows = self.shape[1], self.shape[0]
-        x = (gv - np.einsum("i,ij->j", gam, self.d_g[:q])).reshape(cols, rows).T
-        s = None if sv is None else (sv - np.einsum("i,ij->j", gam, self.d_s[:q])).reshape(cols, rows).T
-        return x, s
+        if both:
+            comb = np.einsum("i,ij->j", gam, self.d_gs[:q].reshape(q, -1)).reshape(2, -1)
+            x = np.subtract(gv, comb[0], out=comb[0]).reshape(cols, rows).T
+            s = np.subtract(sv, comb[1], out=comb[1]).reshape(cols, rows).T
+            return x, s
+        x = (gv - np.einsum("i,ij->j", gam, self.d_gs[:q, 0])).reshape(cols, rows).T
+        return x, None
 
 
 #: m added to a step's motion when deciding whether a collider is near the cloth.
@@ -418,7 +430,8 @@ class LocalGlobal(Integrator):
         d_pin = None
         if len(model.pinned_index):
             const -= pre.coupling @ targets
-            d_pin = np.ascontiguousarray((pre.inc_pin_springs @ targets).T)
+            d_pin = np.zeros((3, model.spring_count))
+            d_pin[:, pre.pin_springs] = (pre.inc_pin_springs @ targets).T
         rho = self.rho if self.rho is not None else pre.rho
         cheb = self.chebyshev or (contact and self.acceleration == "ANDERSON")
         use_cheb = cheb and rho is not None
@@ -447,7 +460,7 @@ class LocalGlobal(Integrator):
         pre.want_energy = aa is not None
         if aa is not None:
             pre.proj0 = np.einsum("ks,ks->s", *obj.geometry0()) if damp else None
-            w_f = obj.w[free]
+            w3 = np.tile(obj.w[free], 3)  # W per entry of a flattened (column-major) (f, 3)
             y_f = np.asfortranarray(obj.y[free])
             diff = np.empty_like(const)
         g_prev = np.inf
@@ -482,18 +495,18 @@ class LocalGlobal(Integrator):
             if aa is not None:
                 # g(x) = ½ Σ W ‖x − ŷ‖² + E(x) + damping (up to a constant); Peng et al. 2018
                 # §3.2: an extrapolated iterate must not increase it, else take the plain one
-                np.subtract(xf, y_f, out=diff)
-                diff *= diff
-                g_x = pre.energy + 0.5 * F.dot(w_f, diff.sum(axis=1))
+                dv = np.subtract(xf, y_f, out=diff).ravel(order="F")
+                dv *= dv
+                g_x = pre.energy + 0.5 * float(np.einsum("i,i->", w3, dv))
                 if plain is not None and g_x > g_prev:
                     xf, sx = plain
                     aa.clear()
                     self.restarts += 1
                     pre.spring_forces(model, xf, d_pin, u0, rhs)
                     rhs += const
-                    np.subtract(xf, y_f, out=diff)
-                    diff *= diff
-                    g_x = pre.energy + 0.5 * F.dot(w_f, diff.sum(axis=1))
+                    dv = np.subtract(xf, y_f, out=diff).ravel(order="F")
+                    dv *= dv
+                    g_x = pre.energy + 0.5 * float(np.einsum("i,i->", w3, dv))
                 g_prev = g_x
             if check:
                 # ∇g(x) = S x − b(x)

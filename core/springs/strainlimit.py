@@ -54,7 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .linsolve import factor_spd
+from .linsolve import factor_spd, solve_dense
 from .model import Model
 
 __all__ = ["StrainLimitInfo", "LinearRows", "limit_strain"]
@@ -479,8 +479,8 @@ def _project(verts: np.ndarray, coefs: np.ndarray, u: np.ndarray, inv_m: np.ndar
     key = rb * b + ra  # entry (ra, rb) of the symmetric system, column-major
     if b <= _DENSE:
         if b:
-            lam[kept] = np.linalg.solve(np.bincount(key, vals, minlength=b * b).reshape(b, b),
-                                        c_rest[kept])
+            lam[kept] = solve_dense(np.bincount(key, vals, minlength=b * b).reshape(b, b),
+                                    c_rest[kept])
     else:
         # compressed columns directly (duplicates summed): cheaper than scipy's COO route
         order = np.argsort(key, kind="stable")
