@@ -257,10 +257,10 @@ class Integrator:
                 on = np.flatnonzero(held)
                 nrm = normals[on]
                 lift = carried(support, on, nrm, h, pressed)
-                rubbed = x_new[on]
+                unrubbed = x_new[on]
                 step_friction(x_new, x_old, x_solved, on, nrm, colliders.velocities[on],
                               colliders.frictions[on], h, lift)
-                rubbed = on[np.any(x_new[on] != rubbed, axis=1)]
+                rubbed = on[np.any(x_new[on] != unrubbed, axis=1)]  # friction moved these
                 limited = _after_contact(model, x_new, v_new, x_old, h, colliders, held,
                                          solved, directions, hard, rubbed) and limited
                 # a held vertex is given no speed its positions do not show: its speed
