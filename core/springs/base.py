@@ -314,10 +314,11 @@ def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray
     normal speed relative to it is kept between 0 (inelastic) and what the whole step
     shows, ``(x − x₀)/h``; then the colliders once more on what it moved, and in the
     first round also on ``rubbed`` (indices): the vertices the step's friction moved
-    before this (:meth:`Integrator._finish`). Friction moves a held vertex along the
-    tangent plane of its contact, which on a curved body goes slightly in (by ``δ²/2R``
-    for a move ``δ`` on a radius ``R``): a cotton sheet on a 0.3 m ball ended a frame
-    8 µm inside the ball's 2 cm thickness where no projection moved it afterwards.
+    before this (:meth:`Integrator._finish`). Friction moves a held vertex across its
+    contact normal, and near a faceted body's rim that normal is the interpolated vertex
+    normal, not the face's, so the move can go slightly into the thickness: a cotton
+    sheet on a 0.3 m ball ended a frame 8 µm inside the ball's 2 cm thickness where no
+    projection moved it afterwards.
     """
     pi = model.pinned_index
     if len(pi):
