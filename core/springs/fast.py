@@ -73,7 +73,7 @@ import scipy.sparse as sp
 
 from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, converged, force_scale, pin_targets, split_targets
-from .linsolve import FactorCache, SpringLaplacian, solve_dense
+from .linsolve import FactorCache, SpringLaplacian, matvec_add, solve_dense
 from .model import Model, State
 
 __all__ = ["LocalGlobal"]
@@ -110,6 +110,7 @@ class _Prefactored(SpringLaplacian):
         self._scale = np.empty(s)
         self._proj = np.empty(s)
         self._tmp3 = np.empty((3, s))
+        self._d = np.empty((3, s))  # Aᵀ x, then the local step's per-spring vectors
         self._tmp = np.empty(s)
         self.rho: float | None = None
         #: :meth:`spring_forces` also sets :attr:`energy` (J), the spring and damping part of
@@ -129,13 +130,16 @@ class _Prefactored(SpringLaplacian):
         coordinates together.
 
         Shapes: ``xf (f, 3)``; ``d_pin (3, s)`` (pinned part of ``Aᵀ x``, zero on the
-        springs that touch no pin: one dense add is cheaper than an indexed one) or ``None``; ``u0 (3, s)`` or ``None`` (no damping); ``out (f, 3)``,
-        returned.
+        springs that touch no pin: the product starts from it) or ``None``; ``u0 (3, s)``
+        or ``None`` (no damping); ``out (f, 3)``, returned.
         """
         length, scale, tmp = self._length, self._scale, self._tmp
-        d = (self.inc3_free @ xf.ravel(order="F")).reshape(3, -1)
+        d = self._d
         if d_pin is not None:
-            d += d_pin
+            np.copyto(d, d_pin)
+        else:
+            d.fill(0.0)
+        matvec_add(self.inc3_free, np.ravel(xf, order="F"), d.reshape(-1))
         np.einsum("ks,ks->s", d, d, out=length)
         np.sqrt(length, out=length)
         if self.want_energy:
@@ -165,7 +169,12 @@ class _Prefactored(SpringLaplacian):
         if tiny is not None:
             # coincident ends: push along the rest direction (as forces.spring_geometry)
             d[:, tiny] += self.k_rest[tiny] * model.rest_directions[tiny].T
-        out.T[...] = (self.inc3_t_free @ d.reshape(-1)).reshape(3, -1)
+        if out.flags.f_contiguous:  # columns contiguous: the product goes straight in
+            flat = out.ravel(order="F")
+            flat.fill(0.0)
+            matvec_add(self.inc3_t_free, d.reshape(-1), flat)
+        else:
+            out.T[...] = (self.inc3_t_free @ d.reshape(-1)).reshape(3, -1)
         return out
 
 

@@ -31,7 +31,13 @@ from scipy.sparse.linalg import splu
 
 from .model import Model
 
-__all__ = ["factor_spd", "solve_dense", "SpringLaplacian", "FactorCache", "PCGResult", "pcg"]
+try:  # scipy's own CSR product kernel (scipy.sparse._sparsetools, in every scipy since 1.8)
+    from scipy.sparse._sparsetools import csr_matvec as _csr_matvec
+except ImportError:  # pragma: no cover - a scipy without it: the public product
+    _csr_matvec = None
+
+__all__ = ["factor_spd", "solve_dense", "matvec_add", "SpringLaplacian", "FactorCache",
+           "PCGResult", "pcg"]
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
@@ -65,12 +71,34 @@ def solve_dense(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 _dgesv = lapack.get_lapack_funcs("gesv", dtype=np.float64)
 
 
+def matvec_add(a: sp.csr_matrix, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out += a @ x`` in place and return ``out``: a CSR ``a`` ``(M, N)`` of float64,
+    contiguous float64 ``x`` ``(N,)`` and ``out`` ``(M,)``.
+
+    scipy's CSR kernel called directly (the one ``a @ x`` ends in): ``a @ x`` also checks
+    its operands and allocates a zeroed result, and FAST's local step (two products, of
+    10,944 and 1,890 rows on the bench's 651-vertex flag) runs 26 times a frame. Starting
+    ``out`` from what is to be added to the product (the pinned springs' part of ``Aᵀ x``,
+    zeros) saves the separate add as well. Falls back to ``a @ x`` where the kernel is
+    missing or the operands are not as required.
+    """
+    if (_csr_matvec is None or a.dtype != np.float64 or x.dtype != np.float64
+            or out.dtype != np.float64 or not x.flags.c_contiguous
+            or not out.flags.c_contiguous or x.ndim != 1 or out.ndim != 1):
+        out += a @ x
+        return out
+    _csr_matvec(a.shape[0], a.shape[1], a.indptr, a.indices, a.data, x, out)
+    return out
+
+
 def factor_spd(matrix: sp.spmatrix, *, many_solves: bool = False) -> Callable[[np.ndarray], np.ndarray]:
     """Factor a sparse SPD matrix once; return ``solve(b)``.
 
-    SuperLU with a symmetric minimum-degree ordering on ``A + Aᵀ`` and no
-    pivoting off the diagonal (``SymmetricMode``), which for an SPD matrix is
-    a stable sparse LDLᵀ-like factorisation.
+    A matrix whose band in its own order is at most :data:`_NARROW` wide is factored by
+    LAPACK's banded Cholesky as it is (:func:`_narrow_cholesky`: no ordering, none of
+    SuperLU's fixed cost). Otherwise SuperLU with a symmetric minimum-degree ordering on
+    ``A + Aᵀ`` and no pivoting off the diagonal (``SymmetricMode``), which for an SPD
+    matrix is a stable sparse LDLᵀ-like factorisation.
 
     With ``many_solves`` (a factor kept for many solves, e.g. FAST's global step) the
     matrix is also reordered by reverse Cuthill–McKee (Cuthill & McKee 1969; George 1971)
@@ -97,13 +125,57 @@ def factor_spd(matrix: sp.spmatrix, *, many_solves: bool = False) -> Callable[[n
     n = matrix.shape[0]
     if n == 0:
         return lambda b: np.zeros_like(b)
-    lu = splu(sp.csc_matrix(matrix), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+    matrix = sp.csc_matrix(matrix)
+    narrow = _narrow_cholesky(matrix)
+    if narrow is not None:
+        return narrow
+    lu = splu(matrix, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
               options={"SymmetricMode": True})
     if many_solves:
         banded = _banded_cholesky(sp.csr_matrix(matrix), lu.L.nnz + lu.U.nnz)
         if banded is not None:
             return banded
     return lu.solve
+
+
+#: Widest band (in the matrix's own order) :func:`_narrow_cholesky` factors: LAPACK's
+#: ``dpbtrf`` is unblocked up to here (measured: with both cores busy, a 600 × 600 band of
+#: 16 took 0.2 ms, one of 17 up to 137 ms, its blocked BLAS-3 calls waiting on OpenBLAS's
+#: threads).
+_NARROW = 16
+
+
+def _narrow_cholesky(matrix: sp.csc_matrix) -> Callable[[np.ndarray], np.ndarray] | None:
+    """``solve(b)`` by LAPACK's banded Cholesky (``dpbtrf``, ``dpbtrs``) of the SPD
+    ``matrix`` ``(N, N)`` in its own order if its band is at most :data:`_NARROW` wide, else
+    ``None`` (also when it is not positive definite: SuperLU then decides).
+
+    The strain limit's systems are often this narrow as they come (the springs of a taut
+    flag are chains along its rows: tridiagonal in spring order), and SuperLU's fixed cost
+    (ordering, supernodes: 0.2–0.3 ms at 600 unknowns whatever the fill) was most of their
+    solve; the band needs no ordering, and at this width it costs 0.03–0.2 ms.
+    """
+    n = matrix.shape[0]
+    cols = np.repeat(np.arange(n), np.diff(matrix.indptr))
+    offset = cols - matrix.indices  # column − row: ≥ 0 in the upper triangle
+    if int(np.abs(offset).max(initial=0)) > _NARROW:
+        return None
+    kd = int(offset.max(initial=0))
+    upper = offset >= 0
+    # LAPACK's upper band storage: entry (i, j), i ≤ j, at [kd + i − j, j] (duplicates summed)
+    band = np.bincount(kd - offset[upper] + (kd + 1) * cols[upper], matrix.data[upper],
+                       minlength=(kd + 1) * n).reshape(n, kd + 1).T
+    factor, info = lapack.dpbtrf(band, lower=0)
+    if info != 0:
+        return None
+
+    def solve(b: np.ndarray) -> np.ndarray:
+        x, info = lapack.dpbtrs(factor, b, lower=0)
+        if info != 0:
+            raise np.linalg.LinAlgError(f"dpbtrs failed ({info})")
+        return x
+
+    return solve
 
 
 #: Widest band :func:`_banded_cholesky` factors: beyond it the band's fill is no longer

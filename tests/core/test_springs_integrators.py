@@ -569,3 +569,85 @@ def test_the_banded_factor_is_used_only_within_its_budget_and_when_definite():
     wide = grid_model(48)  # its band is wider than _MAX_BAND: SuperLU
     lap = linsolve.SpringLaplacian(wide, np.ones(wide.vertex_count), np.ones(wide.spring_count)).matrix.tocsr()
     assert linsolve._banded_cholesky(lap, 10**9) is None
+
+
+def _band_matrix(n, kd, rng):
+    """A random SPD matrix ``(n, n)`` with exactly ``kd`` diagonals above the main one."""
+    import scipy.sparse as sp
+
+    offsets = np.arange(1, kd + 1)
+    upper = sp.diags([rng.uniform(-1.0, 1.0, n - k) for k in offsets], offsets, shape=(n, n))
+    a = (upper + upper.T).tocsc()
+    return (a + sp.diags(np.abs(a).sum(axis=1).A1 + 1.0)).tocsc()
+
+
+@pytest.mark.parametrize("kd", [1, 5, 16])
+def test_a_narrow_band_is_factored_by_lapacks_banded_cholesky_in_its_own_order(kd):
+    """factor_spd solves a matrix whose band in its own order is at most 16 wide by LAPACK's
+    banded Cholesky (no ordering, no SuperLU: the strain limit's tridiagonal chains of a
+    taut flag), to round-off the solution SuperLU gives, one right-hand side or several;
+    an indefinite one is left to SuperLU."""
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import splu
+
+    from core.springs import linsolve
+
+    rng = np.random.default_rng(kd)
+    a = _band_matrix(300, kd, rng)
+    narrow = linsolve._narrow_cholesky(a)
+    assert narrow is not None
+    for b in (rng.standard_normal(300), rng.standard_normal((300, 3))):
+        want = splu(a).solve(b)
+        got = linsolve.factor_spd(a)(b)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
+        np.testing.assert_allclose(narrow(b), want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
+    # an unsorted matrix with duplicate entries (summed) is the same matrix
+    coo = a.tocoo()
+    half = np.concatenate([coo.data * 0.5, coo.data * 0.5])
+    dup = sp.csc_matrix((half, (np.tile(coo.row, 2), np.tile(coo.col, 2))), shape=a.shape)
+    b = rng.standard_normal(300)
+    np.testing.assert_allclose(linsolve._narrow_cholesky(dup)(b), splu(a).solve(b), rtol=1e-10)
+    assert linsolve._narrow_cholesky(sp.csc_matrix(-a)) is None  # not positive definite
+
+
+def test_a_band_wider_than_16_never_goes_through_dpbtrf_in_factor_spd(monkeypatch):
+    """A band of 17 would make LAPACK's dpbtrf block (its BLAS-3 calls on OpenBLAS's
+    threads, which wait on each other when the cores are busy: up to 137 ms for a 600 × 600
+    band of 17 measured here, 0.2 ms at 16): factor_spd leaves it to SuperLU. Fails with the
+    narrow path allowed one more diagonal."""
+    from scipy.linalg import lapack
+
+    from core.springs import linsolve
+
+    class NoDpbtrf:
+        def __getattr__(self, name):
+            assert name != "dpbtrf", "a band wider than 16 went through LAPACK's dpbtrf"
+            return getattr(lapack, name)
+
+    monkeypatch.setattr(linsolve, "lapack", NoDpbtrf())
+    rng = np.random.default_rng(0)
+    a = _band_matrix(200, 17, rng)
+    assert linsolve._narrow_cholesky(a) is None
+    b = rng.standard_normal(200)
+    assert np.abs(a @ linsolve.factor_spd(a)(b) - b).max() <= 1e-10 * np.abs(b).max()
+
+
+def test_matvec_add_is_the_sparse_product_added_in_place():
+    """linsolve.matvec_add(a, x, out) is ``out += a @ x`` (scipy's CSR kernel called
+    directly, as FAST's local step uses it), with the public product for operands the
+    kernel does not take (not contiguous, not float64); the kernel is present in every
+    supported scipy, so the fast path is the one tested."""
+    import scipy.sparse as sp
+
+    from core.springs import linsolve
+
+    assert linsolve._csr_matvec is not None
+    rng = np.random.default_rng(3)
+    a = sp.random(50, 40, density=0.1, random_state=3, format="csr")
+    x, start = rng.standard_normal(40), rng.standard_normal(50)
+    out = start.copy()
+    assert linsolve.matvec_add(a, x, out) is out
+    np.testing.assert_allclose(out, start + a @ x, rtol=1e-14, atol=1e-14)
+    strided = rng.standard_normal(80)[::2]  # not contiguous: the public product
+    out = start.copy()
+    np.testing.assert_allclose(linsolve.matvec_add(a, strided, out), start + a @ strided, rtol=1e-14)
