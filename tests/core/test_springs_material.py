@@ -267,6 +267,48 @@ def test_strain_limit_projection_eliminating_one_vertex_rows_equals_the_full_sol
     np.testing.assert_allclose(jac @ dx.reshape(-1), c, atol=1e-6 * np.abs(c).max())
 
 
+@pytest.mark.parametrize("dense", [True, False])
+def test_the_springs_only_projection_step_equals_the_general_projection(monkeypatch, dense):
+    """The strain limit alone solves its rounds with :class:`strainlimit._SpringStep` (the
+    system among a Newton step's springs assembled once from the model's pair structure,
+    a round picking its active springs), not with :func:`strainlimit._project` (which
+    sorts every round's incidences and eliminates springs with one movable end): the same
+    multipliers and displacements to round-off, on random subsets of a sheet's structural
+    springs with pinned vertices inside, dense and sparse, and with the subset's own
+    violations."""
+    from core.springs import strainlimit
+
+    monkeypatch.setattr(strainlimit, "_DENSE", 10**6 if dense else 0)
+    m = sheet(14, **CLOTH)
+    e, n = m.structural_count, m.vertex_count
+    springs = m.springs[:e]
+    rng = np.random.default_rng(5)
+    x = m.rest_positions + rng.normal(scale=0.01, size=m.rest_positions.shape)
+    inv_m = np.append(np.where(m.pinned, 0.0, 1.0 / m.masses), 0.0)
+    inv_m[rng.choice(n, 6, replace=False)] = 0.0  # pins inside the sheet
+    inv_m[n] = 0.0
+    pairs = strainlimit._SpringPairs(springs, n)
+    d = x[springs[:, 0]] - x[springs[:, 1]]
+    u = d / np.linalg.norm(d, axis=1)[:, None]
+    movable = np.flatnonzero(inv_m[springs[:, 0]] + inv_m[springs[:, 1]] > 0)
+    for trial in range(4):
+        cand = np.sort(rng.choice(movable, 120, replace=False))
+        step = strainlimit._SpringStep(pairs, cand, u[cand], inv_m)
+        sel = rng.random(len(cand)) < 0.7
+        hi = cand[sel]
+        c = rng.uniform(-2e-3, 2e-3, len(hi))
+        lam, dx = step.solve(sel, c)
+        lam_ref, moved, dxv = strainlimit._project(springs[hi], np.tile([1.0, -1.0], (len(hi), 1)),
+                                                   u[hi], inv_m, c)
+        dx_ref = np.zeros((n + 1, 3))
+        dx_ref[moved] = dxv
+        np.testing.assert_allclose(lam, lam_ref, rtol=1e-6, atol=1e-9 * np.abs(lam_ref).max())
+        np.testing.assert_allclose(dx, dx_ref, rtol=1e-6, atol=1e-9 * np.abs(dx_ref).max())
+        # and every selected spring's violation is met to first order
+        met = np.einsum("ij,ij->i", u[hi], dx[springs[hi, 0]] - dx[springs[hi, 1]])
+        np.testing.assert_allclose(met, c, atol=1e-6 * np.abs(c).max())
+
+
 def test_a_stiffness_beyond_double_precision_is_refused():
     """Blender clamps an infinite stiffness to FLT_MAX; float64 round-off in such spring
     forces (ε k L) dwarfs the weight, so the model refuses it with a message."""
