@@ -29,10 +29,9 @@ pinned corner) and by the shared :func:`~.linsolve.factor_spd` otherwise; a cons
 single movable vertex (a collider contact, a spring to a pin) is eliminated from it rather
 than solved for (:func:`_project`: the same step from a system without the contact rows of
 a resting cloth). The strain limit alone (no rows, no compliance) takes a shortcut to the
-same step (:class:`_SpringStep`): which springs meet at a vertex is listed once per model
-(:class:`_SpringPairs`) and the entries among a Newton step's springs are computed once for
-all its active-set rounds, which then only pick theirs (a flag in the wind: 5.6 rounds a
-frame, 1.4 Newton steps). The active set holds the violated springs and,
+same step (:class:`_SpringStep`): the entries among a Newton step's springs are computed
+once for all its active-set rounds, which then only pick theirs (a flag in the wind: 5.6
+rounds a frame, 1.4 Newton steps). The active set holds the violated springs and,
 as candidates, those stretched past ``1 + s/2``: without them the projection pulls the
 next ring of springs over its bound and the set grows one ring per Newton step (7–8
 steps per projection at the corners of a hanging sheet instead of 1–3). Candidates (springs
@@ -232,7 +231,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         row_verts = np.where(rows.verts >= 0, rows.verts, n)
         free_row = np.any((rows.coefs != 0) & (inv_m[row_verts] > 0), axis=1)
         width = max(2, row_verts.shape[1])
-    pairs = _spring_pairs(model, springs) if not r and not compliance else None
+    alone = not r and not compliance  # the strain limit alone: _SpringStep
     x_start = x.copy()
     released = np.zeros(e, dtype=bool)  # candidates the last Newton step released
     released_r = np.zeros(r, dtype=bool)  # ... and rows
@@ -276,9 +275,9 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         released_r &= ~viol_r
         dropped = []  # the springs released in this Newton step's rounds
         step = None
-        if pairs is not None:  # its rounds work within today's active springs
+        if alone:  # its rounds work within the springs active now
             cand = np.flatnonzero(active)
-            step = _SpringStep(pairs, cand, d[cand] / length[cand, None], inv_m)
+            step = _SpringStep(springs[cand], d[cand] / length[cand, None], inv_m)
         for _ in range(_ROUNDS if not r else 4):
             hi, co = np.flatnonzero(active), np.flatnonzero(active_r)
             if r:
@@ -358,94 +357,50 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
     return StrainLimitInfo(it, converged, excess)
 
 
-class _SpringPairs:
-    """The structure of ``J W Jᵀ`` over a model's structural springs, for :class:`_SpringStep`.
-
-    Two springs meeting at a vertex ``v`` couple in ``J W Jᵀ`` by ``±w_v (ûₐ·û_b)``, so the
-    pairs that can ever be non-zero are known from the mesh alone: listed once per model
-    (each spring with itself, and every ordered pair of distinct springs sharing a vertex,
-    sorted by column then row) instead of being found by sorting the incidences of every
-    projection's constraints, as :func:`_project` does for arbitrary rows.
-    """
-
-    def __init__(self, springs: np.ndarray, n: int) -> None:
-        e = len(springs)
-        spring = np.repeat(np.arange(e), 2)
-        vert = springs.reshape(-1)
-        sign = np.tile([1.0, -1.0], e)
-        order = np.argsort(vert, kind="stable")
-        spring, vert, sign = spring[order], vert[order], sign[order]
-        size = np.bincount(vert, minlength=n)
-        first = np.cumsum(size) - size
-        per = size[vert]
-        left = np.repeat(np.arange(2 * e), per)
-        right = first[vert[left]] + (np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per))
-        off = spring[left] != spring[right]
-        left, right = left[off], right[off]
-        a = np.concatenate([spring[left], np.arange(e)])  # rows
-        b = np.concatenate([spring[right], np.arange(e)])  # columns
-        order = np.lexsort((a, b))
-        self.rows, self.cols = a[order], b[order]
-        #: the shared vertex and the product of the two signs there (off-diagonal pairs);
-        #: -1 and 0 on the diagonal (its value is ``w_i + w_j``)
-        self.vertex = np.concatenate([vert[left], np.full(e, -1)])[order]
-        self.sign = np.concatenate([sign[left] * sign[right], np.zeros(e)])[order]
-        self.diagonal = self.rows == self.cols
-        #: where each column's pairs start (``(e + 1,)``): a Newton step gathers those of
-        #: its springs, at a cost that follows its springs, not the mesh
-        self.start = np.concatenate(([0], np.cumsum(np.bincount(self.cols, minlength=e))))
-        self.ends = np.asarray(springs)
-        self.n = n
-
-    def among(self, cand: np.ndarray, pos: np.ndarray) -> np.ndarray:
-        """The pairs (indices, by column then row) between the springs ``cand`` (ascending),
-        ``pos`` ``(e,)`` being each spring's index in ``cand`` (−1 if not there)."""
-        first, count = self.start[cand], np.diff(self.start)[cand]
-        total = int(count.sum())
-        idx = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(total)
-        return idx[pos[self.rows[idx]] >= 0]
-
-
-#: :class:`_SpringPairs` per model (``Model.uid``), bounded like :data:`_ACTIVE`.
-_PAIRS: dict[int, _SpringPairs] = {}
-
-
-def _spring_pairs(model: Model, springs: np.ndarray) -> _SpringPairs:
-    pairs = _PAIRS.get(model.uid)
-    if pairs is None:
-        if len(_PAIRS) > 8:
-            _PAIRS.clear()
-        pairs = _PAIRS[model.uid] = _SpringPairs(springs, model.vertex_count)
-    return pairs
-
-
 class _SpringStep:
     """:func:`_project` for springs alone (no rows, no compliance), over one Newton step.
 
-    The springs ``cand`` ``(k,)`` (ascending) that may take part in a Newton step's
-    active-set rounds (its rounds only release springs and take released ones back), with
-    unit directions ``u`` ``(k, 3)`` and inverse masses ``inv_m`` ``(n + 1,)`` (0 at
-    ``n``): every entry of ``J W Jᵀ`` among them is computed once from the model's pair
-    structure (:class:`_SpringPairs`), and each round (:meth:`solve`) picks those of its
-    active springs. The system is the full ``(J W Jᵀ + εI) λ = c``: :func:`_project`
-    eliminates a spring with one movable end rather than solving for it, the same step to
-    round-off (``tests/core/test_springs_material.py`` checks the two against each other).
+    ``springs`` ``(k, 2)`` are the springs that may take part in a Newton step's active-set
+    rounds (its rounds only release springs and take released ones back), with unit
+    directions ``u`` ``(k, 3)`` and inverse masses ``inv_m`` ``(n + 1,)`` (0 at ``n``):
+    every entry of ``J W Jᵀ`` among them (each spring with itself, ``w_i + w_j``, and two
+    springs meeting at a vertex ``v``, ``±w_v (ûₐ·û_b)``) is computed once, and each round
+    (:meth:`solve`) picks those of its active springs instead of sorting its incidences
+    again. The system is the full ``(J W Jᵀ + εI) λ = c``: :func:`_project` eliminates a
+    spring with one movable end rather than solving for it, the same step to round-off
+    (``tests/core/test_springs_material.py`` checks the two against each other). Memory
+    and time follow the step's springs, not the mesh.
     """
 
-    def __init__(self, pairs: _SpringPairs, cand: np.ndarray, u: np.ndarray,
-                 inv_m: np.ndarray) -> None:
-        pos = np.full(len(pairs.ends), -1)
-        pos[cand] = np.arange(len(cand))
-        take = pairs.among(cand, pos)
-        self.ra, self.rb = pos[pairs.rows[take]], pos[pairs.cols[take]]
-        self.on = pairs.diagonal[take]
-        ends = pairs.ends[cand]
-        self.vals = np.where(self.on, (inv_m[ends[:, 0]] + inv_m[ends[:, 1]])[self.ra],
-                             pairs.sign[take] * inv_m[pairs.vertex[take]]
-                             * np.einsum("ij,ij->i", u[self.ra], u[self.rb]))
+    def __init__(self, springs: np.ndarray, u: np.ndarray, inv_m: np.ndarray) -> None:
+        k = len(springs)
+        # the incidences (spring, vertex, sign) grouped by vertex, and within each vertex's
+        # group every ordered pair of distinct springs
+        flat = springs.reshape(-1)
+        order = np.argsort(flat, kind="stable")
+        vert = flat[order]
+        spring, sign = order // 2, np.where(order % 2 == 0, 1.0, -1.0)
+        starts = np.ones(len(vert), dtype=bool)
+        starts[1:] = vert[1:] != vert[:-1]
+        group = np.cumsum(starts) - 1
+        size = np.bincount(group)
+        first = np.cumsum(size) - size
+        per = size[group]
+        left = np.repeat(np.arange(len(vert)), per)
+        right = first[group[left]] + (np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per))
+        off = spring[left] != spring[right]
+        left, right = left[off], right[off]
+        ra = np.concatenate([spring[left], np.arange(k)])  # rows
+        rb = np.concatenate([spring[right], np.arange(k)])  # columns
+        vals = np.concatenate([sign[left] * sign[right] * inv_m[vert[left]]
+                               * np.einsum("ij,ij->i", u[spring[left]], u[spring[right]]),
+                               inv_m[springs[:, 0]] + inv_m[springs[:, 1]]])
+        order = np.lexsort((ra, rb))  # by column, then row: compressed columns as they come
+        self.ra, self.rb, self.vals = ra[order], rb[order], vals[order]
+        self.on = self.ra == self.rb
         # the displacement W Jᵀ λ gathered per vertex and coordinate in one bincount:
         # entry 3 v + j, +λ u at a spring's first end, −λ u at its second
-        self.slots = (ends[:, :, None] * 3 + np.arange(3)).transpose(1, 0, 2)  # (2, k, 3)
+        self.slots = (springs[:, :, None] * 3 + np.arange(3)).transpose(1, 0, 2)  # (2, k, 3)
         self.u = u
         self.inv_m = inv_m
 

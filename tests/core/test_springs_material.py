@@ -270,12 +270,11 @@ def test_strain_limit_projection_eliminating_one_vertex_rows_equals_the_full_sol
 @pytest.mark.parametrize("dense", [True, False])
 def test_the_springs_only_projection_step_equals_the_general_projection(monkeypatch, dense):
     """The strain limit alone solves its rounds with :class:`strainlimit._SpringStep` (the
-    system among a Newton step's springs assembled once from the model's pair structure,
-    a round picking its active springs), not with :func:`strainlimit._project` (which
-    sorts every round's incidences and eliminates springs with one movable end): the same
-    multipliers and displacements to round-off, on random subsets of a sheet's structural
-    springs with pinned vertices inside, dense and sparse, and with the subset's own
-    violations."""
+    system among a Newton step's springs assembled once, a round picking its active
+    springs), not with :func:`strainlimit._project` (which sorts every round's incidences
+    and eliminates springs with one movable end): the same multipliers and displacements to
+    round-off, on random subsets of a sheet's structural springs with pinned vertices
+    inside, dense and sparse, and with the subset's own violations."""
     from core.springs import strainlimit
 
     monkeypatch.setattr(strainlimit, "_DENSE", 10**6 if dense else 0)
@@ -287,13 +286,12 @@ def test_the_springs_only_projection_step_equals_the_general_projection(monkeypa
     inv_m = np.append(np.where(m.pinned, 0.0, 1.0 / m.masses), 0.0)
     inv_m[rng.choice(n, 6, replace=False)] = 0.0  # pins inside the sheet
     inv_m[n] = 0.0
-    pairs = strainlimit._SpringPairs(springs, n)
     d = x[springs[:, 0]] - x[springs[:, 1]]
     u = d / np.linalg.norm(d, axis=1)[:, None]
     movable = np.flatnonzero(inv_m[springs[:, 0]] + inv_m[springs[:, 1]] > 0)
-    for trial in range(4):
+    for _ in range(4):
         cand = np.sort(rng.choice(movable, 120, replace=False))
-        step = strainlimit._SpringStep(pairs, cand, u[cand], inv_m)
+        step = strainlimit._SpringStep(springs[cand], u[cand], inv_m)
         sel = rng.random(len(cand)) < 0.7
         hi = cand[sel]
         c = rng.uniform(-2e-3, 2e-3, len(hi))
