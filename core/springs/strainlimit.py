@@ -357,6 +357,20 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
     return StrainLimitInfo(it, converged, excess)
 
 
+def _pairs_in_groups(group: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every ordered pair of entries in the same group, each entry with itself included:
+    ``group`` ``(m,)`` the non-decreasing group index (``< groups``) of each entry; returns
+    the pairs' entries ``(left, right)``, grouped by ``left``. Two constraints meeting at a
+    vertex make one entry of ``J W Jᵀ`` (:func:`_project`, :class:`_SpringStep`): with the
+    incidences grouped by vertex, all of them at once and linear in their number."""
+    size = np.bincount(group, minlength=groups)
+    first = np.cumsum(size) - size
+    per = size[group]
+    left = np.repeat(np.arange(len(group)), per)
+    right = first[group[left]] + (np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per))
+    return left, right
+
+
 class _SpringStep:
     """:func:`_project` for springs alone (no rows, no compliance), over one Newton step.
 
@@ -383,11 +397,7 @@ class _SpringStep:
         starts = np.ones(len(vert), dtype=bool)
         starts[1:] = vert[1:] != vert[:-1]
         group = np.cumsum(starts) - 1
-        size = np.bincount(group)
-        first = np.cumsum(size) - size
-        per = size[group]
-        left = np.repeat(np.arange(len(vert)), per)
-        right = first[group[left]] + (np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per))
+        left, right = _pairs_in_groups(group, int(group[-1]) + 1 if len(group) else 0)
         off = spring[left] != spring[right]
         left, right = left[off], right[off]
         ra = np.concatenate([spring[left], np.arange(k)])  # rows
@@ -547,12 +557,7 @@ def _project(verts: np.ndarray, coefs: np.ndarray, u: np.ndarray, inv_m: np.ndar
     diag = np.bincount(red, wc * coef * (px * px + py * py + pz * pz), minlength=b)
     reg = _EPS * max(float(diag.max(initial=0.0)), 1e-300)
     # all pairs of incidences at the same vertex (itself included)
-    size = np.bincount(vert, minlength=len(moved))
-    first = np.cumsum(size) - size
-    per = size[vert]
-    total = int(per.sum())
-    left = np.repeat(np.arange(len(vert)), per)
-    right = first[vert[left]] + (np.arange(total) - np.repeat(np.cumsum(per) - per, per))
+    left, right = _pairs_in_groups(vert, len(moved))
     vals = wc[left] * coef[right] * (px[left] * px[right] + py[left] * py[right]
                                       + pz[left] * pz[right])
     ra = np.concatenate([red[left], np.arange(b)])
