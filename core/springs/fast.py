@@ -146,7 +146,7 @@ class _Prefactored(SpringLaplacian):
             # ½ Σ k (ℓ − L)² (+ ½ Σ (k_d/h)(û⁰·(d − d⁰))² below), for the Anderson safeguard
             np.subtract(length, model.rest_lengths, out=tmp)
             tmp *= tmp
-            self.energy = 0.5 * float(np.einsum("s,s->", model.stiffness, tmp))
+            self.energy = 0.5 * F.dot(model.stiffness, tmp)
         tiny = None
         if length.min(initial=np.inf) <= _TINY:
             tiny = length <= _TINY
@@ -160,7 +160,7 @@ class _Prefactored(SpringLaplacian):
             if self.want_energy:
                 np.subtract(proj, self.proj0, out=tmp)
                 tmp *= tmp
-                self.energy += 0.5 * float(np.einsum("s,s->", self.kd_h, tmp))
+                self.energy += 0.5 * F.dot(self.kd_h, tmp)
             proj *= self.kd_h
             d *= scale
             d -= np.multiply(u0, proj, out=self._tmp3)
@@ -472,6 +472,12 @@ class LocalGlobal(Integrator):
             w3 = np.tile(obj.w[free], 3)  # W per entry of a flattened (column-major) (f, 3)
             y_f = np.asfortranarray(obj.y[free])
             diff = np.empty_like(const)
+
+            def objective(xf: np.ndarray) -> float:
+                # g(x) up to a constant, with E(x) from the local step just taken at x
+                dv = np.subtract(xf, y_f, out=diff).ravel(order="F")
+                dv *= dv
+                return pre.energy + 0.5 * F.dot(w3, dv)
         g_prev = np.inf
         plain = None  # (G(x), S G(x)) of the previous iterate when x was extrapolated
         ready = False  # rhs already holds b(xf)
@@ -504,18 +510,14 @@ class LocalGlobal(Integrator):
             if aa is not None:
                 # g(x) = ½ Σ W ‖x − ŷ‖² + E(x) + damping (up to a constant); Peng et al. 2018
                 # §3.2: an extrapolated iterate must not increase it, else take the plain one
-                dv = np.subtract(xf, y_f, out=diff).ravel(order="F")
-                dv *= dv
-                g_x = pre.energy + 0.5 * float(np.einsum("i,i->", w3, dv))
+                g_x = objective(xf)
                 if plain is not None and g_x > g_prev:
                     xf, sx = plain
                     aa.clear()
                     self.restarts += 1
                     pre.spring_forces(model, xf, d_pin, u0, rhs)
                     rhs += const
-                    dv = np.subtract(xf, y_f, out=diff).ravel(order="F")
-                    dv *= dv
-                    g_x = pre.energy + 0.5 * float(np.einsum("i,i->", w3, dv))
+                    g_x = objective(xf)
                 g_prev = g_x
             if check:
                 # ∇g(x) = S x − b(x)
