@@ -25,7 +25,7 @@ bench, 692 of 1132 eigenvalues of ``J W Jᵀ`` below 10⁻⁶ of the largest and
 violation, no halving helped and 25 of 192 projections returned without a step. The ``|A| × |A|``
 system (over the vertices of the active springs only) is assembled entry by entry from the
 pairs of constraints that meet at a vertex, and solved densely when small (the springs at a
-pinned corner) and by the shared :func:`~.linsolve.factor_spd` otherwise; a constraint with a
+pinned corner) and by the shared :func:`~.linsolve.factor_spd_entries` otherwise; a constraint with a
 single movable vertex (a collider contact, a spring to a pin) is eliminated from it rather
 than solved for (:func:`_project`: the same step from a system without the contact rows of
 a resting cloth). The strain limit alone (no rows, no compliance) takes a shortcut to the
@@ -55,9 +55,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
-from .linsolve import factor_spd, solve_dense
+from .linsolve import factor_spd_entries, solve_dense
 from .model import Model
 
 __all__ = ["StrainLimitInfo", "LinearRows", "limit_strain"]
@@ -405,8 +404,7 @@ class _SpringStep:
         vals = np.concatenate([sign[left] * sign[right] * inv_m[vert[left]]
                                * np.einsum("ij,ij->i", u[spring[left]], u[spring[right]]),
                                inv_m[springs[:, 0]] + inv_m[springs[:, 1]]])
-        order = np.lexsort((ra, rb))  # by column, then row: compressed columns as they come
-        self.ra, self.rb, self.vals = ra[order], rb[order], vals[order]
+        self.ra, self.rb, self.vals = ra, rb, vals
         self.on = self.ra == self.rb
         # the displacement W Jᵀ λ gathered per vertex and coordinate in one bincount:
         # entry 3 v + j, +λ u at a spring's first end, −λ u at its second
@@ -427,8 +425,7 @@ class _SpringStep:
         if b <= _DENSE:
             lam = solve_dense(np.bincount(rb * b + ra, vals, minlength=b * b).reshape(b, b), c)
         else:
-            indptr = np.concatenate(([0], np.cumsum(np.bincount(rb, minlength=b))))
-            lam = factor_spd(sp.csc_matrix((vals, ra, indptr), shape=(b, b)))(c)
+            lam = factor_spd_entries(b, ra, rb, vals)(c)
         push = lam[:, None] * self.u[sel]
         slots = self.slots[:, sel]
         n1 = len(self.inv_m)
@@ -500,7 +497,7 @@ def _project(verts: np.ndarray, coefs: np.ndarray, u: np.ndarray, inv_m: np.ndar
     by vertex; every such pair of incidences is listed at once (vertex by vertex, all
     pairs within its group), so the cost is linear in the number of non-zeros. Small
     systems (the usual case: the springs at a pinned corner) are solved densely, large
-    ones by the shared sparse factorisation :func:`~.linsolve.factor_spd`.
+    ones by the shared sparse factorisation :func:`~.linsolve.factor_spd_entries`.
     """
     a, m = verts.shape
     # the incidences (constraint, vertex, coefficient), grouped by vertex (one stable sort)
@@ -564,21 +561,12 @@ def _project(verts: np.ndarray, coefs: np.ndarray, u: np.ndarray, inv_m: np.ndar
     rb = np.concatenate([red[right], np.arange(b)])
     vals = np.concatenate([vals, reg + damp[kept] if compliance else np.full(b, reg)])
     lam = np.zeros(a)
-    key = rb * b + ra  # entry (ra, rb) of the symmetric system, column-major
     if b <= _DENSE:
         if b:
-            lam[kept] = solve_dense(np.bincount(key, vals, minlength=b * b).reshape(b, b),
+            lam[kept] = solve_dense(np.bincount(rb * b + ra, vals, minlength=b * b).reshape(b, b),
                                     c_rest[kept])
     else:
-        # compressed columns directly (duplicates summed): cheaper than scipy's COO route
-        order = np.argsort(key, kind="stable")
-        key = key[order]
-        first_of = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-        key = key[first_of]
-        indptr = np.concatenate(([0], np.cumsum(np.bincount(key // b, minlength=b))))
-        system = sp.csc_matrix((np.add.reduceat(vals[order], first_of), key % b, indptr),
-                               shape=(b, b))
-        lam[kept] = factor_spd(system)(c_rest[kept])
+        lam[kept] = factor_spd_entries(b, ra, rb, vals)(c_rest[kept])
     # W Jᵀ λ by vertex: across the eliminated directions, plus the fixed part along them
     push = wc * lam[row]
     dxv = fixed + np.column_stack([np.bincount(vert, push * pk, minlength=len(moved))

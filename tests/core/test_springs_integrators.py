@@ -632,6 +632,40 @@ def test_a_band_wider_than_16_never_goes_through_dpbtrf_in_factor_spd(monkeypatc
     assert np.abs(a @ linsolve.factor_spd(a)(b) - b).max() <= 1e-10 * np.abs(b).max()
 
 
+@pytest.mark.parametrize("kd", [1, 16, 17, 40])
+def test_factor_spd_entries_solves_the_matrix_its_entries_make(kd, monkeypatch):
+    """linsolve.factor_spd_entries(n, rows, cols, vals): the matrix whose entries are summed
+    from unsorted coordinates with duplicates (as the strain limit assembles its systems)
+    solved as SuperLU solves it, through LAPACK's banded Cholesky up to a band of 16 and
+    SuperLU beyond (where dpbtrf would block: never reached)."""
+    from scipy.linalg import lapack
+    from scipy.sparse.linalg import splu
+
+    from core.springs import linsolve
+
+    calls = []
+
+    class Counted:
+        def __getattr__(self, name):
+            calls.append(name)
+            return getattr(lapack, name)
+
+    monkeypatch.setattr(linsolve, "lapack", Counted())
+    rng = np.random.default_rng(kd)
+    a = _band_matrix(250, kd, rng)
+    coo = a.tocoo()
+    order = rng.permutation(2 * coo.nnz)
+    split = rng.uniform(0.2, 0.8, coo.nnz)
+    rows, cols = np.tile(coo.row, 2)[order], np.tile(coo.col, 2)[order]
+    vals = np.concatenate([coo.data * split, coo.data * (1.0 - split)])[order]
+    b = rng.standard_normal(250)
+    want = splu(a).solve(b)
+    got = linsolve.factor_spd_entries(250, rows, cols, vals)(b)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
+    assert ("dpbtrf" in calls) == (kd <= 16)
+    assert linsolve.factor_spd_entries(0, rows[:0], cols[:0], vals[:0])(np.zeros(0)).shape == (0,)
+
+
 def test_matvec_add_is_the_sparse_product_added_in_place():
     """linsolve.matvec_add(a, x, out) is ``out += a @ x`` (scipy's CSR kernel called
     directly, as FAST's local step uses it), with the public product for operands the
