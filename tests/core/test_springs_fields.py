@@ -69,6 +69,35 @@ def test_wind_on_a_facing_sheet_is_pressure_times_area():
     np.testing.assert_allclose(f60.sum(axis=0), [0.0, 0.5 * KAPPA * s * area, 0.0], atol=1e-9)
 
 
+def test_a_varying_wind_gives_the_force_and_moment_of_its_pressure_over_each_triangle():
+    """On triangles at random orientations, a field vector varying linearly over them (a
+    flow against each vertex's velocity) gives each triangle's corners together the force
+    ``κ ∫ (q·n̂) n̂ dA`` and the moment ``κ ∫ x × (q·n̂) n̂ dA`` of the interpolated pressure
+    (edge-midpoint quadrature: exact for the quadratic integrand), and as a force field
+    (wind factor 0) the force ``κ ∫ q dA``."""
+    rng = np.random.default_rng(11)
+    for _ in range(5):
+        x = rng.standard_normal((3, 3))
+        v = rng.standard_normal((3, 3))
+        tri = np.array([[0, 1, 2]])
+        cross = np.cross(x[0] - x[1], x[1] - x[2])
+        area, nor = 0.5 * np.linalg.norm(cross), cross / np.linalg.norm(cross)
+        mids = [(0, 1), (1, 2), (2, 0)]
+        for wf in (1.0, 0.0):
+            fld = ForceField("WIND", field_matrix((0.0, 0.0, 0.0), (0, 0, 1)), strength=0.0,
+                             flow=1.0, shape="PLANE", wind_factor=wf)
+            f = FieldForces(tri, np.ones(3), fps=FPS).evaluate([fld], x, v)
+            q = -v  # the flow's field vector at each vertex (strength 0)
+            load = [(q[i] + q[j]) / 2 for i, j in mids]
+            if wf == 1.0:
+                load = [(w @ nor) * nor for w in load]
+            pts = [(x[i] + x[j]) / 2 for i, j in mids]
+            want_f = KAPPA * area / 3 * sum(load)
+            want_m = KAPPA * area / 3 * sum(np.cross(p, w) for p, w in zip(pts, load))
+            np.testing.assert_allclose(f.sum(axis=0), want_f, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(np.cross(x, f).sum(axis=0), want_m, rtol=1e-12, atol=1e-12)
+
+
 def test_a_sheet_edge_on_to_the_wind_feels_exactly_nothing():
     model, tri = flag()
     ff = FieldForces(tri, model.masses, fps=FPS)
