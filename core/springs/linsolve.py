@@ -29,6 +29,7 @@ from scipy.linalg import lapack
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 from scipy.sparse.linalg import splu
 
+from .forces import dot as _dot
 from .model import Model
 
 try:  # scipy's own CSR product kernel (scipy.sparse._sparsetools, in every scipy since 1.8)
@@ -38,15 +39,6 @@ except ImportError:  # pragma: no cover - a scipy without it: the public product
 
 __all__ = ["factor_spd", "factor_spd_entries", "solve_dense", "matvec_add", "SpringLaplacian", "FactorCache",
            "PCGResult", "pcg"]
-
-
-def _dot(a: np.ndarray, b: np.ndarray) -> float:
-    """``Σ aᵢ bᵢ`` of two same-shape arrays in one thread (no BLAS: on a busy
-    two-core machine multithreaded BLAS costs milliseconds per call)."""
-    if (a.flags.c_contiguous and b.flags.c_contiguous) or (a.flags.f_contiguous
-                                                           and b.flags.f_contiguous):
-        return float(np.einsum("i,i->", a.ravel(order="K"), b.ravel(order="K")))
-    return float(np.einsum("i,i->", a.reshape(-1), b.reshape(-1)))
 
 
 def solve_dense(a: np.ndarray, b: np.ndarray) -> np.ndarray:
