@@ -404,8 +404,7 @@ class _SpringStep:
         vals = np.concatenate([sign[left] * sign[right] * inv_m[vert[left]]
                                * np.einsum("ij,ij->i", u[spring[left]], u[spring[right]]),
                                inv_m[springs[:, 0]] + inv_m[springs[:, 1]]])
-        self.ra, self.rb, self.vals = ra, rb, vals
-        self.on = self.ra == self.rb
+        self.ra, self.rb, self.vals = ra, rb, vals  # the diagonal last, in spring order
         # the displacement W Jᵀ λ gathered per vertex and coordinate in one bincount:
         # entry 3 v + j, +λ u at a spring's first end, −λ u at its second
         self.slots = (springs[:, :, None] * 3 + np.arange(3)).transpose(1, 0, 2)  # (2, k, 3)
@@ -420,8 +419,9 @@ class _SpringStep:
             return np.zeros(0), np.zeros((len(self.inv_m), 3))
         pos = np.cumsum(sel) - 1
         keep = sel[self.ra] & sel[self.rb]
-        ra, rb, vals, on = pos[self.ra[keep]], pos[self.rb[keep]], self.vals[keep], self.on[keep]
-        vals[on] += _EPS * max(float(vals[on].max(initial=0.0)), 1e-300)
+        ra, rb, vals = pos[self.ra[keep]], pos[self.rb[keep]], self.vals[keep]
+        diag = vals[-b:]  # the selected springs' diagonal entries (kept last, in order)
+        diag += _EPS * max(float(diag.max()), 1e-300)
         if b <= _DENSE:
             lam = solve_dense(np.bincount(rb * b + ra, vals, minlength=b * b).reshape(b, b), c)
         else:
