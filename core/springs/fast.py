@@ -376,12 +376,12 @@ class LocalGlobal(Integrator):
             carry, guess = self._carry, None
             if (carry is not None and self.warm_start and not contact and carry[0] == model.uid
                     and np.array_equal(carry[1], state.x)):
-                guess = x[free] + carry[2]
+                guess = x.take(free, axis=0) + carry[2]
             its, r, r0 = self._iterate(model, pre, obj, x, split_targets(model, targets)[0], its,
                                        contact=contact, guess=guess)
             ok = not self.compute_residual or converged(r, r0, model)
             if not contact:
-                solved = x[free]
+                solved = x.take(free, axis=0)
         else:
             x = obj.predicted(targets)  # no springs: ŷ is the minimiser
             its = 1 if len(free) else its
@@ -392,7 +392,7 @@ class LocalGlobal(Integrator):
         limited = self._finish(model, state, x, (x - x0) / h, x0, h, targets, colliders)
         self._carry = None
         if solved is not None:
-            taken = solved - state.x[free]  # what the strain limit took off the solve
+            taken = solved - state.x.take(free, axis=0)  # what the strain limit took off the solve
             if np.any(taken):
                 self._carry = (model.uid, state.x.copy(), taken)
         return StepInfo(its, r, ok and limited)
@@ -423,7 +423,9 @@ class LocalGlobal(Integrator):
         residuals ``nan`` unless ``compute_residual``.
         """
         free = model.free_index
-        const = obj.w[free, None] * obj.y[free]
+        # rows by ``take``: a third of the time of fancy indexing for (f, 3) rows
+        y_f = obj.y.take(free, axis=0)
+        const = obj.w[free, None] * y_f
         damp = pre.has_damping
         if damp:
             const += pre.ld_free @ obj.x0
@@ -447,7 +449,7 @@ class LocalGlobal(Integrator):
         cheb = self.chebyshev or (contact and self.acceleration == "ANDERSON")
         use_cheb = cheb and rho is not None
         measure = cheb and rho is None
-        xf = np.asfortranarray(x[free])  # columns contiguous, as SuperLU wants them
+        xf = np.asfortranarray(x.take(free, axis=0))  # columns contiguous, as SuperLU wants them
         const = np.asfortranarray(const)
         rhs = np.empty_like(const)
         xf_prev = xf
@@ -472,7 +474,7 @@ class LocalGlobal(Integrator):
         if aa is not None:
             pre.proj0 = np.einsum("ks,ks->s", *obj.geometry0()) if damp else None
             w3 = np.tile(obj.w[free], 3)  # W per entry of a flattened (column-major) (f, 3)
-            y_f = np.asfortranarray(obj.y[free])
+            y_f = np.asfortranarray(y_f)
             diff = np.empty_like(const)
 
             def objective(xf: np.ndarray) -> float:

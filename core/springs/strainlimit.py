@@ -276,7 +276,8 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         step = None
         if alone:  # its rounds work within the springs active now
             cand = np.flatnonzero(active)
-            step = _SpringStep(springs[cand], d[cand] / length[cand, None], inv_m)
+            step = _SpringStep(springs.take(cand, axis=0),
+                               d.take(cand, axis=0) / length.take(cand)[:, None], inv_m)
         for _ in range(_ROUNDS if not r else 4):
             hi, co = np.flatnonzero(active), np.flatnonzero(active_r)
             if r:
@@ -310,8 +311,9 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
             if dropped and not r:
                 back = np.concatenate(dropped)
                 back = back[~active[back]]
-                ends = springs[back]
-                grown = over[back] - _dot(d[back] / length[back, None], dx[ends[:, 0]] - dx[ends[:, 1]])
+                ends = springs.take(back, axis=0)
+                grown = over[back] - _dot(d.take(back, axis=0) / length[back, None],
+                                          dx.take(ends[:, 0], axis=0) - dx.take(ends[:, 1], axis=0))
                 back = back[grown > TOLERANCE * bound[back]]
             if not np.any(release) and not len(back):
                 break
@@ -402,7 +404,7 @@ class _SpringStep:
         ra = np.concatenate([spring[left], np.arange(k)])  # rows
         rb = np.concatenate([spring[right], np.arange(k)])  # columns
         vals = np.concatenate([sign[left] * sign[right] * inv_m[vert[left]]
-                               * np.einsum("ij,ij->i", u[spring[left]], u[spring[right]]),
+                               * _dot(u.take(spring[left], axis=0), u.take(spring[right], axis=0)),
                                inv_m[springs[:, 0]] + inv_m[springs[:, 1]]])
         self.ra, self.rb, self.vals = ra, rb, vals  # the diagonal last, in spring order
         # the displacement W Jᵀ λ gathered per vertex and coordinate in one bincount:
@@ -426,8 +428,8 @@ class _SpringStep:
             lam = solve_dense(np.bincount(rb * b + ra, vals, minlength=b * b).reshape(b, b), c)
         else:
             lam = factor_spd_entries(b, ra, rb, vals)(c)
-        push = lam[:, None] * self.u[sel]
-        slots = self.slots[:, sel]
+        push = lam[:, None] * self.u.compress(sel, axis=0)
+        slots = self.slots.compress(sel, axis=1)
         n1 = len(self.inv_m)
         dx = (np.bincount(slots[0].reshape(-1), push.reshape(-1), minlength=3 * n1)
               - np.bincount(slots[1].reshape(-1), push.reshape(-1), minlength=3 * n1)).reshape(n1, 3)
@@ -448,7 +450,7 @@ def _geometry(model: Model, x: np.ndarray, springs: np.ndarray) -> tuple[np.ndar
     """Spring vectors ``(e, 3)`` and lengths ``(e,)`` of ``springs`` at ``x``; a spring
     whose ends coincide gets its rest direction at a tiny length (a lower bound pushes
     it apart along that)."""
-    d = x[springs[:, 0]] - x[springs[:, 1]]
+    d = x.take(springs[:, 0], axis=0) - x.take(springs[:, 1], axis=0)
     length = np.sqrt(_dot(d, d))
     tiny = length < 1e-12
     if np.any(tiny):
