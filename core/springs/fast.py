@@ -73,7 +73,7 @@ import scipy.sparse as sp
 
 from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, converged, force_scale, pin_targets, split_targets
-from .linsolve import FactorCache, SpringLaplacian, matvec_add, solve_dense
+from .linsolve import FactorCache, SpringLaplacian, matvec_add, product, solve_dense
 from .model import Model, State
 
 __all__ = ["LocalGlobal"]
@@ -428,7 +428,7 @@ class LocalGlobal(Integrator):
         const = obj.w[free, None] * y_f
         damp = pre.has_damping
         if damp:
-            const += pre.ld_free @ obj.x0
+            matvec_add(pre.ld_free, np.ascontiguousarray(obj.x0), const)
             d0, u0 = obj.geometry0()
             # c_s = -(k_d/h)(d⁰ − (d⁰·û⁰)û⁰) vanishes (to round-off) unless d⁰ ≈ 0,
             # where û⁰ is the rest direction instead of d⁰/‖d⁰‖
@@ -442,9 +442,9 @@ class LocalGlobal(Integrator):
             u0 = None
         d_pin = None
         if len(model.pinned_index):
-            const -= pre.coupling @ targets
+            const -= product(pre.coupling, targets)
             d_pin = np.zeros((3, model.spring_count))
-            d_pin[:, pre.pin_springs] = (pre.inc_pin_springs @ targets).T
+            d_pin[:, pre.pin_springs] = product(pre.inc_pin_springs, targets).T
         rho = self.rho if self.rho is not None else pre.rho
         cheb = self.chebyshev or (contact and self.acceleration == "ANDERSON")
         use_cheb = cheb and rho is not None
@@ -464,7 +464,7 @@ class LocalGlobal(Integrator):
         grad = np.empty_like(const)
         # S x of the current and the previous iterate, carried along: every iterate is a
         # combination of solves S⁻¹ rhs and earlier iterates, so S x needs no product
-        sx = pre.matrix_csr @ xf if check else None
+        sx = product(pre.matrix_csr, xf) if check else None
         sx_prev = sx
         its = iterations
         best_r, best_x = np.inf, xf  # the iterate with the smallest residual so far
@@ -493,7 +493,7 @@ class LocalGlobal(Integrator):
             tol = self.tolerance * force_scale(model, r_start)
             e_start = pre.energy
             xg = np.asfortranarray(guess)
-            sxg = np.asfortranarray(pre.matrix_csr @ xg)
+            sxg = np.asfortranarray(product(pre.matrix_csr, xg))
             rhs_g = np.empty_like(const)
             pre.spring_forces(model, xg, d_pin, u0, rhs_g)
             rhs_g += const

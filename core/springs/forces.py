@@ -25,11 +25,10 @@ is ``−c m (v − wind)``; gravity is ``m g``.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import scipy.sparse as sp
 
+from .linsolve import dot, matvec_add, norm
 from .model import Model
 
 __all__ = [
@@ -41,38 +40,6 @@ __all__ = [
 ]
 
 _TINY = 1e-12
-
-
-#: Longest vector :func:`dot` gives BLAS: OpenBLAS's ``ddot`` runs in one thread up to
-#: 10,000 entries (beyond, its threads wait on each other when the cores are busy).
-_BLAS_DOT = 8192
-
-
-def dot(a: np.ndarray, b: np.ndarray) -> float:
-    """``Σ aᵢ bᵢ`` over all entries of two same-shape arrays.
-
-    ``numpy.dot`` and ``numpy.linalg.norm`` call multithreaded BLAS for long
-    vectors, which costs milliseconds per call on a busy two-core machine;
-    ``einsum`` sums in a single thread. Up to :data:`_BLAS_DOT` entries BLAS's
-    single-threaded ``ddot`` is used: 1 µs against ``einsum``'s 3 µs at 1,890 entries
-    (FAST's residuals and energies on the bench's flag, ~100 a frame).
-    """
-    if a.shape == b.shape and ((a.flags.c_contiguous and b.flags.c_contiguous)
-                               or (a.flags.f_contiguous and b.flags.f_contiguous)):
-        av, bv = a.ravel(order="K"), b.ravel(order="K")  # no copies
-    else:
-        av, bv = a.reshape(-1), b.reshape(-1)
-    if av.size <= _BLAS_DOT:
-        return float(np.dot(av, bv))
-    return float(np.einsum("i,i->", av, bv))
-
-
-def norm(a: np.ndarray) -> float:
-    """Euclidean norm of all entries of ``a`` (see :func:`dot`)."""
-    flat = a.ravel(order="K")  # no copy for C- or Fortran-ordered arrays
-    if flat.size <= _BLAS_DOT:
-        return math.sqrt(np.dot(flat, flat))
-    return math.sqrt(np.einsum("i,i->", flat, flat))
 
 
 def row_norms(a: np.ndarray) -> np.ndarray:
@@ -109,16 +76,23 @@ def spring_geometry(model: Model, x: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return d, length, unit
 
 
+def _vectors_soa(model: Model, x: np.ndarray) -> np.ndarray:
+    """Spring vectors ``xᵢ − xⱼ`` ``(3, s)`` of positions ``x`` ``(n, 3)``: the incidence
+    product coordinate by coordinate, straight into contiguous rows."""
+    xt = np.ascontiguousarray(x.T, dtype=np.float64)
+    d = np.zeros((3, model.spring_count))
+    for k in range(3):
+        matvec_add(model.incidence, xt[k], d[k])
+    return d
+
+
 def spring_geometry_soa(model: Model, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`spring_geometry` in structure-of-arrays layout.
 
     Returns ``d`` ``(3, s)``, ``length`` ``(s,)`` and ``unit`` ``(3, s)``
     (contiguous rows: faster elementwise work than ``(s, 3)``).
     """
-    inc = model.incidence
-    d = np.empty((3, model.spring_count))
-    for k in range(3):
-        d[k] = inc @ x[:, k]
+    d = _vectors_soa(model, x)
     length = d[0] * d[0]
     length += d[1] * d[1]
     length += d[2] * d[2]
@@ -229,13 +203,8 @@ def spring_energy_and_strain(model: Model, x: np.ndarray) -> tuple[float, float]
     """
     if model.spring_count == 0:
         return 0.0, 0.0
-    inc = model.incidence
-    length = np.zeros(model.spring_count)
-    for k in range(3):
-        dk = inc @ x[:, k]
-        dk *= dk
-        length += dk
-    np.sqrt(length, out=length)
+    d = _vectors_soa(model, x)
+    length = np.sqrt(np.einsum("ks,ks->s", d, d))
     stretch = length - model.rest_lengths
     energy = 0.5 * dot(model.stiffness, stretch * stretch)
     return energy, edge_strain(model, stretch)
@@ -264,8 +233,8 @@ def max_strain(model: Model, x: np.ndarray) -> float:
     """:func:`edge_strain` at positions ``x`` ``(n, 3)``, m."""
     if model.spring_count == 0:
         return 0.0
-    d = model.incidence @ x
-    length = np.sqrt(np.einsum("ij,ij->i", d, d))
+    d = _vectors_soa(model, x)
+    length = np.sqrt(np.einsum("ks,ks->s", d, d))
     return edge_strain(model, length - model.rest_lengths)
 
 

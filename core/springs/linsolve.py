@@ -23,22 +23,56 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import lapack
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 from scipy.sparse.linalg import splu
 
-from .forces import dot as _dot
 from .model import Model
 
-try:  # scipy's own CSR product kernel (scipy.sparse._sparsetools, in every scipy since 1.8)
+try:  # scipy's own CSR product kernels (scipy.sparse._sparsetools, in every scipy since 1.8)
     from scipy.sparse._sparsetools import csr_matvec as _csr_matvec
-except ImportError:  # pragma: no cover - a scipy without it: the public product
-    _csr_matvec = None
+    from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
+except ImportError:  # pragma: no cover - a scipy without them: the public product
+    _csr_matvec = _csr_matvecs = None
 
-__all__ = ["factor_spd", "factor_spd_entries", "solve_dense", "matvec_add", "SpringLaplacian", "FactorCache",
+__all__ = ["dot", "norm", "factor_spd", "factor_spd_entries", "solve_dense", "matvec_add", "product", "SpringLaplacian", "FactorCache",
            "PCGResult", "pcg"]
+
+
+#: Longest vector :func:`dot` gives BLAS: OpenBLAS's ``ddot`` runs in one thread up to
+#: 10,000 entries (beyond, its threads wait on each other when the cores are busy).
+_BLAS_DOT = 8192
+
+
+def dot(a: np.ndarray, b: np.ndarray) -> float:
+    """``Σ aᵢ bᵢ`` over all entries of two same-shape arrays.
+
+    ``numpy.dot`` and ``numpy.linalg.norm`` call multithreaded BLAS for long
+    vectors, which costs milliseconds per call on a busy two-core machine;
+    ``einsum`` sums in a single thread. Up to :data:`_BLAS_DOT` entries BLAS's
+    single-threaded ``ddot`` is used: 1 µs against ``einsum``'s 3 µs at 1,890 entries
+    (FAST's residuals and energies on the bench's flag, ~100 a frame).
+    """
+    if a.shape == b.shape and ((a.flags.c_contiguous and b.flags.c_contiguous)
+                               or (a.flags.f_contiguous and b.flags.f_contiguous)):
+        av, bv = a.ravel(order="K"), b.ravel(order="K")  # no copies
+    else:
+        av, bv = a.reshape(-1), b.reshape(-1)
+    if av.size <= _BLAS_DOT:
+        return float(np.dot(av, bv))
+    return float(np.einsum("i,i->", av, bv))
+
+
+def norm(a: np.ndarray) -> float:
+    """Euclidean norm of all entries of ``a`` (see :func:`dot`)."""
+    flat = a.ravel(order="K")  # no copy for C- or Fortran-ordered arrays
+    if flat.size <= _BLAS_DOT:
+        return math.sqrt(np.dot(flat, flat))
+    return math.sqrt(np.einsum("i,i->", flat, flat))
 
 
 def solve_dense(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -65,22 +99,35 @@ _dgesv = lapack.get_lapack_funcs("gesv", dtype=np.float64)
 
 def matvec_add(a: sp.csr_matrix, x: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``out += a @ x`` in place and return ``out``: a CSR ``a`` ``(M, N)`` of float64,
-    contiguous float64 ``x`` ``(N,)`` and ``out`` ``(M,)``.
+    C-contiguous float64 ``x`` ``(N,)`` or ``(N, k)`` and ``out`` ``(M,)`` or ``(M, k)``.
 
-    scipy's CSR kernel called directly (the one ``a @ x`` ends in): ``a @ x`` also checks
-    its operands and allocates a zeroed result, and FAST's local step (two products, of
+    scipy's CSR kernels called directly (the ones ``a @ x`` ends in): ``a @ x`` also
+    checks its operands, dispatches and allocates a zeroed result (20–30 µs at the
+    bench's flag's sizes, more than the product), and FAST's local step (two products, of
     10,944 and 1,890 rows on the bench's 651-vertex flag) runs 26 times a frame. Starting
     ``out`` from what is to be added to the product (the pinned springs' part of ``Aᵀ x``,
-    zeros) saves the separate add as well. Falls back to ``a @ x`` where the kernel is
+    zeros) saves the separate add as well. Falls back to ``a @ x`` where the kernels are
     missing or the operands are not as required.
     """
-    if (_csr_matvec is None or a.dtype != np.float64 or x.dtype != np.float64
-            or out.dtype != np.float64 or not x.flags.c_contiguous
-            or not out.flags.c_contiguous or x.ndim != 1 or out.ndim != 1):
+    if (_csr_matvec is None or a.format != "csr" or a.dtype != np.float64
+            or x.dtype != np.float64 or out.dtype != np.float64 or not x.flags.c_contiguous
+            or not out.flags.c_contiguous or x.ndim != out.ndim or x.ndim > 2
+            or out.shape != (a.shape[0], *x.shape[1:]) or x.shape[0] != a.shape[1]):
         out += a @ x
         return out
-    _csr_matvec(a.shape[0], a.shape[1], a.indptr, a.indices, a.data, x, out)
+    if x.ndim == 1:
+        _csr_matvec(a.shape[0], a.shape[1], a.indptr, a.indices, a.data, x, out)
+    else:
+        _csr_matvecs(a.shape[0], a.shape[1], x.shape[1], a.indptr, a.indices, a.data,
+                     x.reshape(-1), out.reshape(-1))
     return out
+
+
+def product(a: sp.csr_matrix, x: np.ndarray) -> np.ndarray:
+    """``a @ x`` for a CSR ``a`` ``(M, N)`` and ``x`` ``(N,)`` or ``(N, k)`` (any layout):
+    a new C-ordered array, by :func:`matvec_add`."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    return matvec_add(a, x, np.zeros((a.shape[0], *x.shape[1:])))
 
 
 def factor_spd(matrix: sp.spmatrix, *, many_solves: bool = False) -> Callable[[np.ndarray], np.ndarray]:
@@ -396,7 +443,7 @@ def pcg(apply: Callable[[np.ndarray, np.ndarray], np.ndarray], b: np.ndarray,
     -------
     PCGResult
     """
-    b_norm = float(np.sqrt(_dot(b, b)))
+    b_norm = float(np.sqrt(dot(b, b)))
     tol = rtol * b_norm
     ap = np.empty_like(b)
     if x0 is None:
@@ -405,33 +452,33 @@ def pcg(apply: Callable[[np.ndarray, np.ndarray], np.ndarray], b: np.ndarray,
     else:
         x = np.array(x0, dtype=np.float64, order="K", copy=True)
         r = b - apply(x, ap)
-        if _dot(r, r) > b_norm * b_norm:
+        if dot(r, r) > b_norm * b_norm:
             x[...] = 0.0
             r = b.copy(order="K")
-    r_norm = float(np.sqrt(_dot(r, r)))
+    r_norm = float(np.sqrt(dot(r, r)))
     if r_norm <= tol:
         return PCGResult(x, 0, True, r_norm)
     z = precondition(r)
     p = z.copy()
-    rz = _dot(r, z)
+    rz = dot(r, z)
     tmp = np.empty_like(b)
     its = 0
     while its < max_iterations:
         its += 1
         apply(p, ap)
-        pap = _dot(p, ap)
+        pap = dot(p, ap)
         if not pap > 0.0:
             break  # breakdown (p = 0 to round-off): x is as good as it gets
         alpha = rz / pap
         x += np.multiply(p, alpha, out=tmp)
         r -= np.multiply(ap, alpha, out=tmp)
-        r_norm = float(np.sqrt(_dot(r, r)))
+        r_norm = float(np.sqrt(dot(r, r)))
         if r_norm <= tol:
             return PCGResult(x, its, True, r_norm)
         if its >= max_iterations:
             break  # no next direction needed (truncated Newton runs one iteration)
         z = precondition(r)
-        rz_new = _dot(r, z)
+        rz_new = dot(r, z)
         p *= rz_new / rz
         p += z
         rz = rz_new

@@ -685,3 +685,14 @@ def test_matvec_add_is_the_sparse_product_added_in_place():
     strided = rng.standard_normal(80)[::2]  # not contiguous: the public product
     out = start.copy()
     np.testing.assert_allclose(linsolve.matvec_add(a, strided, out), start + a @ strided, rtol=1e-14)
+    # several vectors at once (scipy's multi-vector kernel), and the same matrix in CSC
+    # (its arrays mean columns: the public product, not the CSR kernel)
+    assert linsolve._csr_matvecs is not None
+    xs, starts = rng.standard_normal((40, 3)), rng.standard_normal((50, 3))
+    for m in (a, a.tocsc()):
+        out = starts.copy()
+        assert linsolve.matvec_add(m, xs, out) is out
+        np.testing.assert_allclose(out, starts + a @ xs, rtol=1e-13, atol=1e-13)
+    # product: a new array whatever the layout of x
+    for x3 in (xs, np.asfortranarray(xs), xs[:, 1]):
+        np.testing.assert_allclose(linsolve.product(a, x3), a @ x3, rtol=1e-13, atol=1e-13)
