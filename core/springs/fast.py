@@ -86,10 +86,19 @@ class _Prefactored(SpringLaplacian):
     :class:`~.linsolve.SpringLaplacian` with ``a = m (1/h² + c/h) + kₐ`` and
     ``K = k + k_d/h``) and work buffers.
 
+    The iterations keep the free vertices in the order of the factor (:attr:`order`: the
+    banded factor's reverse Cuthill–McKee order when :func:`~.linsolve.factor_spd` chose
+    it, else ``model.free_index``), so that each global step is the banded solve alone
+    (:attr:`solve_ordered`), without permuting its right-hand side and solution.
+
     Attributes beyond :class:`~.linsolve.SpringLaplacian`'s (``s`` springs,
-    ``f`` free vertices): ``ld_free`` CSR ``(f, n)`` (free rows of
-    ``L_d/h``); ``k_rest`` ``(s,)`` = ``k L``; ``kd_h`` ``(s,)`` = ``k_d/h``;
-    ``rho`` the Chebyshev spectral-radius estimate.
+    ``f`` free vertices): ``order`` ``(f,)`` the free vertices in the iterations' order
+    (``perm`` ``(f,)`` its positions in ``model.free_index``, or ``None`` for the same
+    order); in that order ``matrix_ordered`` (CSR ``(f, f)``, the system matrix),
+    ``coupling_ordered`` ``(f, p)``, ``ld_free`` CSR ``(f, n)`` (rows of ``L_d/h``),
+    ``inc_t_ordered`` ``(f, s)`` and the stacked incidences ``inc3_free``
+    ``(3s, 3f)`` and ``inc3_t_free`` ``(3f, 3s)``; ``k_rest`` ``(s,)`` = ``k L``;
+    ``kd_h`` ``(s,)`` = ``k_d/h``; ``rho`` the Chebyshev spectral-radius estimate.
     """
 
     def __init__(self, model: Model, h: float) -> None:
@@ -97,15 +106,23 @@ class _Prefactored(SpringLaplacian):
         w[model.anchor_index] += model.anchor_stiffness
         super().__init__(model, w, model.stiffness + model.damping / h)
         inc, inc_t = model.incidence, model.incidence_t
-        self.ld_free = (inc_t @ sp.diags(model.damping / h) @ inc).tocsr()[model.free_index]
+        perm = getattr(self.solve, "perm", None)
+        self.perm = None if perm is None else np.asarray(perm, dtype=np.intp)
+        rows = slice(None) if perm is None else self.perm
+        self.order = model.free_index[rows]
+        self.solve_ordered = self.solve if perm is None else self.solve.ordered
+        self.matrix_ordered = self.matrix_csr[rows][:, rows].tocsr()
+        self.coupling_ordered = self.coupling[rows].tocsr()
+        self.inc_t_ordered = self.inc_t_free[rows].tocsr()
+        self.ld_free = (inc_t @ sp.diags(model.damping / h) @ inc).tocsr()[self.order]
         self.k_rest = model.stiffness * model.rest_lengths
         self.kd_h = model.damping / h
         self.has_damping = bool(np.any(model.damping))
         s = model.spring_count
         # the incidence blocks for the three coordinates at once: one sparse product each
         # way per local step instead of three (x, y, z stacked: ``xf.ravel(order="F")``)
-        self.inc3_free = sp.block_diag([self.inc_free] * 3, format="csr")
-        self.inc3_t_free = sp.block_diag([self.inc_t_free] * 3, format="csr")
+        self.inc3_free = sp.block_diag([self.inc_free[:, rows]] * 3, format="csr")
+        self.inc3_t_free = sp.block_diag([self.inc_t_ordered] * 3, format="csr")
         self._length = np.empty(s)
         self._scale = np.empty(s)
         self._proj = np.empty(s)
@@ -422,8 +439,9 @@ class LocalGlobal(Integrator):
         Returns (iterations run, ``‖∇g‖`` at the final ``x``, ``‖∇g(x_start)‖``), the
         residuals ``nan`` unless ``compute_residual``.
         """
-        free = model.free_index
-        # rows by ``take``: a third of the time of fancy indexing for (f, 3) rows
+        # the free vertices in the factor's order (:class:`_Prefactored`); rows by ``take``:
+        # a third of the time of fancy indexing for (f, 3) rows
+        free = pre.order
         y_f = obj.y.take(free, axis=0)
         const = obj.w[free, None] * y_f
         damp = pre.has_damping
@@ -437,12 +455,12 @@ class LocalGlobal(Integrator):
                 dt, ut = d0[:, tiny], u0[:, tiny]
                 c_s = np.zeros((model.spring_count, 3))
                 c_s[tiny] = (-(pre.kd_h[tiny]) * (dt - (dt * ut).sum(axis=0) * ut)).T
-                const += pre.inc_t_free @ c_s
+                const += pre.inc_t_ordered @ c_s
         else:
             u0 = None
         d_pin = None
         if len(model.pinned_index):
-            const -= product(pre.coupling, targets)
+            const -= product(pre.coupling_ordered, targets)
             d_pin = np.zeros((3, model.spring_count))
             d_pin[:, pre.pin_springs] = product(pre.inc_pin_springs, targets).T
         rho = self.rho if self.rho is not None else pre.rho
@@ -464,7 +482,7 @@ class LocalGlobal(Integrator):
         grad = np.empty_like(const)
         # S x of the current and the previous iterate, carried along: every iterate is a
         # combination of solves S⁻¹ rhs and earlier iterates, so S x needs no product
-        sx = product(pre.matrix_csr, xf) if check else None
+        sx = product(pre.matrix_ordered, xf) if check else None
         sx_prev = sx
         its = iterations
         best_r, best_x = np.inf, xf  # the iterate with the smallest residual so far
@@ -492,8 +510,8 @@ class LocalGlobal(Integrator):
             r_start = F.norm(np.subtract(sx, rhs, out=grad))
             tol = self.tolerance * force_scale(model, r_start)
             e_start = pre.energy
-            xg = np.asfortranarray(guess)
-            sxg = np.asfortranarray(product(pre.matrix_csr, xg))
+            xg = np.asfortranarray(guess if pre.perm is None else guess.take(pre.perm, axis=0))
+            sxg = np.asfortranarray(product(pre.matrix_ordered, xg))
             rhs_g = np.empty_like(const)
             pre.spring_forces(model, xg, d_pin, u0, rhs_g)
             rhs_g += const
@@ -534,7 +552,7 @@ class LocalGlobal(Integrator):
                     break
                 if r_it < best_r:
                     best_r, best_x = r_it, xf
-            xf_hat = pre.solve(rhs)
+            xf_hat = pre.solve_ordered(rhs)
             sx_new = rhs.copy(order="F") if check else None  # S x̂ = rhs
             if aa is not None:
                 xf_hat = np.asfortranarray(xf_hat)

@@ -297,23 +297,42 @@ def _banded_cholesky(matrix: sp.csr_matrix, budget: int) -> Callable[[np.ndarray
     factor = np.zeros((band + 1, n), order="F")  # LAPACK's upper band storage of R
     factor[band + upper.row - upper.col, upper.col] = upper.data / np.sqrt(diag[upper.row])
 
-    inverse = np.empty_like(perm)
-    inverse[perm] = np.arange(n)
+    return _BandedSolve(factor, perm)
 
-    def solve(b: np.ndarray) -> np.ndarray:
+
+class _BandedSolve:
+    """``solve(b)`` of :func:`_banded_cholesky`: LAPACK's ``dpbtrs`` on the band ``factor``
+    in the order ``perm``. Calling it permutes ``b`` and the solution; :meth:`ordered` solves
+    a ``b`` already in that order (a caller that keeps its vectors in it, FAST's global step,
+    saves the two permuted copies per solve)."""
+
+    def __init__(self, factor: np.ndarray, perm: np.ndarray) -> None:
+        self.factor = factor
+        #: The order of the factor: row ``i`` of an ordered vector is row ``perm[i]``.
+        self.perm = perm
+        self.inverse = np.empty_like(perm)
+        self.inverse[perm] = np.arange(len(perm))
+
+    def ordered(self, b: np.ndarray) -> np.ndarray:
+        """``A⁻¹ b`` for ``b`` ``(N,)`` or ``(N, k)`` and the result in the order :attr:`perm`."""
+        x, info = lapack.dpbtrs(self.factor, b, lower=0)
+        if info != 0:
+            raise np.linalg.LinAlgError(f"dpbtrs failed ({info})")
+        return x
+
+    def __call__(self, b: np.ndarray) -> np.ndarray:
         # permuted copies by ``take`` along the rows of the transposes: Fortran-ordered
         # columns, as dpbtrs wants them, with no further copy (``b[perm]`` is C-ordered)
+        perm, inverse = self.perm, self.inverse
         if b.ndim == 1:
-            x, info = lapack.dpbtrs(factor, b.take(perm), lower=0, overwrite_b=1)
+            x, info = lapack.dpbtrs(self.factor, b.take(perm), lower=0, overwrite_b=1)
             out = x.take(inverse)
         else:
-            x, info = lapack.dpbtrs(factor, b.T.take(perm, axis=1).T, lower=0, overwrite_b=1)
+            x, info = lapack.dpbtrs(self.factor, b.T.take(perm, axis=1).T, lower=0, overwrite_b=1)
             out = x.T.take(inverse, axis=1).T
         if info != 0:
             raise np.linalg.LinAlgError(f"dpbtrs failed ({info})")
         return out
-
-    return solve
 
 
 class SpringLaplacian:

@@ -524,6 +524,64 @@ def test_the_global_step_factor_solves_its_matrix_as_superlu_does(n):
     assert np.abs(csr @ got - b).max() <= 1e-11 * np.abs(b).max() * (abs(csr).sum(axis=1).max())
 
 
+def test_fast_iterates_the_same_in_the_banded_factors_order_as_in_the_models(monkeypatch):
+    """FAST keeps its free vertices in the banded factor's order (no permuted copies per
+    global step): the same steps with the banded factor (iterations in its reverse
+    Cuthill–McKee order) as with SuperLU (the model's order) to round-off, over frames of a
+    pinned sheet swinging under a moving pin; and a warm start's guess, given in the model's
+    order, is taken in the factor's: the converged end of a step, given as the guess of the
+    same step, needs no iteration."""
+    from core.springs import linsolve
+    from core.springs.base import Objective, split_targets
+
+    def sheet(mass):
+        g = grid(14, 1.0)
+        ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+        pin = np.zeros(len(g.positions), bool)
+        pin[[0, 14]] = True
+        return build_model(g.positions, ss, stiffness=2000.0, shear_stiffness=200.0,
+                           bending_stiffness=2.0, damping=1.0, total_mass=mass,
+                           triangles=triangulate(g), pinned=pin, air_drag=0.5)
+
+    def run():
+        m = sheet(0.3)
+        sim = Simulator(m, "FAST", fps=24, substeps=1, iterations=40)
+        pre = sim.integrator.prefactored(m, 1 / 24)
+        pins = m.rest_positions[m.target_index].copy()
+        xs = []
+        for f in range(12):
+            pins[:, 0] += 0.02 * np.sin(f)
+            sim.advance(pins.copy(), [])
+            xs.append(sim.state.x.copy())
+        return pre, np.array(xs)
+
+    def guessed(m):
+        fast = LocalGlobal(tolerance=1e-9)
+        state = m.initial_state()
+        state.v[:, 0] = 0.5
+        targets = m.rest_positions[m.target_index]
+        end = state.copy()
+        fast.step(m, end, 1 / 24, pins=targets, iterations=200)  # (no strain limit here)
+        fast.tolerance = CONVERGENCE_RTOL
+        obj = Objective(m, state, 1 / 24, targets)
+        x = obj.start(targets)
+        pre = fast.prefactored(m, 1 / 24)
+        its, _, _ = fast._iterate(m, pre, obj, x, split_targets(m, targets)[0], 40,
+                                  guess=end.x[m.free_index])
+        return pre, its
+
+    banded, xs_banded = run()
+    assert banded.perm is not None and not np.array_equal(banded.order, np.sort(banded.order))
+    pre, its = guessed(sheet(3.0))
+    assert pre.perm is not None and its == 0
+    monkeypatch.setattr(linsolve, "_MAX_BAND", 0)  # no banded factor: SuperLU, the model's order
+    plain, xs_plain = run()
+    assert plain.perm is None
+    assert np.abs(xs_banded - xs_plain).max() <= 1e-9
+    pre, its = guessed(sheet(3.0))
+    assert pre.perm is None and its == 0
+
+
 def test_the_banded_factor_never_goes_through_lapacks_blocked_dpbtrf(monkeypatch):
     """The banded factor of a sheet wider than 16 in its band (the bench fold's 441 vertices)
     is made without LAPACK's dpbtrf, whose blocked BLAS-3 calls run on OpenBLAS's threads:
