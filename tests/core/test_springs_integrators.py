@@ -582,6 +582,33 @@ def test_fast_iterates_the_same_in_the_banded_factors_order_as_in_the_models(mon
     assert pre.perm is None and its == 0
 
 
+def test_fast_local_step_energy_is_the_spring_and_damping_energy():
+    """The energy FAST's local step reports for the Anderson safeguard (expanded into dot
+    products) is ``½ Σ k (ℓ − L)² + ½ Σ (k_d/h)(û⁰·(d − d⁰))²`` computed directly, to
+    round-off of the energy itself (not of the expansion's constants), on a sheet
+    stretched by a few per cent and moved."""
+    from core.springs import forces as F
+    from core.springs.fast import _Prefactored
+
+    m = grid_model(10, k=3000.0, kd=1.0)
+    h = 1 / 24
+    pre = _Prefactored(m, h)
+    rng = np.random.default_rng(5)
+    x0 = m.rest_positions + 0.002 * rng.standard_normal(m.rest_positions.shape)
+    x = x0 * 1.03 + 0.001 * rng.standard_normal(x0.shape)
+    d0, _, u0 = F.spring_geometry_soa(m, x0)
+    pre.damping_start(np.einsum("ks,ks->s", d0, u0))
+    pre.want_energy = True
+    d_pin = np.zeros((3, m.spring_count))
+    d_pin[:, pre.pin_springs] = (pre.inc_pin_springs @ x[m.pinned_index]).T
+    out = np.zeros((len(pre.order), 3), order="F")
+    pre.spring_forces(m, np.asfortranarray(x[pre.order]), d_pin, u0, out)
+    d, length, _ = F.spring_geometry_soa(m, x)
+    want = (0.5 * np.sum(m.stiffness * (length - m.rest_lengths) ** 2)
+            + 0.5 * np.sum(m.damping / h * np.einsum("ks,ks->s", d - d0, u0) ** 2))
+    assert want > 0 and abs(pre.energy - want) <= 1e-9 * want
+
+
 def test_the_banded_factor_never_goes_through_lapacks_blocked_dpbtrf(monkeypatch):
     """The banded factor of a sheet wider than 16 in its band (the bench fold's 441 vertices)
     is made without LAPACK's dpbtrf, whose blocked BLAS-3 calls run on OpenBLAS's threads:
