@@ -74,6 +74,7 @@ reverse it), which keeps it stable at any step size.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -178,10 +179,16 @@ class ForceField:
             raise SinewError("a force field's matrix must be a finite 4×4 matrix")
         m.setflags(write=False)
         object.__setattr__(self, "matrix", m)
-        for f in dataclasses.fields(self):
-            val = getattr(self, f.name)
-            if isinstance(val, float) and not np.isfinite(val):
-                raise SinewError(f"force field {f.name} must be finite, got {val!r}")
+        # finite numbers (checked together: fields are made per substep by interpolation)
+        floats = [(f.name, v) for f in _FIELDS if isinstance(v := getattr(self, f.name), float)]
+        if not np.all(np.isfinite([v for _, v in floats])):
+            name, val = next((n, v) for n, v in floats if not np.isfinite(v))
+            raise SinewError(f"force field {name} must be finite, got {val!r}")
+        z = m[:3, 2]
+        n = math.sqrt(float(z @ z))
+        axis = z / n if n > _TINY else np.array([0.0, 0.0, 1.0])
+        axis.setflags(write=False)
+        object.__setattr__(self, "_axis", axis)
 
     @property
     def center(self) -> np.ndarray:
@@ -191,10 +198,10 @@ class ForceField:
     @property
     def axis(self) -> np.ndarray:
         """Unit Z axis ``(3,)`` (``(0, 0, 1)`` for a degenerate matrix)."""
-        z = self.matrix[:3, 2]
-        n = float(np.linalg.norm(z))
-        return z / n if n > _TINY else np.array([0.0, 0.0, 1.0])
+        return self._axis
 
+
+_FIELDS = dataclasses.fields(ForceField)
 
 _LERPED = ("strength", "flow", "noise", "falloff_power", "distance_min", "distance_max",
            "radial_min", "radial_max", "radial_falloff", "damp", "size", "wind_factor")

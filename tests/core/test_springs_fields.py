@@ -351,6 +351,14 @@ def test_bad_external_forces_are_reported():
         ForceField("MAGNET", np.eye(4))
     with pytest.raises(SinewError, match="shape"):
         ForceField("WIND", np.eye(4), shape="SURFACE")
+    with pytest.raises(SinewError, match="falloff_power must be finite"):
+        ForceField("WIND", np.eye(4), strength=1.0, falloff_power=np.inf)
+    with pytest.raises(SinewError, match="matrix"):
+        ForceField("WIND", np.full((4, 4), np.nan))
+    tilted = np.eye(4)
+    tilted[:3, 2] = (0.0, 3.0, 4.0)
+    np.testing.assert_allclose(ForceField("WIND", tilted).axis, (0.0, 0.6, 0.8), rtol=1e-15)
+    np.testing.assert_array_equal(ForceField("WIND", np.zeros((4, 4))).axis, (0.0, 0.0, 1.0))
 
 
 def test_constant_external_force_matches_gravity_in_every_solver():
