@@ -225,12 +225,12 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
     bound = np.where(inv_m[springs[:, 0]] + inv_m[springs[:, 1]] > 0, bound, np.inf)
     scale = (1.0 + s) * rest  # finite: violations relative to it
     r = 0 if rows is None else len(rows.targets)
-    spring_coefs = np.broadcast_to(np.array([1.0, -1.0]), (e, 2))
     if r:
         row_verts = np.where(rows.verts >= 0, rows.verts, n)
         free_row = np.any((rows.coefs != 0) & (inv_m[row_verts] > 0), axis=1)
         width = max(2, row_verts.shape[1])
     alone = not r and not compliance  # the strain limit alone: _SpringStep
+    spring_coefs = None if alone else np.broadcast_to(np.array([1.0, -1.0]), (e, 2))
     x_start = x.copy()
     released = np.zeros(e, dtype=bool)  # candidates the last Newton step released
     released_r = np.zeros(r, dtype=bool)  # ... and rows
