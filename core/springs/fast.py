@@ -108,12 +108,19 @@ class _Prefactored(SpringLaplacian):
         inc, inc_t = model.incidence, model.incidence_t
         perm = getattr(self.solve, "perm", None)
         self.perm = None if perm is None else np.asarray(perm, dtype=np.intp)
-        rows = slice(None) if perm is None else self.perm
-        self.order = model.free_index[rows]
-        self.solve_ordered = self.solve if perm is None else self.solve.ordered
-        self.matrix_ordered = self.matrix_csr[rows][:, rows].tocsr()
-        self.coupling_ordered = self.coupling[rows].tocsr()
-        self.inc_t_ordered = self.inc_t_free[rows].tocsr()
+        if self.perm is None:  # the model's order: the shared matrices as they are
+            self.order = model.free_index
+            self.solve_ordered = self.solve
+            self.matrix_ordered, self.coupling_ordered = self.matrix_csr, self.coupling
+            self.inc_t_ordered, inc_free = self.inc_t_free, self.inc_free
+        else:
+            p = self.perm
+            self.order = model.free_index[p]
+            self.solve_ordered = self.solve.ordered
+            self.matrix_ordered = self.matrix_csr[p][:, p].tocsr()
+            self.coupling_ordered = self.coupling[p].tocsr()
+            self.inc_t_ordered = self.inc_t_free[p].tocsr()
+            inc_free = self.inc_free[:, p].tocsr()
         self.ld_free = (inc_t @ sp.diags(model.damping / h) @ inc).tocsr()[self.order]
         self.k_rest = model.stiffness * model.rest_lengths
         self.kd_h = model.damping / h
@@ -121,7 +128,7 @@ class _Prefactored(SpringLaplacian):
         s = model.spring_count
         # the incidence blocks for the three coordinates at once: one sparse product each
         # way per local step instead of three (x, y, z stacked: ``xf.ravel(order="F")``)
-        self.inc3_free = sp.block_diag([self.inc_free[:, rows]] * 3, format="csr")
+        self.inc3_free = sp.block_diag([inc_free] * 3, format="csr")
         self.inc3_t_free = sp.block_diag([self.inc_t_ordered] * 3, format="csr")
         self._length = np.empty(s)
         self._scale = np.empty(s)
