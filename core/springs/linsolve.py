@@ -19,11 +19,10 @@ IMPLICIT, NEWTON and FAST:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
-
-import math
 
 import numpy as np
 import scipy.sparse as sp
@@ -39,8 +38,8 @@ try:  # scipy's own CSR product kernels (scipy.sparse._sparsetools, in every sci
 except ImportError:  # pragma: no cover - a scipy without them: the public product
     _csr_matvec = _csr_matvecs = None
 
-__all__ = ["dot", "dot_for", "norm", "factor_spd", "factor_spd_entries", "solve_dense", "matvec_add", "product", "SpringLaplacian", "FactorCache",
-           "PCGResult", "pcg"]
+__all__ = ["dot", "dot_for", "norm", "factor_spd", "factor_spd_entries", "solve_dense",
+           "matvec_add", "product", "SpringLaplacian", "FactorCache", "PCGResult", "pcg"]
 
 
 #: Longest vector :func:`dot` gives BLAS: OpenBLAS's ``ddot`` runs in one thread up to
