@@ -38,8 +38,9 @@ try:  # scipy's own CSR product kernels (scipy.sparse._sparsetools, in every sci
 except ImportError:  # pragma: no cover - a scipy without them: the public product
     _csr_matvec = _csr_matvecs = None
 
-__all__ = ["dot", "dot_for", "norm", "factor_spd", "factor_spd_entries", "solve_dense",
-           "matvec_add", "product", "SpringLaplacian", "FactorCache", "PCGResult", "pcg"]
+__all__ = ["dot", "dot_for", "norm", "factor_spd", "factor_spd_entries", "solve_spd_entries",
+           "solve_dense", "matvec_add", "product", "SpringLaplacian", "FactorCache", "PCGResult",
+           "pcg"]
 
 
 #: Longest vector :func:`dot` gives BLAS: OpenBLAS's ``ddot`` runs in one thread up to
@@ -238,6 +239,19 @@ def _narrow_entries(n: int, rows: np.ndarray, cols: np.ndarray,
 
     return solve
 
+
+
+def solve_spd_entries(n: int, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray,
+                      b: np.ndarray, *, dense_max: int) -> np.ndarray:
+    """``A⁻¹ b`` for the ``(n, n)`` SPD matrix with entries ``vals`` at ``(rows, cols)``
+    (both triangles; duplicates summed), solved once: densely by :func:`solve_dense` up to
+    ``dense_max`` unknowns (one small LU costs less than any sparse set-up), else by
+    :func:`factor_spd_entries`. The strain limit's systems (:mod:`.strainlimit`)."""
+    if n == 0:
+        return np.zeros(0)
+    if n <= dense_max:
+        return solve_dense(np.bincount(cols * n + rows, vals, minlength=n * n).reshape(n, n), b)
+    return factor_spd_entries(n, rows, cols, vals)(b)
 
 
 def factor_spd_entries(n: int, rows: np.ndarray, cols: np.ndarray,

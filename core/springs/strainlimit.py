@@ -24,8 +24,9 @@ bench, 692 of 1132 eigenvalues of ``J W Jᵀ`` below 10⁻⁶ of the largest and
 ``C`` in that near-null space); with ``ε`` alone the step was 10–100 times the largest
 violation, no halving helped and 25 of 192 projections returned without a step. The ``|A| × |A|``
 system (over the vertices of the active springs only) is assembled entry by entry from the
-pairs of constraints that meet at a vertex, and solved densely when small (the springs at a
-pinned corner) and by the shared :func:`~.linsolve.factor_spd_entries` otherwise; a constraint with a
+pairs of constraints that meet at a vertex, and solved by the shared
+:func:`~.linsolve.solve_spd_entries` (densely when small: the springs at a pinned corner;
+a narrow band by LAPACK; else SuperLU); a constraint with a
 single movable vertex (a collider contact, a spring to a pin) is eliminated from it rather
 than solved for (:func:`_project`: the same step from a system without the contact rows of
 a resting cloth). The strain limit alone (no rows, no compliance) takes a shortcut to the
@@ -56,7 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .linsolve import factor_spd_entries, solve_dense
+from .linsolve import solve_spd_entries
 from .model import Model
 
 __all__ = ["StrainLimitInfo", "LinearRows", "limit_strain"]
@@ -424,10 +425,7 @@ class _SpringStep:
         ra, rb, vals = pos[self.ra[keep]], pos[self.rb[keep]], self.vals[keep]
         diag = vals[-b:]  # the selected springs' diagonal entries (kept last, in order)
         diag += _EPS * max(float(diag.max()), 1e-300)
-        if b <= _DENSE:
-            lam = solve_dense(np.bincount(rb * b + ra, vals, minlength=b * b).reshape(b, b), c)
-        else:
-            lam = factor_spd_entries(b, ra, rb, vals)(c)
+        lam = solve_spd_entries(b, ra, rb, vals, c, dense_max=_DENSE)
         push = lam[:, None] * self.u.compress(sel, axis=0)
         slots = self.slots.compress(sel, axis=1)
         n1 = len(self.inv_m)
@@ -499,7 +497,7 @@ def _project(verts: np.ndarray, coefs: np.ndarray, u: np.ndarray, inv_m: np.ndar
     by vertex; every such pair of incidences is listed at once (vertex by vertex, all
     pairs within its group), so the cost is linear in the number of non-zeros. Small
     systems (the usual case: the springs at a pinned corner) are solved densely, large
-    ones by the shared sparse factorisation :func:`~.linsolve.factor_spd_entries`.
+    ones by the shared sparse factorisation (:func:`~.linsolve.solve_spd_entries`).
     """
     a, m = verts.shape
     # the incidences (constraint, vertex, coefficient), grouped by vertex (one stable sort)
@@ -563,12 +561,7 @@ def _project(verts: np.ndarray, coefs: np.ndarray, u: np.ndarray, inv_m: np.ndar
     rb = np.concatenate([red[right], np.arange(b)])
     vals = np.concatenate([vals, reg + damp[kept] if compliance else np.full(b, reg)])
     lam = np.zeros(a)
-    if b <= _DENSE:
-        if b:
-            lam[kept] = solve_dense(np.bincount(rb * b + ra, vals, minlength=b * b).reshape(b, b),
-                                    c_rest[kept])
-    else:
-        lam[kept] = factor_spd_entries(b, ra, rb, vals)(c_rest[kept])
+    lam[kept] = solve_spd_entries(b, ra, rb, vals, c_rest[kept], dense_max=_DENSE)
     # W Jᵀ λ by vertex: across the eliminated directions, plus the fixed part along them
     push = wc * lam[row]
     dxv = fixed + np.column_stack([np.bincount(vert, push * pk, minlength=len(moved))

@@ -748,6 +748,10 @@ def test_factor_spd_entries_solves_the_matrix_its_entries_make(kd, monkeypatch):
     got = linsolve.factor_spd_entries(250, rows, cols, vals)(b)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
     assert ("dpbtrf" in calls) == (kd <= 16)
+    # solve_spd_entries: the same solution densely (up to dense_max unknowns) or sparsely
+    for dense_max in (0, 250):
+        np.testing.assert_allclose(linsolve.solve_spd_entries(250, rows, cols, vals, b, dense_max=dense_max),
+                                   want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
     assert linsolve.factor_spd_entries(0, rows[:0], cols[:0], vals[:0])(np.zeros(0)).shape == (0,)
 
 
