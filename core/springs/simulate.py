@@ -439,7 +439,8 @@ class Simulator:
                            self.triangles)
         ext = self._external(external, work, 0.5 * (a0 + a1), frame, h)
         movable = ~np.asarray(model.pinned, dtype=bool)
-        if colliders:  # the colliders' push from the last step acts in this solve
+        inside = getattr(self.integrator, "contact_inside", False)
+        if colliders and not inside:  # the colliders' push from the last step acts in this solve
             load = model.masses[:, None] * model.gravity - F.spring_gradient(model, work.x)
             if ext is not None:
                 load += ext

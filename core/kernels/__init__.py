@@ -1,0 +1,228 @@
+"""Sinew's compiled kernels: the one loader and the thin wrappers around them.
+
+The hot loops of the cloth solver (contact detection, the per-vertex solve of Vertex Block
+Descent, the strain limit's projections) are C11 with only the C standard library, in
+``src/`` beside this file (one file per topic, entry points in ``src/sinew_kernels.h``).
+``build.py`` compiles them with zig into ``lib/sinew_kernels-<platform>.<so|dll|dylib>``
+for linux_x64, windows_x64, macos_arm64 and macos_x64; the environment variable
+``SINEW_KERNELS_LIB`` names another build (the sanitizer tier's).
+
+This module finds the library for this platform, checks its ABI version against
+:data:`ABI_VERSION` and declares every entry point's argument types once. A missing or
+unloadable library raises :class:`KernelsMissing` with one message that says what to do,
+as a missing scipy does. Callers check shapes, dtypes and contiguity with :func:`array`
+once per bake and pass the arrays' cached addresses (``array.ctypes.data``): no
+``ndpointer`` conversion on the hot paths.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SinewError
+
+__all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_path", "array",
+           "address", "VbdProblem", "check_status"]
+
+#: Must equal ``SINEW_ABI_VERSION`` in ``src/sinew_kernels.h``.
+ABI_VERSION = 1
+
+_HERE = Path(__file__).resolve().parent
+_SUFFIX = {"linux": "so", "windows": "dll", "macos": "dylib"}
+
+
+class KernelsMissing(SinewError):
+    """Sinew's compiled kernel library is missing, unloadable or of another version."""
+
+
+def platform_tag() -> str:
+    """This machine's platform as the zips name it: ``linux_x64``, ``windows_x64``,
+    ``macos_arm64`` or ``macos_x64`` (others as ``<os>_<machine>``)."""
+    system = {"win32": "windows", "darwin": "macos"}.get(sys.platform, sys.platform)
+    if system.startswith("linux"):
+        system = "linux"
+    machine = platform.machine().lower()
+    arch = {"x86_64": "x64", "amd64": "x64", "arm64": "arm64", "aarch64": "arm64"}.get(machine, machine)
+    return f"{system}_{arch}"
+
+
+def library_path() -> Path:
+    """Where the library for this platform is looked for (``SINEW_KERNELS_LIB`` first)."""
+    override = os.environ.get("SINEW_KERNELS_LIB")
+    if override:
+        return Path(override)
+    tag = platform_tag()
+    return _HERE / "lib" / f"sinew_kernels-{tag}.{_SUFFIX.get(tag.split('_')[0], 'so')}"
+
+
+_P = ctypes.c_void_p
+_I64 = ctypes.c_int64
+_F64 = ctypes.c_double
+
+
+class _VbdStruct(ctypes.Structure):
+    """``SinewVbdProblem`` of ``src/sinew_kernels.h``, field for field."""
+
+    _fields_ = [
+        ("n", _I64), ("h", _F64), ("x_prev", _P), ("w", _P), ("y", _P),
+        ("adj_off", _P), ("adj_spring", _P), ("adj_other", _P),
+        ("k", _P), ("rest", _P), ("kd", _P), ("dir0", _P), ("limit", _P), ("k_limit", _F64),
+        ("cv", _P), ("cdisp", _P), ("tris", _P), ("closed_tri", _P), ("tri_radius", _P),
+        ("tri_mu", _P), ("np", _I64), ("prim_type", _P), ("prim", _P),
+        ("kslots", _I64), ("c_id", _P), ("c_count", _P), ("kc", _P), ("eps_u", _F64),
+        ("anchor", _P), ("bound", _P),
+    ]
+
+
+#: Entry point → (result type, argument types).
+_SIGNATURES = {
+    "sinew_abi_version": (ctypes.c_int32, []),
+    "sinew_color_greedy": (_I64, [_I64, _P, _P, _P, _P, _P, _I64]),
+    "sinew_closest_points": (ctypes.c_int, [_I64, _P, _P, _P, _P, _P, _P]),
+    "sinew_grid_count": (_I64, [_I64, _P, _P, _P, _F64, _I64, _P]),
+    "sinew_grid_fill": (ctypes.c_int, [_I64, _P, _P, _P, _F64, _I64, _P, _P]),
+    "sinew_collider_query": (ctypes.c_int, [
+        _I64, _P, _P, _I64, _P, _I64, _P, _P, _F64, _I64, _P, _P, _I64, _P, _I64, _P, _P,
+        _I64, _P, _P, _P, _P]),
+    "sinew_vbd_sweep": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
+    "sinew_vbd_forces": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
+    "sinew_strain_project": (_I64, [_I64, _P, _P, _P, _I64, _F64, _P, _P, _P]),
+}
+
+_LOADED: dict[str, ctypes.CDLL] = {}
+
+
+def library() -> ctypes.CDLL:
+    """The kernel library, loaded and checked once per path.
+
+    Raises
+    ------
+    KernelsMissing
+        The file is missing, cannot be loaded, lacks an entry point or has another ABI
+        version.
+    """
+    path = library_path()
+    key = str(path)
+    lib = _LOADED.get(key)
+    if lib is not None:
+        return lib
+    remedy = ("Install the Sinew zip built for this platform, or run `python3 build.py build` "
+              "in a source checkout")
+    if not path.is_file():
+        raise KernelsMissing(
+            f"Sinew's compiled kernels for {platform_tag()} are missing ({path.name} not found "
+            f"in {path.parent}). {remedy}.")
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise KernelsMissing(f"Sinew's compiled kernels ({path.name}) could not be loaded: {exc}. "
+                             f"{remedy}.") from None
+    for name, (res, args) in _SIGNATURES.items():
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise KernelsMissing(f"Sinew's compiled kernels ({path.name}) lack {name}: the "
+                                 f"library is from another version. {remedy}.") from None
+        fn.restype = res
+        fn.argtypes = args
+    found = int(lib.sinew_abi_version())
+    if found != ABI_VERSION:
+        raise KernelsMissing(f"Sinew's compiled kernels ({path.name}) are version {found}, this "
+                             f"Sinew needs {ABI_VERSION}. {remedy}.")
+    _LOADED[key] = lib
+    return lib
+
+
+def check_status(code: int, what: str) -> int:
+    """``code`` from a kernel; a negative one (an error code) raises :class:`SinewError`."""
+    if code < 0:
+        reason = {-1: "an index out of range", -2: "a buffer too small"}.get(int(code), f"code {code}")
+        raise SinewError(f"the {what} kernel refused its input ({reason})")
+    return int(code)
+
+
+def array(value, dtype, shape: tuple, name: str, *, finite: bool = True) -> np.ndarray:
+    """``value`` as a C-contiguous array of ``dtype`` and ``shape`` (``-1`` matches any
+    length), checked before any C runs: wrong shapes and, for floats, NaN or infinite
+    values raise :class:`SinewError`. Returns the array itself when it already fits (no
+    copy), so its address can be cached."""
+    a = np.ascontiguousarray(value, dtype=dtype)
+    if a.ndim != len(shape) or any(s != -1 and s != d for s, d in zip(shape, a.shape)):
+        want = "(" + ", ".join("any" if s == -1 else str(s) for s in shape) + ")"
+        raise SinewError(f"{name} must have shape {want}, got {a.shape}")
+    if finite and a.dtype.kind == "f" and a.size and not np.all(np.isfinite(a)):
+        raise SinewError(f"{name} contains NaN or infinite values")
+    return a
+
+
+def address(a: np.ndarray | None) -> int | None:
+    """The data address of a C-contiguous array (``None`` for ``None``)."""
+    if a is None:
+        return None
+    if not a.flags.c_contiguous:
+        raise SinewError("kernel arrays must be C-contiguous")
+    return a.ctypes.data
+
+
+class VbdProblem:
+    """The arrays of one Vertex Block Descent problem and the C struct that points at them.
+
+    Arrays are set by attribute (:meth:`set`); each is checked (dtype, shape, contiguity)
+    when set, and the struct's pointer to it updated, so the sweeps pass one pointer.
+    Attribute names and shapes are those of ``SinewVbdProblem`` in ``src/sinew_kernels.h``.
+    """
+
+    _FLOAT = {"x_prev": (-1, 3), "w": (-1,), "y": (-1, 3), "k": (-1,), "rest": (-1,),
+              "kd": (-1,), "dir0": (-1, 3), "limit": (-1,), "cv": (-1, 3), "cdisp": (-1, 3),
+              "tri_radius": (-1,), "tri_mu": (-1,), "prim": (-1, 8), "kc": (-1,),
+              "anchor": (-1, 3), "bound": (-1,)}
+    _INT = {"adj_off": (-1,), "adj_spring": (-1,), "adj_other": (-1,), "tris": (-1, 3),
+            "c_id": (-1, -1), "c_count": (-1,)}
+
+    def __init__(self, n: int, h: float) -> None:
+        self.lib = library()
+        self.struct = _VbdStruct()
+        self.struct.n = int(n)
+        self.struct.h = float(h)
+        self._keep: dict[str, np.ndarray] = {}
+
+    def set(self, **arrays) -> None:
+        """Set arrays (``None`` clears an optional one) and scalars (``h``, ``k_limit``,
+        ``eps_u``)."""
+        for name, value in arrays.items():
+            if name in ("h", "k_limit", "eps_u"):
+                v = float(value)
+                if not np.isfinite(v):
+                    raise SinewError(f"{name} must be finite")
+                setattr(self.struct, name, v)
+                continue
+            if value is None:
+                self._keep.pop(name, None)
+                setattr(self.struct, name, None)
+                continue
+            if name in self._FLOAT:
+                a = array(value, np.float64, self._FLOAT[name], name, finite=name != "bound")
+            elif name in self._INT:
+                a = array(value, np.int64, self._INT[name], name)
+            elif name == "closed_tri":
+                a = array(value, np.uint8, (-1,), name)
+            elif name == "prim_type":
+                a = array(value, np.int32, (-1,), name)
+            else:
+                raise SinewError(f"unknown VBD array {name!r}")
+            self._keep[name] = a
+            setattr(self.struct, name, a.ctypes.data)
+            if name == "prim_type":
+                self.struct.np = len(a)
+            if name == "c_id":
+                self.struct.kslots = a.shape[1]
+
+    def get(self, name: str) -> np.ndarray:
+        """The array held for ``name``."""
+        return self._keep[name]

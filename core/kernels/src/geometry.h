@@ -1,0 +1,158 @@
+/* Small vector helpers and the one closest-point-on-triangle routine, shared by the
+ * proximity query and the contact energy (internal header, not an entry point). */
+#ifndef SINEW_GEOMETRY_H
+#define SINEW_GEOMETRY_H
+
+#include <math.h>
+#include <stdint.h>
+
+static inline double dot3(const double *a, const double *b) {
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+}
+static inline void sub3(const double *a, const double *b, double *out) {
+    out[0] = a[0] - b[0]; out[1] = a[1] - b[1]; out[2] = a[2] - b[2];
+}
+static inline void cross3(const double *a, const double *b, double *out) {
+    out[0] = a[1] * b[2] - a[2] * b[1];
+    out[1] = a[2] * b[0] - a[0] * b[2];
+    out[2] = a[0] * b[1] - a[1] * b[0];
+}
+
+/* Where on the triangle the closest point lies. */
+enum { REGION_FACE = 0, REGION_EDGE = 1, REGION_VERTEX = 2 };
+
+/* The point q of triangle (a, b, c) closest to p, its barycentric coordinates bary
+ * (q = bary0 a + bary1 b + bary2 c) and its region. Voronoi regions of the corners, then
+ * the edges, then the face (the barycentric tests of Ericson 2005, section 5.1.5); a
+ * collapsed triangle falls through to its edges and corners, never divides by zero. */
+static inline int closest_on_triangle(const double *p, const double *a, const double *b,
+                                      const double *c, double *q, double *bary) {
+    double ab[3], ac[3], ap[3], bp[3], cp[3];
+    sub3(b, a, ab); sub3(c, a, ac); sub3(p, a, ap);
+    double d1 = dot3(ab, ap), d2 = dot3(ac, ap);
+    if (d1 <= 0.0 && d2 <= 0.0) {
+        bary[0] = 1.0; bary[1] = 0.0; bary[2] = 0.0;
+        q[0] = a[0]; q[1] = a[1]; q[2] = a[2];
+        return REGION_VERTEX;
+    }
+    sub3(p, b, bp);
+    double d3 = dot3(ab, bp), d4 = dot3(ac, bp);
+    if (d3 >= 0.0 && d4 <= d3) {
+        bary[0] = 0.0; bary[1] = 1.0; bary[2] = 0.0;
+        q[0] = b[0]; q[1] = b[1]; q[2] = b[2];
+        return REGION_VERTEX;
+    }
+    double vc = d1 * d4 - d3 * d2;
+    if (vc <= 0.0 && d1 >= 0.0 && d3 <= 0.0 && d1 - d3 > 0.0) {
+        double v = d1 / (d1 - d3);
+        bary[0] = 1.0 - v; bary[1] = v; bary[2] = 0.0;
+        for (int k = 0; k < 3; ++k) q[k] = a[k] + v * ab[k];
+        return REGION_EDGE;
+    }
+    sub3(p, c, cp);
+    double d5 = dot3(ab, cp), d6 = dot3(ac, cp);
+    if (d6 >= 0.0 && d5 <= d6) {
+        bary[0] = 0.0; bary[1] = 0.0; bary[2] = 1.0;
+        q[0] = c[0]; q[1] = c[1]; q[2] = c[2];
+        return REGION_VERTEX;
+    }
+    double vb = d5 * d2 - d1 * d6;
+    if (vb <= 0.0 && d2 >= 0.0 && d6 <= 0.0 && d2 - d6 > 0.0) {
+        double w = d2 / (d2 - d6);
+        bary[0] = 1.0 - w; bary[1] = 0.0; bary[2] = w;
+        for (int k = 0; k < 3; ++k) q[k] = a[k] + w * ac[k];
+        return REGION_EDGE;
+    }
+    double va = d3 * d6 - d5 * d4;
+    if (va <= 0.0 && (d4 - d3) >= 0.0 && (d5 - d6) >= 0.0 && (d4 - d3) + (d5 - d6) > 0.0) {
+        double w = (d4 - d3) / ((d4 - d3) + (d5 - d6));
+        bary[0] = 0.0; bary[1] = 1.0 - w; bary[2] = w;
+        for (int k = 0; k < 3; ++k) q[k] = b[k] + w * (c[k] - b[k]);
+        return REGION_EDGE;
+    }
+    double sum = va + vb + vc;
+    if (!(sum > 0.0) || !isfinite(sum)) {
+        /* collapsed: the nearest of the three edges (each a segment) */
+        const double *P[3] = {a, b, c};
+        double best = INFINITY;
+        q[0] = a[0]; q[1] = a[1]; q[2] = a[2];
+        bary[0] = 1.0; bary[1] = 0.0; bary[2] = 0.0;
+        for (int e = 0; e < 3; ++e) {
+            const double *s0 = P[e], *s1 = P[(e + 1) % 3];
+            double d[3], r[3];
+            sub3(s1, s0, d); sub3(p, s0, r);
+            double dd = dot3(d, d), t = dd > 0.0 ? dot3(r, d) / dd : 0.0;
+            t = t < 0.0 ? 0.0 : (t > 1.0 ? 1.0 : t);
+            double cand[3] = {s0[0] + t * d[0], s0[1] + t * d[1], s0[2] + t * d[2]};
+            double diff[3];
+            sub3(p, cand, diff);
+            double dist = dot3(diff, diff);
+            if (dist < best) {
+                best = dist;
+                q[0] = cand[0]; q[1] = cand[1]; q[2] = cand[2];
+                bary[0] = bary[1] = bary[2] = 0.0;
+                bary[e] = 1.0 - t; bary[(e + 1) % 3] = t;
+            }
+        }
+        return REGION_EDGE;
+    }
+    double v = vb / sum, w = vc / sum;
+    bary[0] = 1.0 - v - w; bary[1] = v; bary[2] = w;
+    for (int k = 0; k < 3; ++k) q[k] = a[k] + v * ab[k] + w * ac[k];
+    return REGION_FACE;
+}
+
+/* The unit normal of triangle (a, b, c), zero for a collapsed one. */
+static inline void triangle_normal(const double *a, const double *b, const double *c, double *n) {
+    double ab[3], ac[3];
+    sub3(b, a, ab); sub3(c, a, ac);
+    cross3(ab, ac, n);
+    double l = sqrt(dot3(n, n));
+    if (l > 0.0 && isfinite(l)) { n[0] /= l; n[1] /= l; n[2] /= l; }
+    else { n[0] = n[1] = n[2] = 0.0; }
+}
+
+/* Signed contact of point p with collider triangle (a, b, c): the outward direction dir and
+ * the signed distance (negative only behind the face of a closed mesh, with the nearest
+ * point inside the face). Returns the region; bary as closest_on_triangle. */
+static inline int triangle_contact(const double *p, const double *a, const double *b,
+                                   const double *c, int closed, double *dir, double *sd,
+                                   double *bary) {
+    double q[3], diff[3], n[3];
+    int region = closest_on_triangle(p, a, b, c, q, bary);
+    sub3(p, q, diff);
+    double dist = sqrt(dot3(diff, diff));
+    triangle_normal(a, b, c, n);
+    if (closed && region == REGION_FACE && dot3(diff, n) < 0.0) {
+        dir[0] = n[0]; dir[1] = n[1]; dir[2] = n[2];
+        *sd = -dist;
+    } else if (dist > 1e-14) {
+        dir[0] = diff[0] / dist; dir[1] = diff[1] / dist; dir[2] = diff[2] / dist;
+        *sd = dist;
+    } else {
+        dir[0] = n[0]; dir[1] = n[1]; dir[2] = n[2];
+        *sd = 0.0;
+    }
+    return region;
+}
+
+/* Signed contact with an analytic primitive: type 0 plane (prim = point, normal), 1 sphere
+ * (prim = centre, radius). */
+static inline void primitive_contact(const double *p, int32_t type, const double *prim,
+                                     double *dir, double *sd) {
+    if (type == 0) {
+        dir[0] = prim[3]; dir[1] = prim[4]; dir[2] = prim[5];
+        double r[3];
+        sub3(p, prim, r);
+        *sd = dot3(r, dir);
+    } else {
+        double r[3];
+        sub3(p, prim, r);
+        double l = sqrt(dot3(r, r));
+        if (l > 1e-14) { dir[0] = r[0] / l; dir[1] = r[1] / l; dir[2] = r[2] / l; }
+        else { dir[0] = 0.0; dir[1] = 0.0; dir[2] = 1.0; }
+        *sd = l - prim[3];
+    }
+}
+
+#endif

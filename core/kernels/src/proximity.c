@@ -1,0 +1,155 @@
+/* Proximity: closest points on triangles, a hashed uniform grid over collider triangles
+ * (the broad phase) and the per-vertex collider query (the narrow phase) that fills the
+ * contact slots and each vertex's distance to its nearest collider surface. */
+#include "geometry.h"
+#include "sinew_kernels.h"
+
+/* Closest points q (n,3) and barycentric coordinates bary (n,3) of points p on triangles
+ * (a, b, c), all (n,3). */
+int sinew_closest_points(int64_t n, const double *p, const double *a, const double *b,
+                         const double *c, double *q, double *bary) {
+    for (int64_t i = 0; i < n; ++i)
+        closest_on_triangle(p + 3 * i, a + 3 * i, b + 3 * i, c + 3 * i, q + 3 * i, bary + 3 * i);
+    return SINEW_OK;
+}
+
+static inline int64_t cell_of(double v, double cell) { return (int64_t)floor(v / cell); }
+
+static inline int64_t cell_hash(int64_t ix, int64_t iy, int64_t iz, int64_t table) {
+    uint64_t h = ((uint64_t)ix * 73856093u) ^ ((uint64_t)iy * 19349663u) ^ ((uint64_t)iz * 83492791u);
+    return (int64_t)(h % (uint64_t)table);
+}
+
+/* Counts the grid entries of boxes [lo, hi] (rows ids of (t,3) arrays) per hash bucket:
+ * count has table entries, incremented. Returns the number of entries. */
+int64_t sinew_grid_count(int64_t m, const int64_t *ids, const double *lo, const double *hi,
+                         double cell, int64_t table, int64_t *count) {
+    if (!(cell > 0.0) || table < 1) return SINEW_E_ARGUMENT;
+    int64_t total = 0;
+    for (int64_t j = 0; j < m; ++j) {
+        const double *l = lo + 3 * ids[j], *u = hi + 3 * ids[j];
+        for (int64_t ix = cell_of(l[0], cell); ix <= cell_of(u[0], cell); ++ix)
+            for (int64_t iy = cell_of(l[1], cell); iy <= cell_of(u[1], cell); ++iy)
+                for (int64_t iz = cell_of(l[2], cell); iz <= cell_of(u[2], cell); ++iz) {
+                    count[cell_hash(ix, iy, iz, table)] += 1;
+                    ++total;
+                }
+    }
+    return total;
+}
+
+/* Writes the entries counted by sinew_grid_count: cursor (table,) starts as each bucket's
+ * offset and is advanced; entries receives the box ids. */
+int sinew_grid_fill(int64_t m, const int64_t *ids, const double *lo, const double *hi,
+                    double cell, int64_t table, int64_t *cursor, int64_t *entries) {
+    if (!(cell > 0.0) || table < 1) return SINEW_E_ARGUMENT;
+    for (int64_t j = 0; j < m; ++j) {
+        const double *l = lo + 3 * ids[j], *u = hi + 3 * ids[j];
+        for (int64_t ix = cell_of(l[0], cell); ix <= cell_of(u[0], cell); ++ix)
+            for (int64_t iy = cell_of(l[1], cell); iy <= cell_of(u[1], cell); ++iy)
+                for (int64_t iz = cell_of(l[2], cell); iz <= cell_of(u[2], cell); ++iz)
+                    entries[cursor[cell_hash(ix, iy, iz, table)]++] = ids[j];
+    }
+    return SINEW_OK;
+}
+
+/* Offers triangle t at distance d to vertex slot list (k nearest, ascending). */
+static inline void offer(int64_t t, double d, int64_t k, int64_t *ids, double *dist, int64_t *count) {
+    int64_t c = *count;
+    for (int64_t j = 0; j < c; ++j)
+        if (ids[j] == t) return;
+    if (c == k && d >= dist[k - 1]) return;
+    int64_t j = c < k ? c : k - 1;
+    while (j > 0 && dist[j - 1] > d) {
+        ids[j] = ids[j - 1];
+        dist[j] = dist[j - 1];
+        --j;
+    }
+    ids[j] = t;
+    dist[j] = d;
+    if (c < k) *count = c + 1;
+}
+
+/* Most cells per axis a query box scans before it tests every gridded triangle instead. */
+#define QUERY_SPAN 24
+
+/* For every vertex i: the k nearest collider triangles whose surface is within radius[i]
+ * of x[i] (out_id (n,k), out_dist (n,k) unsigned distances, out_count (n,)), and out_dmin[i],
+ * the distance from x[i] to the nearest collider surface found within radius[i] (triangles
+ * and primitives; radius[i] when there is none), or minus its depth when x[i] is inside a
+ * closed collider (behind the face of its nearest triangle, or inside a primitive).
+ * Triangles are found through the grid (offsets (table+1), entries) and the list big
+ * (triangles too large to grid, tested for every vertex). */
+int sinew_collider_query(
+    int64_t n, const double *x, const double *radius,
+    int64_t nv, const double *cv, int64_t nt, const int64_t *tris, const uint8_t *closed_tri,
+    double cell, int64_t table, const int64_t *offsets, const int64_t *entries,
+    int64_t nbig, const int64_t *big,
+    int64_t np, const int32_t *prim_type, const double *prim,
+    int64_t k, int64_t *out_id, double *out_dist, int64_t *out_count, double *out_dmin) {
+    if (k < 1 || table < 1 || !(cell > 0.0)) return SINEW_E_ARGUMENT;
+    for (int64_t t = 0; t < nt; ++t)
+        for (int c = 0; c < 3; ++c)
+            if (tris[3 * t + c] < 0 || tris[3 * t + c] >= nv) return SINEW_E_ARGUMENT;
+    for (int64_t i = 0; i < n; ++i) {
+        const double *p = x + 3 * i;
+        double r = radius[i];
+        int64_t *ids = out_id + k * i;
+        double *dist = out_dist + k * i;
+        int64_t count = 0;
+        double dmin = r, nearest = INFINITY;
+        int prim_inside = 0, tri_inside = 0;
+        double prim_depth = 0.0;
+        for (int64_t pr = 0; pr < np; ++pr) {
+            double dir[3], sd;
+            primitive_contact(p, prim_type[pr], prim + 8 * pr, dir, &sd);
+            if (sd < 0.0) {
+                prim_inside = 1;
+                if (-sd > prim_depth) prim_depth = -sd;
+            }
+            else if (sd < dmin) dmin = sd;
+        }
+        int64_t lo[3], hi[3], span = 1;
+        for (int a = 0; a < 3; ++a) {
+            lo[a] = cell_of(p[a] - r, cell);
+            hi[a] = cell_of(p[a] + r, cell);
+            span *= (hi[a] - lo[a] + 1 <= QUERY_SPAN) ? 1 : 0;
+        }
+        int64_t passes = span ? (hi[0] - lo[0] + 1) * (hi[1] - lo[1] + 1) * (hi[2] - lo[2] + 1) : 1;
+        for (int64_t cidx = 0; cidx < passes + 1; ++cidx) {
+            const int64_t *list;
+            int64_t len;
+            if (cidx == passes) {
+                list = big; len = nbig;
+            } else if (span) {
+                int64_t ny = hi[1] - lo[1] + 1, nz = hi[2] - lo[2] + 1;
+                int64_t ix = lo[0] + cidx / (ny * nz), iy = lo[1] + (cidx / nz) % ny, iz = lo[2] + cidx % nz;
+                int64_t b = cell_hash(ix, iy, iz, table);
+                list = entries + offsets[b];
+                len = offsets[b + 1] - offsets[b];
+            } else {
+                list = entries; len = offsets[table];  /* every gridded triangle (repeats are harmless) */
+            }
+            for (int64_t e = 0; e < len; ++e) {
+                int64_t t = list[e];
+                if (t < 0 || t >= nt) return SINEW_E_ARGUMENT;
+                const int64_t *tv = tris + 3 * t;
+                double dir[3], sd, bary[3];
+                triangle_contact(p, cv + 3 * tv[0], cv + 3 * tv[1], cv + 3 * tv[2], closed_tri[t],
+                                 dir, &sd, bary);
+                double d = fabs(sd);
+                if (d < nearest) {
+                    nearest = d;
+                    tri_inside = sd < 0.0;
+                }
+                if (d < r) {
+                    offer(t, d, k, ids, dist, &count);
+                    if (d < dmin) dmin = d;
+                }
+            }
+        }
+        out_count[i] = count;
+        out_dmin[i] = (prim_inside || tri_inside) ? -(prim_inside ? prim_depth : nearest) : dmin;
+    }
+    return SINEW_OK;
+}

@@ -1,0 +1,98 @@
+/* Sinew's compiled kernels: the entry points called from core/kernels/__init__.py.
+ *
+ * C11, C standard library only. No global or static mutable state: every input,
+ * output and scratch buffer is passed in and owned by the caller (Python/numpy).
+ * Arrays are C-contiguous; float64 positions are (n, 3) row-major; indices are int64.
+ * Kernels return 0 on success or a negative SINEW_E_* code, and never print, exit
+ * or allocate.
+ */
+#ifndef SINEW_KERNELS_H
+#define SINEW_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define SINEW_API __declspec(dllexport)
+#else
+#define SINEW_API __attribute__((visibility("default")))
+#endif
+
+/* Bumped whenever an entry point's arguments change; the loader checks it. */
+#define SINEW_ABI_VERSION 1
+
+#define SINEW_OK 0
+#define SINEW_E_ARGUMENT (-1) /* an index out of range or a size that does not fit */
+#define SINEW_E_CAPACITY (-2) /* an output buffer too small: the count needed is returned elsewhere */
+
+SINEW_API int32_t sinew_abi_version(void);
+
+/* ---- colour.c: greedy graph colouring (vertex sets with no edge inside one set) ---- */
+SINEW_API int64_t sinew_color_greedy(int64_t n, const int64_t *adj_off, const int64_t *adj_other,
+                                     const uint8_t *active, int64_t *color, uint8_t *scratch,
+                                     int64_t scratch_len);
+
+/* ---- proximity.c: closest points, broad phase and the collider contact query ---- */
+SINEW_API int sinew_closest_points(int64_t n, const double *p, const double *a, const double *b,
+                                   const double *c, double *q, double *bary);
+
+SINEW_API int64_t sinew_grid_count(int64_t m, const int64_t *ids, const double *lo, const double *hi,
+                                   double cell, int64_t table, int64_t *count);
+SINEW_API int sinew_grid_fill(int64_t m, const int64_t *ids, const double *lo, const double *hi,
+                              double cell, int64_t table, int64_t *cursor, int64_t *entries);
+
+SINEW_API int sinew_collider_query(
+    int64_t n, const double *x, const double *radius,
+    int64_t nv, const double *cv, int64_t nt, const int64_t *tris, const uint8_t *closed_tri,
+    double cell, int64_t table, const int64_t *offsets, const int64_t *entries,
+    int64_t nbig, const int64_t *big,
+    int64_t np, const int32_t *prim_type, const double *prim,
+    int64_t k, int64_t *out_id, double *out_dist, int64_t *out_count, double *out_dmin);
+
+/* ---- vbd.c: Vertex Block Descent (Chen, Liu & Yang 2024) sweeps and residual ---- */
+typedef struct SinewVbdProblem {
+    int64_t n;              /* vertices */
+    double h;               /* step, s */
+    const double *x_prev;   /* (n,3) start of the step */
+    const double *w;        /* (n,) inertia weight m(1/h^2 + c/h) (+ soft-pin stiffness) */
+    const double *y;        /* (n,3) inertial target */
+    const int64_t *adj_off; /* (n+1) CSR over the springs at each vertex */
+    const int64_t *adj_spring; /* spring index per entry */
+    const int64_t *adj_other;  /* other end per entry */
+    const double *k;        /* (s,) stiffness N/m */
+    const double *rest;     /* (s,) rest length m */
+    const double *kd;       /* (s,) damping N s/m (along dir0) */
+    const double *dir0;     /* (s,3) spring directions at the start of the step */
+    const double *limit;    /* (s,) strain-limit length (0 = none) */
+    double k_limit;         /* stiffness of the strain-limit term, N/m */
+    /* colliders: triangle soup and analytic primitives */
+    const double *cv;       /* (nv,3) collider vertices at the end of the step */
+    const double *cdisp;    /* (nv,3) their displacement over the step (friction), or NULL */
+    const int64_t *tris;    /* (nt,3) */
+    const uint8_t *closed_tri; /* (nt,) the triangle belongs to a closed (solid) mesh */
+    const double *tri_radius;  /* (nt,) contact radius (thickness) */
+    const double *tri_mu;      /* (nt,) Coulomb coefficient */
+    int64_t np;
+    const int32_t *prim_type;  /* (np,) 0 plane (point, normal), 1 sphere (centre, radius) */
+    const double *prim;        /* (np,8): plane p,n,radius(thickness),mu; sphere c,R,thick,mu,_,_ */
+    int64_t kslots;            /* contact slots per vertex */
+    const int64_t *c_id;       /* (n,kslots) collider triangles near each vertex */
+    const int64_t *c_count;    /* (n,) */
+    const double *kc;          /* (n,) contact stiffness N/m */
+    double eps_u;              /* friction's static-to-sliding displacement, m */
+    /* the displacement guard (Offset Geometric Contact, Chen et al. 2025) */
+    const double *anchor;      /* (n,3) positions at the last detection */
+    const double *bound;       /* (n,) largest displacement from anchor, m */
+} SinewVbdProblem;
+
+SINEW_API int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *color_off,
+                              const int64_t *color_vertices, double *x, int64_t *clipped);
+SINEW_API int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
+                               const double *x, double *force, double *contact_force);
+
+/* ---- strain.c: the strain limit as Gauss-Seidel projections of the stretched springs ---- */
+SINEW_API int64_t sinew_strain_project(int64_t s, const int64_t *springs, const double *limit,
+                                       const double *inv_mass, int64_t rounds, double tolerance,
+                                       const double *anchor, const double *bound, double *x);
+
+#endif

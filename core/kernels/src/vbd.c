@@ -1,0 +1,178 @@
+/* Vertex Block Descent (Chen, Liu & Yang, SIGGRAPH 2024) for the backward-Euler objective
+ * of a mass-spring cloth with contact inside the solve.
+ *
+ * Each vertex i, in turn (colour by colour), takes one Newton step on its own local energy
+ *   1/2 w_i |x_i - y_i|^2                      inertia, gravity, drag, fields, soft pins
+ * + sum_s 1/2 k_s (|x_i - x_o| - L_s)^2         springs at i (Hessian projected: the
+ *                                               compressive term dropped, seed 004)
+ * + sum_s 1/2 k_lim (|x_i - x_o| - l_s)^2_+     the strain limit past l_s = (1 + max_stretch) L_s
+ * + sum_s 1/(2h) kd_s (u_s . (dx_i - dx_o))^2  spring damping along the start directions u_s
+ * + sum_c 1/2 kc_i (r_c - d_c)^2_+             contact with collider triangles and primitives
+ * + friction                                    lagged Coulomb (IPC's smoothed f1, Li et al.
+ *                                               2020), relative to the collider's motion
+ * holding its neighbours fixed: H dx = f with the 3x3 Hessian H and force f. The step is then
+ * clipped to the vertex's displacement bound from its position at the last detection (Offset
+ * Geometric Contact, Chen et al. 2025), so no vertex can reach a collider surface it was not
+ * tested against. */
+#include "geometry.h"
+#include "sinew_kernels.h"
+
+/* Symmetric 3x3 stored as xx, yy, zz, xy, xz, yz. */
+static inline void add_outer(double *H, const double *u, double s) {
+    H[0] += s * u[0] * u[0]; H[1] += s * u[1] * u[1]; H[2] += s * u[2] * u[2];
+    H[3] += s * u[0] * u[1]; H[4] += s * u[0] * u[2]; H[5] += s * u[1] * u[2];
+}
+static inline void add_identity(double *H, double s) { H[0] += s; H[1] += s; H[2] += s; }
+
+/* A spring of length l along unit u with stiffness k and rest length L: force on the vertex
+ * (f -= k (l - L) u) and the projected Hessian k [u u^T + max(0, 1 - L/l)(I - u u^T)]. */
+static inline void spring_term(double *f, double *H, const double *u, double l, double k, double L) {
+    double fs = k * (l - L);
+    f[0] -= fs * u[0]; f[1] -= fs * u[1]; f[2] -= fs * u[2];
+    double t = l > L ? k * (1.0 - L / l) : 0.0;
+    add_outer(H, u, k - t);
+    add_identity(H, t);
+}
+
+/* Contact of normal direction dir at signed distance sd against radius r, with Coulomb
+ * coefficient mu and the collider's displacement over the step at the contact point (disp,
+ * may be NULL). Adds to f and H; the normal force to cf (may be NULL). */
+static inline void contact_term(const SinewVbdProblem *pb, int64_t i, const double *xi,
+                                const double *dir, double sd, double r, double mu,
+                                const double *disp, double *f, double *H, double *cf) {
+    if (sd >= r) return;
+    double kc = pb->kc[i];
+    double lam = kc * (r - sd);
+    f[0] += lam * dir[0]; f[1] += lam * dir[1]; f[2] += lam * dir[2];
+    add_outer(H, dir, kc);
+    if (cf) { cf[0] += lam * dir[0]; cf[1] += lam * dir[1]; cf[2] += lam * dir[2]; }
+    if (mu <= 0.0) return;
+    const double *xp = pb->x_prev + 3 * i;
+    double u[3] = {xi[0] - xp[0], xi[1] - xp[1], xi[2] - xp[2]};
+    if (disp) { u[0] -= disp[0]; u[1] -= disp[1]; u[2] -= disp[2]; }
+    double un = dot3(u, dir);
+    double ut[3] = {u[0] - un * dir[0], u[1] - un * dir[1], u[2] - un * dir[2]};
+    double y = sqrt(dot3(ut, ut)), eps = pb->eps_u;
+    double f1_over_y = y >= eps ? 1.0 / y : (2.0 / eps - y / (eps * eps));
+    double s = mu * lam * f1_over_y;
+    f[0] -= s * ut[0]; f[1] -= s * ut[1]; f[2] -= s * ut[2];
+    add_identity(H, s);
+    add_outer(H, dir, -s);
+}
+
+/* The local force f and Hessian H of vertex i at positions x; the collider normal force
+ * summed into cf (may be NULL). */
+static void assemble(const SinewVbdProblem *pb, int64_t i, const double *x, double *f, double *H,
+                     double *cf) {
+    const double *xi = x + 3 * i, *yi = pb->y + 3 * i, *xpi = pb->x_prev + 3 * i;
+    double w = pb->w[i];
+    f[0] = -w * (xi[0] - yi[0]); f[1] = -w * (xi[1] - yi[1]); f[2] = -w * (xi[2] - yi[2]);
+    H[0] = H[1] = H[2] = w;
+    H[3] = H[4] = H[5] = 0.0;
+    double inv_h = 1.0 / pb->h;
+    for (int64_t e = pb->adj_off[i]; e < pb->adj_off[i + 1]; ++e) {
+        int64_t s = pb->adj_spring[e], o = pb->adj_other[e];
+        const double *xo = x + 3 * o;
+        double d[3];
+        sub3(xi, xo, d);
+        double l = sqrt(dot3(d, d));
+        if (l > 1e-300) {
+            double u[3] = {d[0] / l, d[1] / l, d[2] / l};
+            spring_term(f, H, u, l, pb->k[s], pb->rest[s]);
+            double lim = pb->limit[s];
+            if (lim > 0.0 && l > lim) spring_term(f, H, u, l, pb->k_limit, lim);
+        }
+        double kd = pb->kd[s];
+        if (kd > 0.0) {
+            const double *a = pb->dir0 + 3 * s, *xpo = pb->x_prev + 3 * o;
+            double rel[3] = {(xi[0] - xpi[0]) - (xo[0] - xpo[0]), (xi[1] - xpi[1]) - (xo[1] - xpo[1]),
+                             (xi[2] - xpi[2]) - (xo[2] - xpo[2])};
+            double sd = kd * inv_h * dot3(rel, a);
+            f[0] -= sd * a[0]; f[1] -= sd * a[1]; f[2] -= sd * a[2];
+            add_outer(H, a, kd * inv_h);
+        }
+    }
+    int64_t nc = pb->c_count ? pb->c_count[i] : 0;
+    for (int64_t j = 0; j < nc; ++j) {
+        int64_t t = pb->c_id[pb->kslots * i + j];
+        const int64_t *tv = pb->tris + 3 * t;
+        double dir[3], sd, bary[3];
+        triangle_contact(xi, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2],
+                         pb->closed_tri[t], dir, &sd, bary);
+        double disp[3] = {0.0, 0.0, 0.0};
+        if (pb->cdisp)
+            for (int c = 0; c < 3; ++c)
+                for (int a = 0; a < 3; ++a) disp[a] += bary[c] * pb->cdisp[3 * tv[c] + a];
+        contact_term(pb, i, xi, dir, sd, pb->tri_radius[t], pb->tri_mu[t], disp, f, H, cf);
+    }
+    for (int64_t p = 0; p < pb->np; ++p) {
+        const double *pr = pb->prim + 8 * p;
+        double dir[3], sd;
+        primitive_contact(xi, pb->prim_type[p], pr, dir, &sd);
+        contact_term(pb, i, xi, dir, sd, pr[6], pr[7], NULL, f, H, cf);
+    }
+}
+
+/* Solves the symmetric 3x3 H dx = f by its adjugate; 0 when H is not positive definite
+ * enough to trust (dx left zero). */
+static inline int solve3(const double *H, const double *f, double *dx) {
+    double a = H[0], b = H[1], c = H[2], d = H[3], e = H[4], g = H[5];
+    double c00 = b * c - g * g, c01 = e * g - d * c, c02 = d * g - b * e;
+    double det = a * c00 + d * c01 + e * c02;
+    double scale = a * b * c;
+    if (!(det > 1e-12 * scale) || !isfinite(det)) { dx[0] = dx[1] = dx[2] = 0.0; return 0; }
+    double c11 = a * c - e * e, c12 = d * e - a * g, c22 = a * b - d * d;
+    dx[0] = (c00 * f[0] + c01 * f[1] + c02 * f[2]) / det;
+    dx[1] = (c01 * f[0] + c11 * f[1] + c12 * f[2]) / det;
+    dx[2] = (c02 * f[0] + c12 * f[1] + c22 * f[2]) / det;
+    return 1;
+}
+
+/* One sweep: every vertex of every colour (color_off (ncolors+1) into color_vertices) takes
+ * its local Newton step in place on x, clipped to its displacement bound. clipped receives
+ * the number of vertices the bound held back. */
+int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *color_off,
+                    const int64_t *color_vertices, double *x, int64_t *clipped) {
+    int64_t held = 0;
+    for (int64_t c = 0; c < ncolors; ++c) {
+        for (int64_t j = color_off[c]; j < color_off[c + 1]; ++j) {
+            int64_t i = color_vertices[j];
+            if (i < 0 || i >= pb->n) return SINEW_E_ARGUMENT;
+            double f[3], H[6], dx[3];
+            assemble(pb, i, x, f, H, NULL);
+            if (!solve3(H, f, dx)) continue;
+            double *xi = x + 3 * i;
+            double nx[3] = {xi[0] + dx[0], xi[1] + dx[1], xi[2] + dx[2]};
+            double b = pb->bound[i];
+            if (isfinite(b)) {
+                const double *an = pb->anchor + 3 * i;
+                double r[3];
+                sub3(nx, an, r);
+                double l = sqrt(dot3(r, r));
+                if (l > b) {
+                    double s = b / l;
+                    nx[0] = an[0] + s * r[0]; nx[1] = an[1] + s * r[1]; nx[2] = an[2] + s * r[2];
+                    ++held;
+                }
+            }
+            xi[0] = nx[0]; xi[1] = nx[1]; xi[2] = nx[2];
+        }
+    }
+    *clipped = held;
+    return SINEW_OK;
+}
+
+/* The force (minus the objective's gradient) on each listed vertex at x, force (m,3), and
+ * the collider normal force alone, contact_force (m,3). */
+int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
+                     const double *x, double *force, double *contact_force) {
+    for (int64_t j = 0; j < m; ++j) {
+        int64_t i = vertices[j];
+        if (i < 0 || i >= pb->n) return SINEW_E_ARGUMENT;
+        double H[6];
+        double *cf = contact_force + 3 * j;
+        cf[0] = cf[1] = cf[2] = 0.0;
+        assemble(pb, i, x, force + 3 * j, H, cf);
+    }
+    return SINEW_OK;
+}

@@ -1,0 +1,293 @@
+"""Vertex Block Descent with contact inside the solve (Chen, Liu & Yang, SIGGRAPH 2024).
+
+The step minimises the same backward-Euler objective ``g`` as NEWTON and FAST
+(:mod:`.base`: inertia, gravity, drag, force fields, soft pins, springs, spring damping),
+plus, inside the same minimisation,
+
+* **contact**: ``½ k_c (r − d)²`` for a vertex closer than the collider's thickness ``r``
+  to a collider triangle, plane or sphere (``d`` its distance, signed behind the face of a
+  closed mesh), with ``k_c`` :data:`CONTACT_STIFFNESS` times the vertex's own inertia and
+  spring stiffness, so contact dominates its local problem;
+* **friction**: Coulomb, ``μ λ`` against the displacement relative to the collider over the
+  step, smoothed below :data:`STATIC_SPEED` × ``h`` as in IPC (Li et al. 2020), lagged on
+  the normal force ``λ`` of the same iteration: it only ever takes energy out;
+* **the strain limit**: ``½ k_lim (ℓ − (1 + s) L)²₊`` on structural springs stretched past
+  their limit, with ``k_lim`` :data:`LIMIT_STIFFNESS` times the springs' own.
+
+Gauss–Seidel over graph-coloured vertex sets: each vertex takes one 3×3 Newton step on
+its local energy with its neighbours held (the compiled ``sinew_vbd_sweep``). Every step
+of a vertex is clipped to its displacement bound from its position at the last detection
+(:mod:`.detection`, Offset Geometric Contact, Chen et al. 2025): a vertex never moves
+further than a fraction of its distance to the nearest collider surface it was tested
+against, so no iteration can carry it through a collider, however thin or fast; a vertex
+that reaches its bound has detection run again at the next iteration. Moving colliders
+carry the vertices resting on them into the step's start (the collider's displacement at
+the nearest point), so a body moving sideways takes its cloth along and friction decides
+whether it slides.
+
+The strain limit is then made exact by Gauss–Seidel projection of the structural springs
+still past it (``sinew_strain_project``, clipped to the same bounds): no sparse
+factorisation in any step. Velocities are ``(x − x₀)/h``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import kernels
+from . import forces as F
+from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, force_scale, pin_targets, split_targets
+from .detection import ColliderSoup, Contacts
+from .model import Model, State
+
+__all__ = ["VertexBlockDescent", "CONTACT_STIFFNESS", "LIMIT_STIFFNESS", "STATIC_SPEED"]
+
+#: Contact stiffness per vertex, as a multiple of the vertex's inertia weight plus the
+#: stiffness of its springs.
+CONTACT_STIFFNESS = 100.0
+#: The strain limit's stiffness as a multiple of each structural spring's own.
+LIMIT_STIFFNESS = 20.0
+#: m/s: relative sliding speeds below this count as sticking (friction's smoothing).
+STATIC_SPEED = 1e-3
+#: Gauss–Seidel passes of the strain-limit projection after the solve, at most.
+_LIMIT_ROUNDS = 200
+#: The projection stops once no structural spring is longer than its limit by more than
+#: this (relative).
+_LIMIT_TOLERANCE = 1e-3
+#: The residual is checked after every this many iterations.
+_CHECK_EVERY = 4
+
+
+class _Layout:
+    """What never changes for a model: the spring adjacency of each vertex and the colour
+    sets of the free vertices (built once per model)."""
+
+    def __init__(self, model: Model) -> None:
+        lib = kernels.library()
+        n, s = model.vertex_count, model.spring_count
+        sp = np.asarray(model.springs, dtype=np.int64).reshape(-1, 2)
+        ends = np.concatenate([sp[:, 0], sp[:, 1]])
+        others = np.concatenate([sp[:, 1], sp[:, 0]])
+        ids = np.concatenate([np.arange(s), np.arange(s)])
+        order = np.argsort(ends, kind="stable")
+        self.adj_off = np.ascontiguousarray(np.searchsorted(ends[order], np.arange(n + 1)), np.int64)
+        self.adj_spring = np.ascontiguousarray(ids[order], np.int64)
+        self.adj_other = np.ascontiguousarray(others[order], np.int64)
+        free = np.ones(n, np.uint8)
+        free[model.pinned_index] = 0
+        degree = int(np.diff(self.adj_off).max(initial=0))
+        color = np.empty(n, np.int64)
+        scratch = np.zeros(degree + 2, np.uint8)
+        ncolors = kernels.check_status(lib.sinew_color_greedy(
+            n, self.adj_off.ctypes.data, self.adj_other.ctypes.data, free.ctypes.data,
+            color.ctypes.data, scratch.ctypes.data, len(scratch)), "colouring")
+        self.free = np.flatnonzero(free).astype(np.int64)
+        by_color = self.free[np.argsort(color[self.free], kind="stable")]
+        self.color_vertices = np.ascontiguousarray(by_color, np.int64)
+        self.color_off = np.ascontiguousarray(
+            np.searchsorted(color[by_color], np.arange(ncolors + 1)), np.int64)
+        self.ncolors = ncolors
+        e = model.structural_count
+        limit = np.zeros(s)
+        if model.max_stretch > 0:
+            limit[:e] = (1.0 + model.max_stretch) * model.rest_lengths[:e]
+        self.limit = limit
+        self.structural = np.ascontiguousarray(sp[:e])
+        self.inv_mass = np.where(free.astype(bool), 1.0 / model.masses, 0.0)
+        # contact stiffness scale: a vertex's springs
+        self.spring_stiffness = np.bincount(ends, np.concatenate([model.stiffness, model.stiffness]),
+                                            minlength=n)
+        self.k_limit = LIMIT_STIFFNESS * float(np.max(model.stiffness[:e], initial=0.0))
+
+
+class VertexBlockDescent(Integrator):
+    """Vertex Block Descent with contact, friction and the strain limit inside the solve.
+
+    Parameters
+    ----------
+    tolerance : float, optional
+        Stop once ``‖∇g‖ ≤ tolerance · max(‖∇g(x_start)‖, ‖M g‖)`` (the contact and
+        friction terms included); default :data:`~.base.CONVERGENCE_RTOL`, 0 runs every
+        iteration.
+    """
+
+    name = "VBD"
+    label = "Vertex Block Descent"
+    description = ("Vertex Block Descent (Chen et al. 2024): per-vertex Newton steps with "
+                   "contact, friction and the strain limit inside the solve; "
+                   "penetration-free at any step")
+    implicit = True
+    #: Contact is part of the solve: the simulator runs no contact stage after it.
+    contact_inside = True
+
+    def __init__(self, tolerance: float | None = None) -> None:
+        self.tolerance = CONVERGENCE_RTOL if tolerance is None else float(tolerance)
+        self._layout: tuple[int, _Layout] | None = None
+        self._soup: tuple[list, ColliderSoup] | None = None
+        #: ``‖∇g‖`` at the start and at each check of the last step (N).
+        self.residual_history: list[float] = []
+
+    def layout(self, model: Model) -> _Layout:
+        """The model's adjacency and colours (built once per model)."""
+        if self._layout is None or self._layout[0] != model.uid:
+            self._layout = (model.uid, _Layout(model))
+        return self._layout[1]
+
+    def soup(self, colliders: Sequence[Any]) -> ColliderSoup:
+        """The step's colliders as arrays; the same static colliders give the same soup
+        (its grid is built once)."""
+        cols = list(colliders)
+        if (self._soup is None or self._soup[1].cdisp is not None or len(self._soup[0]) != len(cols)
+                or any(a is not b for a, b in zip(self._soup[0], cols))):
+            self._soup = (cols, ColliderSoup(cols))
+        return self._soup[1]
+
+    def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
+             iterations: int = 10, colliders: Sequence[Any] = (),
+             external: np.ndarray | None = None, tolerance: float | None = None) -> StepInfo:
+        tol = self.tolerance if tolerance is None else float(tolerance)
+        lay = self.layout(model)
+        targets = pin_targets(model, state, pins)
+        obj = Objective(model, state, h, targets, external=external)
+        x0 = obj.x0
+        n = len(x0)
+        pi = model.pinned_index
+        hard = split_targets(model, targets)[0]
+        soup = self.soup(colliders) if len(colliders) else None
+        pb = kernels.VbdProblem(n, h)
+        dir0 = obj.geometry0()[1].T if obj.has_damping else np.zeros((model.spring_count, 3))
+        pb.set(x_prev=x0, w=obj.w, y=obj.y, adj_off=lay.adj_off, adj_spring=lay.adj_spring,
+               adj_other=lay.adj_other, k=model.stiffness, rest=model.rest_lengths,
+               kd=model.damping, dir0=dir0, limit=lay.limit, k_limit=lay.k_limit,
+               kc=CONTACT_STIFFNESS * (obj.w + lay.spring_stiffness),
+               eps_u=STATIC_SPEED * h)
+        x = obj.start(targets)  # x₀ + h v₀, pins at their targets (as NEWTON and FAST)
+        contacts = Contacts.empty(n)
+        if soup is not None:
+            start = x0.copy()
+            if soup.cdisp is not None:
+                start += self._carry(soup, x0, h)
+                x += start - x0
+            reach = np.linalg.norm(x - start, axis=1)
+            radius = 1.5 * soup.max_radius + 3.0 * reach + 1e-6
+            soup.detect(start, radius, contacts)
+            pb.set(cv=soup.cv, cdisp=soup.cdisp, tris=soup.tris, closed_tri=soup.closed,
+                   tri_radius=soup.radius, tri_mu=soup.mu, prim_type=soup.prim_type,
+                   prim=soup.prim)
+            _clip(x, contacts)
+        else:
+            pb.set(cv=np.zeros((0, 3)), cdisp=None, tris=np.zeros((0, 3), np.int64),
+                   closed_tri=np.zeros(0, np.uint8), tri_radius=np.zeros(0), tri_mu=np.zeros(0),
+                   prim_type=np.zeros(0, np.int32), prim=np.zeros((0, 8)))
+        pb.set(c_id=contacts.ids, c_count=contacts.count, anchor=contacts.anchor,
+               bound=contacts.bound)
+        its, r, r0 = self._iterate(pb, lay, x, max(int(iterations), 1), tol, model, soup, contacts)
+        limited = self._limit(model, lay, x, contacts)
+        if len(pi):
+            x[pi] = hard
+        if soup is not None:
+            self._report(pb, lay, x, soup, contacts, colliders)
+        state.x[...] = x
+        state.v[...] = (x - x0) / h
+        ok = bool(r <= tol * force_scale(model, r0)) if tol > 0 else True
+        return StepInfo(its, r, ok and limited)
+
+    @staticmethod
+    def _carry(soup: ColliderSoup, x0: np.ndarray, h: float) -> np.ndarray:
+        """``(n, 3)``: the displacement over the step of the collider point each vertex
+        near a moving collider rests against (zero elsewhere)."""
+        near = Contacts.empty(len(x0))
+        soup.detect(x0, np.full(len(x0), 2.0 * soup.max_radius + 1e-6), near)
+        out = np.zeros_like(x0)
+        idx = np.flatnonzero(near.count > 0)
+        if len(idx) == 0 or not len(soup.tris):
+            return out
+        tri = soup.tris[near.ids[idx, 0]]
+        lib = kernels.library()
+        a, b, c = (np.ascontiguousarray(soup.cv[tri[:, k]]) for k in range(3))
+        p = np.ascontiguousarray(x0[idx])
+        q, bary = np.empty_like(p), np.empty_like(p)
+        lib.sinew_closest_points(len(idx), p.ctypes.data, a.ctypes.data, b.ctypes.data,
+                                 c.ctypes.data, q.ctypes.data, bary.ctypes.data)
+        out[idx] = np.einsum("ik,ikj->ij", bary, soup.cdisp[tri])
+        return out
+
+    def _iterate(self, pb: kernels.VbdProblem, lay: _Layout, x: np.ndarray, iterations: int,
+                 tol: float, model: Model, soup: ColliderSoup | None,
+                 contacts: Contacts) -> tuple[int, float, float]:
+        lib = pb.lib
+        clipped = np.zeros(1, np.int64)
+        ptr = kernels.address(x)
+        co, cv = lay.color_off.ctypes.data, lay.color_vertices.ctypes.data
+        force = np.empty((len(lay.free), 3))
+        cforce = np.empty_like(force)
+
+        def residual() -> float:
+            kernels.check_status(lib.sinew_vbd_forces(
+                pb.struct, len(lay.free), lay.free.ctypes.data, ptr, force.ctypes.data,
+                cforce.ctypes.data), "VBD forces")
+            return F.norm(force.reshape(-1))
+
+        r0 = residual()
+        history = [r0]
+        scale = force_scale(model, r0)
+        r = r0
+        its = 0
+        for its in range(1, iterations + 1):
+            kernels.check_status(lib.sinew_vbd_sweep(pb.struct, lay.ncolors, co, cv, ptr,
+                                                     clipped.ctypes.data), "VBD sweep")
+            if clipped[0] and soup is not None:
+                # a vertex reached its bound: detection again where the cloth is now
+                reach = np.linalg.norm(x - pb.get("x_prev"), axis=1)
+                soup.detect(x, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
+            if its % _CHECK_EVERY == 0 or its == iterations:
+                r = residual()
+                history.append(r)
+                if tol > 0 and r <= tol * scale:
+                    break
+        self.residual_history = history
+        return its, r, r0
+
+    @staticmethod
+    def _limit(model: Model, lay: _Layout, x: np.ndarray, contacts: Contacts) -> bool:
+        """The strain limit made exact by projection; whether it holds."""
+        if model.max_stretch <= 0 or not len(lay.structural):
+            return True
+        lib = kernels.library()
+        limit = np.ascontiguousarray(lay.limit[:len(lay.structural)])
+        over = kernels.check_status(lib.sinew_strain_project(
+            len(lay.structural), lay.structural.ctypes.data, limit.ctypes.data,
+            lay.inv_mass.ctypes.data, _LIMIT_ROUNDS, _LIMIT_TOLERANCE,
+            contacts.anchor.ctypes.data, contacts.bound.ctypes.data, x.ctypes.data),
+            "strain limit")
+        return over == 0
+
+    @staticmethod
+    def _report(pb: kernels.VbdProblem, lay: _Layout, x: np.ndarray, soup: ColliderSoup,
+                contacts: Contacts, colliders: Any) -> None:
+        """Contact statistics of the step for the diagnostics."""
+        stats = getattr(colliders, "stats", None)
+        if stats is None:
+            return
+        force = np.empty((len(lay.free), 3))
+        cforce = np.empty_like(force)
+        kernels.check_status(pb.lib.sinew_vbd_forces(
+            pb.struct, len(lay.free), lay.free.ctypes.data, x.ctypes.data, force.ctypes.data,
+            cforce.ctypes.data), "VBD forces")
+        touching = int(np.count_nonzero(np.any(cforce != 0.0, axis=1)))
+        end = Contacts.empty(len(x))
+        soup.detect(x, np.full(len(x), 1.5 * soup.max_radius + 1e-6), end)
+        depth = float(max(0.0, -end.distance.min(initial=0.0)))
+        stats.add(touching, depth, 0.0)
+
+
+def _clip(x: np.ndarray, contacts: Contacts) -> None:
+    """Clip ``x`` ``(n, 3)`` in place to the record's displacement bounds."""
+    d = x - contacts.anchor
+    length = np.linalg.norm(d, axis=1)
+    over = length > contacts.bound
+    if np.any(over):
+        x[over] = contacts.anchor[over] + d[over] * (contacts.bound[over] / length[over])[:, None]
