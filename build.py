@@ -6,6 +6,7 @@
     python3 build.py build    # write the installable zips to dist/
     python3 build.py bench    # side-by-side benchmarks against Blender's own solvers
     python3 build.py lint     # ruff + mypy (fake-bpy-module) in a lint environment
+    python3 build.py kernels  # compile the C kernels (core/kernels/src) for every platform
 
 Standard library only until it has made its environments. Environments live under
 ``.venv/`` and are reused while their requirements are unchanged (a stamp file
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
 import json
 import os
 import re
@@ -54,6 +56,11 @@ ENVIRONMENTS: dict[str, dict] = {
         "python": "3.13",
         "packages": ["bpy==5.2.3", "numpy>=2", "scipy", "matplotlib", "ikpy"],
     },
+    # zig as a C cross-compiler (its own libc headers and stubs for every target).
+    "tools": {
+        "python": "3.13",
+        "packages": ["ziglang==0.17.1"],
+    },
 }
 
 # Debian's blender binary (3.4.1 on bookworm) and what its system Python needs.
@@ -69,6 +76,25 @@ WHEEL_PLATFORMS = {
     "macos-x64": ["macosx_10_14_x86_64"],
 }
 WHEEL_PYTHONS = ["3.11", "3.13"]
+
+# The C kernels: every core/kernels/src/*.c into one shared library per platform, named
+# core/kernels/lib/sinew_kernels-<tag>.<ext> (the name core/kernels/__init__.py loads).
+KERNEL_SRC = ROOT / "core" / "kernels" / "src"
+KERNEL_LIB = ROOT / "core" / "kernels" / "lib"
+KERNEL_TARGETS: dict[str, tuple[str, str, str]] = {  # platform: (tag, zig target, extension)
+    "linux-x64": ("linux_x64", "x86_64-linux-gnu.2.17", "so"),
+    "windows-x64": ("windows_x64", "x86_64-windows-gnu", "dll"),
+    "macos-arm64": ("macos_arm64", "aarch64-macos.11.0", "dylib"),
+    "macos-x64": ("macos_x64", "x86_64-macos.11.0", "dylib"),
+}
+# -O2: -O3 measured no faster on these kernels (docs/ARCHITECTURE.md). No -ffast-math: the
+# kernels test isfinite(). Entry points are marked SINEW_API (default visibility / dllexport).
+KERNEL_FLAGS = ["-std=c11", "-O2", "-shared", "-fvisibility=hidden", "-s"]
+# The sanitizer build (the asan tier): Debian's gcc, AddressSanitizer + UBSan, abort on any report.
+ASAN_DIR = BUILD / "asan"
+SANITIZER_EXIT = 86  # the exit code of a process that a sanitizer report ended
+ASAN_FLAGS = ["-std=c11", "-O1", "-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+              "-fno-sanitize-recover=all", "-shared", "-fPIC", "-fvisibility=hidden"]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -190,6 +216,107 @@ def blender_ext_tool(py: Path) -> Path:
     return Path(found[0])
 
 
+# --------------------------------------------------------------------------- kernels
+
+
+def kernel_library(platform: str) -> Path:
+    """Where the kernel library of ``platform`` ('linux-x64') is written in the source tree."""
+    tag, _target, ext = KERNEL_TARGETS[platform]
+    return KERNEL_LIB / f"sinew_kernels-{tag}.{ext}"
+
+
+def _kernel_sources() -> list[Path]:
+    sources = sorted(KERNEL_SRC.glob("*.c"))
+    if not sources:
+        raise BuildError(f"no C sources in {KERNEL_SRC.relative_to(ROOT)}")
+    return sources
+
+
+def _inputs_digest(recipe: list[str]) -> str:
+    digest = hashlib.sha256(json.dumps(recipe).encode())
+    for f in sorted(KERNEL_SRC.glob("*.[ch]")):
+        digest.update(f.name.encode() + b"\0" + f.read_bytes())
+    return digest.hexdigest()
+
+
+def _up_to_date(out: Path, recipe: list[str]) -> bool:
+    """``out`` was built from today's sources and headers with ``recipe`` (the compiler and
+    its flags) and is still the file that build wrote (a stamp next to it says so)."""
+    stamp = out.with_name(out.name + ".stamp")
+    if not (out.is_file() and stamp.is_file()):
+        return False
+    try:
+        want = json.loads(stamp.read_text())
+    except ValueError:
+        return False
+    return (want.get("inputs") == _inputs_digest(recipe)
+            and want.get("output") == hashlib.sha256(out.read_bytes()).hexdigest())
+
+
+def _compile(out: Path, recipe: list[str], cmd: list) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    run(cmd, cwd=out.parent)
+    say(f"{out.relative_to(ROOT)}: {out.stat().st_size / 1e3:.0f} KB in {time.monotonic() - start:.1f} s")
+    stamp = out.with_name(out.name + ".stamp")
+    stamp.write_text(json.dumps({"inputs": _inputs_digest(recipe),
+                                 "output": hashlib.sha256(out.read_bytes()).hexdigest()}))
+
+
+def build_kernels(platforms: list[str] | None = None) -> dict[str, Path]:
+    """Compile core/kernels/src/*.c with zig for each platform into core/kernels/lib/.
+
+    A no-op (not even the tool environment is checked) when each library is there and was
+    built from today's sources with today's flags. zig keeps the C runtimes it builds in its
+    global cache (~/.cache/zig), so only the very first Windows build is slow.
+    """
+    platforms = platforms or list(KERNEL_TARGETS)
+    sources = _kernel_sources()
+    libs: dict[str, Path] = {}
+    for platform in platforms:
+        tag, target, _ext = KERNEL_TARGETS[platform]
+        lib = kernel_library(platform)
+        flags = list(KERNEL_FLAGS)
+        if "-windows" not in target:
+            flags.append("-fPIC")
+        link = ["-lm"] if "-linux-" in target else []
+        # Built in build/kernels/<tag>/ (zig also leaves .lib and .pdb files there for
+        # Windows); only the library itself is copied into the source tree.
+        out = BUILD / "kernels" / tag / lib.name
+        recipe = ["zig", *ENVIRONMENTS["tools"]["packages"], target, *flags, *link]
+        if not _up_to_date(out, recipe):
+            zig = ensure_venv("tools")
+            _compile(out, recipe, [zig, "-m", "ziglang", "cc", "-target", target, *flags, "-o", out, *sources, *link])
+        if not lib.is_file() or lib.read_bytes() != out.read_bytes():
+            KERNEL_LIB.mkdir(parents=True, exist_ok=True)
+            tmp = lib.with_name(lib.name + ".tmp")
+            shutil.copy2(out, tmp)
+            os.replace(tmp, lib)
+        libs[platform] = lib
+    return libs
+
+
+def build_asan_kernels() -> Path:
+    """The Linux library built by Debian's gcc with AddressSanitizer and UBSan (build/asan/)."""
+    if not shutil.which("gcc"):
+        ensure_apt(["gcc"], "the sanitizer tier")
+    sources = _kernel_sources()
+    out = ASAN_DIR / "sinew_kernels-linux_x64.so"
+    version = subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True).stdout.strip()
+    recipe = ["gcc", version, *ASAN_FLAGS, "-lm"]
+    if not _up_to_date(out, recipe):
+        _compile(out, recipe, ["gcc", *ASAN_FLAGS, "-o", out, *sources, "-lm"])
+    return out
+
+
+def sanitizer_runtime() -> str:
+    """gcc's AddressSanitizer runtime, to LD_PRELOAD into the Python that loads the library."""
+    path = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    if not path or not Path(path).is_file():
+        raise BuildError("gcc's libasan.so was not found (Debian: apt-get install gcc)")
+    return str(Path(path).resolve())
+
+
 # --------------------------------------------------------------------------- build
 
 
@@ -230,44 +357,72 @@ def _wheel_platform(wheel: Path) -> str:
     return "other"
 
 
-def stage_addon(dest: Path) -> None:
-    """Copy the add-on package (with ``core`` resolved into it) to ``dest``."""
+# Never staged: caches, and build artefacts of the C kernels (object files, import libraries).
+STAGE_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache", "*.o", "*.obj", "*.a", "*.lib",
+                                      "*.exp", "*.pdb", "*.ilk", "*.dSYM", "*.tmp", "*.stamp")
+
+
+def _stage_ignore(directory: str, names: list[str]) -> set[str]:
+    ignored = set(STAGE_IGNORE(directory, names))
+    if Path(directory).resolve() == KERNEL_LIB.resolve():
+        ignored |= set(names)  # the libraries are added per zip by stage_addon
+    return ignored
+
+
+def stage_addon(dest: Path, kernel_libs: list[Path]) -> None:
+    """Copy the add-on package (with ``core`` resolved into it) to ``dest``, with exactly
+    ``kernel_libs`` in its core/kernels/lib/."""
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(
-        ROOT / "blender_addon", dest, symlinks=False,
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache"),
-    )
+    shutil.copytree(ROOT / "blender_addon", dest, symlinks=False, ignore=_stage_ignore)
+    set_stage_kernels(dest, kernel_libs)
+
+
+def set_stage_kernels(dest: Path, kernel_libs: list[Path]) -> None:
+    lib_dir = dest / KERNEL_LIB.relative_to(ROOT)
+    if lib_dir.exists():
+        shutil.rmtree(lib_dir)
+    lib_dir.mkdir(parents=True)
+    for lib in kernel_libs:
+        shutil.copy2(lib, lib_dir / lib.name)
 
 
 def build(platforms: list[str] | None = None) -> dict[str, Path]:
-    """Write the extension zips (one per platform) and the legacy zip to dist/."""
+    """Write the extension zips (one per platform) and the legacy zip to dist/.
+
+    Each platform's zip carries that platform's scipy wheels and kernel library only; the
+    legacy zip carries the kernel libraries of every platform built (all four by default).
+    """
     platforms = platforms or list(WHEEL_PLATFORMS)
+    libs = build_kernels(platforms)
     py = ensure_venv("bpy-5.2")
     tool = blender_ext_tool(py)
     wheels = download_wheels(py, platforms)
 
-    stage = BUILD / "stage" / ADDON_ID
-    stage_addon(stage)
-    (stage / "wheels").mkdir()
-    for whl in wheels:
-        shutil.copy2(whl, stage / "wheels" / whl.name)
-    manifest = (stage / "blender_manifest.toml").read_text()
-    wheel_list = ",\n".join(f'  "./wheels/{w.name}"' for w in wheels)
-    plat_list = ", ".join(f'"{p}"' for p in platforms)
-    generated = f"platforms = [{plat_list}]\nwheels = [\n{wheel_list},\n]\n\n"
-    # Top-level keys must come before the first [table] of the TOML file.
-    first_table = re.search(r"^\[", manifest, re.M)
-    cut = first_table.start() if first_table else len(manifest)
-    manifest = manifest[:cut] + generated + manifest[cut:]
-    (stage / "blender_manifest.toml").write_text(manifest)
-
     DIST.mkdir(exist_ok=True)
     for old in DIST.glob(f"{ADDON_ID}-*.zip"):
         old.unlink()
-    run([py, tool, "build", "--source-dir", stage, "--output-dir", DIST, "--split-platforms"])
+    stage = BUILD / "stage" / ADDON_ID
+    stage_addon(stage, [])
+    source_manifest = (stage / "blender_manifest.toml").read_text()
     zips: dict[str, Path] = {}
+    # blender_ext.py's --split-platforms splits the wheels only, not other files: so each
+    # platform's zip is built from the stage holding that platform's library and wheels.
     for platform in platforms:
+        set_stage_kernels(stage, [libs[platform]])
+        own = [w for w in wheels if _wheel_platform(w) == platform]
+        if (stage / "wheels").exists():
+            shutil.rmtree(stage / "wheels")
+        (stage / "wheels").mkdir()
+        for whl in own:
+            shutil.copy2(whl, stage / "wheels" / whl.name)
+        wheel_list = ",\n".join(f'  "./wheels/{w.name}"' for w in own)
+        generated = f'platforms = ["{platform}"]\nwheels = [\n{wheel_list},\n]\n\n'
+        # Top-level keys must come before the first [table] of the TOML file.
+        first_table = re.search(r"^\[", source_manifest, re.M)
+        cut = first_table.start() if first_table else len(source_manifest)
+        (stage / "blender_manifest.toml").write_text(source_manifest[:cut] + generated + source_manifest[cut:])
+        run([py, tool, "build", "--source-dir", stage, "--output-dir", DIST, "--split-platforms"])
         hits = list(DIST.glob(f"{ADDON_ID}-{VERSION}-{platform.replace('-', '_')}.zip"))
         if len(hits) != 1:
             raise BuildError(f"blender_ext.py did not write the {platform} zip (dist/ has {os.listdir(DIST)})")
@@ -276,7 +431,7 @@ def build(platforms: list[str] | None = None) -> dict[str, Path]:
 
     legacy = DIST / f"{ADDON_ID}-{VERSION}-legacy.zip"
     legacy_stage = BUILD / "stage-legacy" / ADDON_ID
-    stage_addon(legacy_stage)
+    stage_addon(legacy_stage, [libs[p] for p in platforms])
     (legacy_stage / "blender_manifest.toml").unlink()
     with zipfile.ZipFile(legacy, "w", zipfile.ZIP_DEFLATED) as zf:
         for f in sorted(legacy_stage.rglob("*")):
@@ -304,6 +459,10 @@ def _junit_counts(xml_path: Path) -> dict[str, int]:
 
 
 def run_tier(name: str, python: str, paths: list[str], env_extra: dict[str, str], pytest_args: list[str]) -> dict:
+    if name == "asan":
+        # Capture only Python's sys.stdout/err: a sanitizer writes its report to file
+        # descriptor 2 and ends the process, so pytest's fd capture would swallow it.
+        pytest_args = ["--capture=sys", *pytest_args]
     xml = BUILD / f"junit-{name}.xml"
     xml.parent.mkdir(exist_ok=True)
     if xml.exists():
@@ -321,9 +480,24 @@ def run_tier(name: str, python: str, paths: list[str], env_extra: dict[str, str]
     counts["passed"] = counts["tests"] - counts["failed"] - counts["skipped"]
     counts["seconds"] = time.monotonic() - start
     counts["returncode"] = proc.returncode
-    # Skipping is not passing: a skipped or empty tier fails the command.
+    # Skipping is not passing: a skipped or empty tier fails the command. A pytest process
+    # that crashed or was ended by a sanitizer (no JUnit file, or a part of one) fails it too.
     counts["ok"] = proc.returncode == 0 and counts["skipped"] == 0 and counts["passed"] > 0
     return counts
+
+
+def asan_tier_env() -> dict[str, str]:
+    """The environment of the asan tier: the sanitizer build of the kernels, loaded through
+    SINEW_KERNELS_LIB into Debian's python3 with gcc's ASan runtime preloaded. Any report
+    (ASan or UBSan) ends the process with exit code SANITIZER_EXIT, which fails the tier."""
+    lib = build_asan_kernels()
+    common = f"exitcode={SANITIZER_EXIT}:print_stacktrace=1"
+    return {
+        "SINEW_KERNELS_LIB": str(lib),
+        "LD_PRELOAD": sanitizer_runtime(),
+        "ASAN_OPTIONS": f"detect_leaks=0:halt_on_error=1:abort_on_error=0:{common}",
+        "UBSAN_OPTIONS": f"halt_on_error=1:{common}",
+    }
 
 
 def test(args: argparse.Namespace) -> int:
@@ -334,6 +508,7 @@ def test(args: argparse.Namespace) -> int:
     pytest_args = list(args.pytest_args or [])
 
     tiers: list[tuple[str, str, list[str]]] = []
+    tier_env: dict[str, dict[str, str]] = {}
     for env_name in ("bpy-5.2", "bpy-4.5"):
         if args.tier and env_name not in args.tier:
             continue
@@ -353,6 +528,17 @@ def test(args: argparse.Namespace) -> int:
             tiers.append(("blender-bin", "/usr/bin/python3", ["tests/core", "tests/cli"]))
         except (BuildError, subprocess.CalledProcessError) as exc:
             problems.append(f"tier blender-bin cannot run: {exc}")
+    if not args.tier or "asan" in args.tier:
+        # The kernel tests again, against the AddressSanitizer + UBSan build of the library.
+        kernel_tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "core").glob("test_kernels*.py"))
+        try:
+            if not kernel_tests:
+                raise BuildError("there are no kernel tests (tests/core/test_kernels*.py)")
+            ensure_apt(APT_PACKAGES, "the sanitizer tier")
+            tier_env["asan"] = asan_tier_env()
+            tiers.append(("asan", "/usr/bin/python3", ["tests/asan", *kernel_tests]))
+        except (BuildError, subprocess.CalledProcessError) as exc:
+            problems.append(f"tier asan cannot run: {exc}")
     if (not args.tier or "ui" in args.tier) and (ROOT / "tests" / "ui").is_dir():
         try:
             ensure_apt(APT_PACKAGES + APT_UI_PACKAGES, "the UI tier")
@@ -361,12 +547,16 @@ def test(args: argparse.Namespace) -> int:
             problems.append(f"tier ui cannot run: {exc}")
 
     for name, py, paths in tiers:
-        results[name] = run_tier(name, py, paths, extra, pytest_args)
+        results[name] = run_tier(name, py, paths, {**extra, **tier_env.get(name, {})}, pytest_args)
 
     print()
     total_pass = total_fail = 0
     for name, c in results.items():
         status = "ok" if c["ok"] else "FAILED"
+        if c["returncode"] == SANITIZER_EXIT and name == "asan":
+            status += ": a sanitizer report ended pytest (see above)"
+        elif c["returncode"] not in (0, 1):
+            status += f": pytest exited {c['returncode']}"
         print(f"tier {name}: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped "
               f"in {c['seconds']:.0f} s ({status})")
         total_pass += c["passed"]
@@ -420,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p_test = sub.add_parser("test", help="make every test environment and run the whole suite")
-    p_test.add_argument("--tier", action="append", choices=["bpy-5.2", "bpy-4.5", "blender-bin", "ui"],
+    p_test.add_argument("--tier", action="append", choices=["bpy-5.2", "bpy-4.5", "blender-bin", "asan", "ui"],
                         help="run only these tiers (default: all)")
     p_test.add_argument("--fast", action="store_true", help="build only the linux-x64 zip")
     p_test.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
@@ -432,6 +622,9 @@ def main(argv: list[str] | None = None) -> int:
     p_bench.add_argument("--quick", action="store_true", help="small sizes, finishes in under 2 minutes")
     p_bench.add_argument("--blender", action="append", choices=["5.2", "4.5"])
     sub.add_parser("lint", help="ruff + mypy")
+    p_kernels = sub.add_parser("kernels", help="compile the C kernels into core/kernels/lib/ (all platforms)")
+    p_kernels.add_argument("--platform", action="append", choices=list(KERNEL_TARGETS))
+    p_kernels.add_argument("--asan", action="store_true", help="also the sanitizer build in build/asan/")
     sub.add_parser("setup", help="make the environments only")
     args = parser.parse_args(argv)
     try:
@@ -446,9 +639,16 @@ def main(argv: list[str] | None = None) -> int:
             return bench(args)
         if args.command == "lint":
             return lint(args)
+        if args.command == "kernels":
+            for platform, lib in build_kernels(args.platform).items():
+                say(f"{platform:12s} {lib.relative_to(ROOT)}  {lib.stat().st_size / 1e3:.0f} KB")
+            if args.asan:
+                say(f"sanitizer build: {build_asan_kernels().relative_to(ROOT)}")
+            return 0
         if args.command == "setup":
             ensure_venv("bpy-5.2")
             ensure_venv("bpy-4.5")
+            ensure_venv("tools")
             ensure_apt(APT_PACKAGES, "the blender-binary tier")
             return 0
     except BuildError as exc:
