@@ -91,8 +91,11 @@ _SIGNATURES = {
         _I64, _P, _P, _I64, _P, _I64, _P, _P, _F64, _I64, _P, _P, _I64, _P, _I64, _P, _P,
         _I64, _P, _P, _P, _P]),
     "sinew_vbd_sweep": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
+    "sinew_vbd_push_out": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P]),
+    "sinew_vbd_guard": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _P, _P]),
+    "sinew_vbd_shift": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P]),
     "sinew_vbd_forces": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
-    "sinew_strain_project": (_I64, [_I64, _P, _P, _P, _I64, _F64, _P, _P, _P]),
+    "sinew_strain_project": (_I64, [_I64, _P, _P, _P, _I64, _F64, ctypes.POINTER(_VbdStruct), _P]),
 }
 
 _LOADED: dict[str, ctypes.CDLL] = {}

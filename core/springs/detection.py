@@ -7,9 +7,11 @@ flat arrays with a hashed uniform grid over the triangles (the broad phase), and
 (``sinew_collider_query``) for every cloth vertex, filling one typed record,
 :class:`Contacts`: each vertex's nearest collider triangles within its query radius, its
 distance to the nearest surface, and the displacement bound that keeps it from reaching
-any surface it was not tested against (Offset Geometric Contact, Chen et al. 2025: a
-vertex that moves less than its distance to every surface cannot cross one). The solver
-consumes the record; it is rebuilt whenever a vertex reaches its bound.
+any triangle it was not tested against (as Offset Geometric Contact bounds each vertex's
+displacement, Chen et al. 2025). The solver
+consumes the record; it is rebuilt whenever a vertex reaches its bound. Within the bound
+the kernels stop every move short of the first collider triangle or primitive its path
+crosses (``src/guard.h``).
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from .contact import MeshWindow
 
 __all__ = ["ColliderSoup", "Contacts", "GUARD_FRACTION", "CONTACT_SLOTS"]
 
-#: A vertex moves at most this fraction of its distance to the nearest collider surface
-#: between two detections (OGC's γ; below ½ so two approaching sides cannot meet either).
-GUARD_FRACTION = 0.45
+#: A vertex moves at most this fraction of the radius around it that holds no collider
+#: triangle but those detection gave it, between two detections (below 1: round-off).
+GUARD_FRACTION = 0.99
 #: Collider triangles kept per vertex (the nearest within its query radius).
 CONTACT_SLOTS = 8
 #: A triangle whose box covers more grid cells than this is tested against every vertex
@@ -55,7 +57,8 @@ class Contacts:
         ``(n, 3)`` m, the positions detection ran at.
     bound : numpy.ndarray
         ``(n,)`` m, how far each vertex may move from ``anchor`` before detection runs
-        again (``inf`` inside a collider: it must get out).
+        again: no collider triangle but those of ``ids`` lies closer (``inf`` inside a
+        collider: it must get out).
     slot_distance : numpy.ndarray
         ``(n, CONTACT_SLOTS)`` m, the distance to each triangle of ``ids``.
     """
@@ -182,8 +185,7 @@ class ColliderSoup:
 
     def detect(self, x: np.ndarray, radius: np.ndarray, out: Contacts | None = None) -> Contacts:
         """Detection at positions ``x`` ``(n, 3)`` with query radii ``radius`` ``(n,)`` (m):
-        fills (or makes) a :class:`Contacts` record, its bound
-        :data:`GUARD_FRACTION` × the distance to the nearest surface."""
+        fills (or makes) a :class:`Contacts` record."""
         n = len(x)
         if out is None:
             out = Contacts.empty(n)
@@ -208,6 +210,10 @@ class ColliderSoup:
             len(self.prim_type), self.prim_type.ctypes.data, self.prim.ctypes.data,
             CONTACT_SLOTS, out.ids.ctypes.data, out.slot_distance.ctypes.data,
             out.count.ctypes.data, out.distance.ctypes.data), "collider query")
-        out.bound[...] = np.where(out.distance < 0.0, np.inf, GUARD_FRACTION * out.distance)
+        # no triangle but the slots' lies within the query radius, or, when the slots are
+        # full, within the farthest slot's distance; inside a closed collider: unguarded
+        full = out.count == CONTACT_SLOTS
+        ball = np.where(full, out.slot_distance[:, -1], radius)
+        out.bound[...] = np.where(out.distance < 0.0, np.inf, GUARD_FRACTION * ball)
         return out
 

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["MeshArrays", "grid", "rope", "triangulate"]
+__all__ = ["MeshArrays", "grid", "rope", "triangulate", "box", "uv_sphere"]
 
 
 class MeshArrays(NamedTuple):
@@ -61,3 +61,33 @@ def triangulate(mesh: MeshArrays) -> np.ndarray:
     k = np.arange(len(poly)) - np.repeat(np.cumsum(tri_count) - tri_count, tri_count)
     base = starts[poly]
     return np.stack([loops[base], loops[base + k + 1], loops[base + k + 2]], axis=1)
+
+
+def box(lo, hi) -> tuple[np.ndarray, np.ndarray]:
+    """A closed axis-aligned box from corner ``lo`` to ``hi`` (m): vertices ``(8, 3)`` and
+    triangles ``(12, 3)``, counter-clockwise seen from outside."""
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    bits = np.arange(8)[:, None] >> np.arange(3) & 1
+    verts = np.where(bits == 1, hi, lo)
+    quads = np.array([(0, 2, 3, 1), (4, 5, 7, 6), (0, 1, 5, 4), (2, 6, 7, 3), (0, 4, 6, 2),
+                      (1, 3, 7, 5)])
+    tris = np.concatenate([quads[:, [0, 1, 2]], quads[:, [0, 2, 3]]])
+    return verts, tris
+
+
+def uv_sphere(radius: float, rings: int = 16, segments: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """A closed UV sphere of ``radius`` (m) centred on the origin: vertices ``(v, 3)`` and
+    triangles ``(t, 3)``, counter-clockwise seen from outside."""
+    th = np.linspace(0, np.pi, rings + 1)[1:-1]
+    ph = np.linspace(0, 2 * np.pi, segments, endpoint=False)
+    t, p = np.meshgrid(th, ph, indexing="ij")
+    verts = np.stack([np.sin(t) * np.cos(p), np.sin(t) * np.sin(p), np.cos(t)], -1).reshape(-1, 3)
+    verts = np.vstack([verts, [[0, 0, 1]], [[0, 0, -1]]]) * radius
+    top, bot = len(verts) - 2, len(verts) - 1
+    idx = np.arange((rings - 1) * segments).reshape(rings - 1, segments)
+    nx = np.roll(idx, -1, axis=1)
+    tris = [np.stack([np.full(segments, top), idx[0], nx[0]], 1),
+            np.stack([np.full(segments, bot), nx[-1], idx[-1]], 1)]
+    a, b, c, d = idx[:-1], nx[:-1], nx[1:], idx[1:]
+    tris += [np.stack([a, d, c], -1).reshape(-1, 3), np.stack([a, c, b], -1).reshape(-1, 3)]
+    return verts, np.concatenate(tris)

@@ -33,7 +33,7 @@ factorisation in any step. Velocities are ``(x − x₀)/h``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -47,18 +47,61 @@ __all__ = ["VertexBlockDescent", "CONTACT_STIFFNESS", "LIMIT_STIFFNESS", "STATIC
 
 #: Contact stiffness per vertex, as a multiple of the vertex's inertia weight plus the
 #: stiffness of its springs.
-CONTACT_STIFFNESS = 100.0
+CONTACT_STIFFNESS = 1.0
 #: The strain limit's stiffness as a multiple of each structural spring's own.
-LIMIT_STIFFNESS = 20.0
+LIMIT_STIFFNESS = 1.0
 #: m/s: relative sliding speeds below this count as sticking (friction's smoothing).
 STATIC_SPEED = 1e-3
+#: Free vertices per cluster of the finer coarse level (:func:`_clusters`).
+CLUSTER_SIZE = 64
 #: Gauss–Seidel passes of the strain-limit projection after the solve, at most.
-_LIMIT_ROUNDS = 200
+_LIMIT_ROUNDS = 50
+#: Detections the projection may ask for when contact bounds hold it back.
+_LIMIT_DETECTIONS = 4
 #: The projection stops once no structural spring is longer than its limit by more than
 #: this (relative).
 _LIMIT_TOLERANCE = 1e-3
-#: The residual is checked after every this many iterations.
-_CHECK_EVERY = 4
+
+
+class _Level(NamedTuple):
+    """One level of the coarse correction: clusters of free vertices that translate together
+    (``cluster`` ``(n,)``: each vertex's cluster, -1 for pinned ones; the clusters' vertices
+    ``vertices`` in order, ``offsets`` ``(count + 1,)`` into them)."""
+
+    count: int
+    cluster: np.ndarray
+    offsets: np.ndarray
+    vertices: np.ndarray
+
+
+def _level(cluster: np.ndarray) -> _Level:
+    free = np.flatnonzero(cluster >= 0)
+    order = free[np.argsort(cluster[free], kind="stable")]
+    count = int(cluster.max(initial=-1)) + 1
+    offsets = np.searchsorted(cluster[order], np.arange(count + 1)).astype(np.int64)
+    return _Level(count, np.ascontiguousarray(cluster, np.int64), offsets,
+                  np.ascontiguousarray(order, np.int64))
+
+
+def _clusters(model: Model, free: np.ndarray) -> list[_Level]:
+    """The coarse levels: all free vertices as one cluster, then cells of a grid over the rest
+    shape holding about :data:`CLUSTER_SIZE` vertices each (when that makes more than one)."""
+    n = model.vertex_count
+    if len(free) == 0:
+        return []
+    whole = np.full(n, -1, np.int64)
+    whole[free] = 0
+    levels = [_level(whole)]
+    e = model.structural_count
+    if len(free) > 2 * CLUSTER_SIZE and e:
+        cell = np.sqrt(CLUSTER_SIZE) * float(np.median(model.rest_lengths[:e]))
+        keys = np.floor(model.rest_positions[free] / cell).astype(np.int64)
+        _, ids = np.unique(keys, axis=0, return_inverse=True)
+        fine = np.full(n, -1, np.int64)
+        fine[free] = ids.reshape(-1)
+        if fine.max() > 0:
+            levels.append(_level(fine))
+    return levels
 
 
 class _Layout:
@@ -85,6 +128,8 @@ class _Layout:
             n, self.adj_off.ctypes.data, self.adj_other.ctypes.data, free.ctypes.data,
             color.ctypes.data, scratch.ctypes.data, len(scratch)), "colouring")
         self.free = np.flatnonzero(free).astype(np.int64)
+        self.movable = free.astype(bool)
+        self.levels = _clusters(model, self.free)
         by_color = self.free[np.argsort(color[self.free], kind="stable")]
         self.color_vertices = np.ascontiguousarray(by_color, np.int64)
         self.color_off = np.ascontiguousarray(
@@ -109,9 +154,12 @@ class VertexBlockDescent(Integrator):
     Parameters
     ----------
     tolerance : float, optional
-        Stop once ``‖∇g‖ ≤ tolerance · max(‖∇g(x_start)‖, ‖M g‖)`` (the contact and
-        friction terms included); default :data:`~.base.CONVERGENCE_RTOL`, 0 runs every
-        iteration.
+        A step has converged when ``‖∇g‖ ≤ tolerance · max(‖∇g(x_start)‖, ‖M g‖)`` (the
+        contact and friction terms included); default :data:`~.base.CONVERGENCE_RTOL`.
+    check_every : int
+        Also evaluate ``‖∇g‖`` after every this many iterations and stop early once it
+        meets the tolerance (0: only after the last iteration; an evaluation costs about
+        one sweep, and VBD rarely meets a tight tolerance early).
     """
 
     name = "VBD"
@@ -123,10 +171,16 @@ class VertexBlockDescent(Integrator):
     #: Contact is part of the solve: the simulator runs no contact stage after it.
     contact_inside = True
 
-    def __init__(self, tolerance: float | None = None) -> None:
+    def __init__(self, tolerance: float | None = None, check_every: int = 0) -> None:
         self.tolerance = CONVERGENCE_RTOL if tolerance is None else float(tolerance)
+        self.check_every = max(int(check_every), 0)
+        #: ``(f, 3)`` the collider normal force on each free vertex at the end of the last
+        #: step's iterations (N).
+        self.contact_force = np.zeros((0, 3))
         self._layout: tuple[int, _Layout] | None = None
         self._soup: tuple[list, ColliderSoup] | None = None
+        # (model uid, x (n, 3) and v₀ (n, 3) of the last step): its acceleration, for _guess
+        self._motion: tuple[int, np.ndarray, np.ndarray] | None = None
         #: ``‖∇g‖`` at the start and at each check of the last step (N).
         self.residual_history: list[float] = []
 
@@ -164,36 +218,69 @@ class VertexBlockDescent(Integrator):
                kd=model.damping, dir0=dir0, limit=lay.limit, k_limit=lay.k_limit,
                kc=CONTACT_STIFFNESS * (obj.w + lay.spring_stiffness),
                eps_u=STATIC_SPEED * h)
-        x = obj.start(targets)  # x₀ + h v₀, pins at their targets (as NEWTON and FAST)
+        # the residual's reference is x₀ + h v₀ with the pins at their targets, as for NEWTON
+        # and FAST; the iterations start from _guess, pushed back out of the colliders'
+        # thickness near them, through the guard
+        reference = obj.start(targets)
+        x = self._guess(model, state, obj, reference, h)
+        if len(pi):
+            x[pi] = hard
         contacts = Contacts.empty(n)
         if soup is not None:
             start = x0.copy()
             if soup.cdisp is not None:
-                start += self._carry(soup, x0, h)
-                x += start - x0
+                carry = self._carry(soup, x0, h)
+                start += carry
+                x += carry
+                reference += carry
             reach = np.linalg.norm(x - start, axis=1)
-            radius = 1.5 * soup.max_radius + 3.0 * reach + 1e-6
-            soup.detect(start, radius, contacts)
+            soup.detect(start, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
             pb.set(cv=soup.cv, cdisp=soup.cdisp, tris=soup.tris, closed_tri=soup.closed,
                    tri_radius=soup.radius, tri_mu=soup.mu, prim_type=soup.prim_type,
-                   prim=soup.prim)
-            _clip(x, contacts)
+                   prim=soup.prim, c_id=contacts.ids, c_count=contacts.count)
+            resting = np.flatnonzero((contacts.distance < 1.5 * soup.max_radius) & lay.movable)
+            kernels.check_status(pb.lib.sinew_vbd_push_out(
+                pb.struct, len(resting), resting.ctypes.data, x.ctypes.data), "VBD push-out")
         else:
             pb.set(cv=np.zeros((0, 3)), cdisp=None, tris=np.zeros((0, 3), np.int64),
                    closed_tri=np.zeros(0, np.uint8), tri_radius=np.zeros(0), tri_mu=np.zeros(0),
                    prim_type=np.zeros(0, np.int32), prim=np.zeros((0, 8)))
         pb.set(c_id=contacts.ids, c_count=contacts.count, anchor=contacts.anchor,
                bound=contacts.bound)
-        its, r, r0 = self._iterate(pb, lay, x, max(int(iterations), 1), tol, model, soup, contacts)
-        limited = self._limit(model, lay, x, contacts)
+        if soup is not None:  # the guess goes through the guard too
+            held = np.zeros(1, np.int64)
+            kernels.check_status(pb.lib.sinew_vbd_guard(pb.struct, x.ctypes.data, held.ctypes.data),
+                                 "VBD guard")
+        its, r, r0 = self._iterate(pb, lay, x, reference, max(int(iterations), 1), tol, model,
+                                   soup, contacts)
+        limited = self._limit(model, lay, pb, x, soup, contacts, x0)
         if len(pi):
             x[pi] = hard
         if soup is not None:
-            self._report(pb, lay, x, soup, contacts, colliders)
+            self._report(lay, x, soup, contacts, colliders)
         state.x[...] = x
         state.v[...] = (x - x0) / h
+        self._motion = (model.uid, x.copy(), obj.v0.copy())
         ok = bool(r <= tol * force_scale(model, r0)) if tol > 0 else True
         return StepInfo(its, r, ok and limited)
+
+    def _guess(self, model: Model, state: State, obj: Objective, reference: np.ndarray,
+               h: float) -> np.ndarray:
+        """The iterations' start ``(n, 3)``: VBD's adaptive initialisation (Chen et al. 2024),
+        ``x₀ + h v₀`` plus the share of the inertial prediction's acceleration (ŷ: gravity,
+        drag, fields) that the vertex showed along gravity in the last step, from 0 (it was
+        held: a cloth resting or sticking stays) to all of it (free flight). Gauss–Seidel
+        moves a whole cloth slowly, so the start decides whether a resting sheet creeps or a
+        falling one lags. Without a last step (or after another state was set), all of it."""
+        g = model.gravity
+        gn = float(np.linalg.norm(g))
+        share = np.ones(len(reference))
+        last = self._motion
+        if (gn > 0 and last is not None and last[0] == model.uid
+                and np.array_equal(last[1], state.x)):
+            along = ((state.v - last[2]) / h) @ (g / gn)
+            share = np.clip(along / gn, 0.0, 1.0)
+        return reference + share[:, None] * (obj.y - reference)
 
     @staticmethod
     def _carry(soup: ColliderSoup, x0: np.ndarray, h: float) -> np.ndarray:
@@ -215,9 +302,11 @@ class VertexBlockDescent(Integrator):
         out[idx] = np.einsum("ik,ikj->ij", bary, soup.cdisp[tri])
         return out
 
-    def _iterate(self, pb: kernels.VbdProblem, lay: _Layout, x: np.ndarray, iterations: int,
-                 tol: float, model: Model, soup: ColliderSoup | None,
+    def _iterate(self, pb: kernels.VbdProblem, lay: _Layout, x: np.ndarray, reference: np.ndarray,
+                 iterations: int, tol: float, model: Model, soup: ColliderSoup | None,
                  contacts: Contacts) -> tuple[int, float, float]:
+        """Sweeps on ``x`` in place (detection again after a sweep where a vertex reached its
+        bound); returns (iterations, ``‖∇g‖`` at the end, ``‖∇g(reference)‖``)."""
         lib = pb.lib
         clipped = np.zeros(1, np.int64)
         ptr = kernels.address(x)
@@ -225,13 +314,13 @@ class VertexBlockDescent(Integrator):
         force = np.empty((len(lay.free), 3))
         cforce = np.empty_like(force)
 
-        def residual() -> float:
+        def residual(at: int = ptr) -> float:
             kernels.check_status(lib.sinew_vbd_forces(
-                pb.struct, len(lay.free), lay.free.ctypes.data, ptr, force.ctypes.data,
+                pb.struct, len(lay.free), lay.free.ctypes.data, at, force.ctypes.data,
                 cforce.ctypes.data), "VBD forces")
             return F.norm(force.reshape(-1))
 
-        r0 = residual()
+        r0 = residual(kernels.address(np.ascontiguousarray(reference)))
         history = [r0]
         scale = force_scale(model, r0)
         r = r0
@@ -239,55 +328,62 @@ class VertexBlockDescent(Integrator):
         for its in range(1, iterations + 1):
             kernels.check_status(lib.sinew_vbd_sweep(pb.struct, lay.ncolors, co, cv, ptr,
                                                      clipped.ctypes.data), "VBD sweep")
+            held = int(clipped[0])
+            for level in lay.levels:
+                kernels.check_status(lib.sinew_vbd_shift(
+                    pb.struct, level.count, level.offsets.ctypes.data, level.vertices.ctypes.data,
+                    level.cluster.ctypes.data, ptr, clipped.ctypes.data), "VBD shift")
+                held += int(clipped[0])
+            clipped[0] = held
             if clipped[0] and soup is not None:
                 # a vertex reached its bound: detection again where the cloth is now
                 reach = np.linalg.norm(x - pb.get("x_prev"), axis=1)
                 soup.detect(x, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
-            if its % _CHECK_EVERY == 0 or its == iterations:
+            if its == iterations or (self.check_every and its % self.check_every == 0):
                 r = residual()
                 history.append(r)
                 if tol > 0 and r <= tol * scale:
                     break
         self.residual_history = history
+        self.contact_force = cforce
         return its, r, r0
 
     @staticmethod
-    def _limit(model: Model, lay: _Layout, x: np.ndarray, contacts: Contacts) -> bool:
-        """The strain limit made exact by projection; whether it holds."""
+    def _limit(model: Model, lay: _Layout, pb: kernels.VbdProblem, x: np.ndarray,
+               soup: ColliderSoup | None, contacts: Contacts, x0: np.ndarray) -> bool:
+        """The strain limit made exact by projection, each vertex's moves within its contact
+        bound (detection again where the iterations left the cloth, and again while the
+        bounds held the projection back); whether it holds."""
         if model.max_stretch <= 0 or not len(lay.structural):
             return True
         lib = kernels.library()
         limit = np.ascontiguousarray(lay.limit[:len(lay.structural)])
-        over = kernels.check_status(lib.sinew_strain_project(
-            len(lay.structural), lay.structural.ctypes.data, limit.ctypes.data,
-            lay.inv_mass.ctypes.data, _LIMIT_ROUNDS, _LIMIT_TOLERANCE,
-            contacts.anchor.ctypes.data, contacts.bound.ctypes.data, x.ctypes.data),
-            "strain limit")
+        over = 1
+        for _ in range(_LIMIT_DETECTIONS):
+            if soup is not None:
+                reach = np.linalg.norm(x - x0, axis=1)
+                soup.detect(x, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
+            over = kernels.check_status(lib.sinew_strain_project(
+                len(lay.structural), lay.structural.ctypes.data, limit.ctypes.data,
+                lay.inv_mass.ctypes.data, _LIMIT_ROUNDS, _LIMIT_TOLERANCE,
+                pb.struct if soup is not None else None, x.ctypes.data),
+                "strain limit")
+            if over == 0 or soup is None:
+                break
         return over == 0
 
-    @staticmethod
-    def _report(pb: kernels.VbdProblem, lay: _Layout, x: np.ndarray, soup: ColliderSoup,
-                contacts: Contacts, colliders: Any) -> None:
-        """Contact statistics of the step for the diagnostics."""
+    def _report(self, lay: _Layout, x: np.ndarray, soup: ColliderSoup, contacts: Contacts,
+                colliders: Any) -> None:
+        """Contact statistics of the step for the diagnostics: vertices touching a collider,
+        and the deepest a vertex near one ends inside it (0 is the guarantee)."""
         stats = getattr(colliders, "stats", None)
         if stats is None:
             return
-        force = np.empty((len(lay.free), 3))
-        cforce = np.empty_like(force)
-        kernels.check_status(pb.lib.sinew_vbd_forces(
-            pb.struct, len(lay.free), lay.free.ctypes.data, x.ctypes.data, force.ctypes.data,
-            cforce.ctypes.data), "VBD forces")
-        touching = int(np.count_nonzero(np.any(cforce != 0.0, axis=1)))
-        end = Contacts.empty(len(x))
-        soup.detect(x, np.full(len(x), 1.5 * soup.max_radius + 1e-6), end)
-        depth = float(max(0.0, -end.distance.min(initial=0.0)))
+        touching = int(np.count_nonzero(np.any(self.contact_force != 0.0, axis=1)))
+        near = np.flatnonzero((contacts.count > 0) | (contacts.distance < 0.0))
+        depth = 0.0
+        if len(near):
+            end = Contacts.empty(len(near))
+            soup.detect(np.ascontiguousarray(x[near]), np.full(len(near), 1.5 * soup.max_radius + 1e-6), end)
+            depth = float(max(0.0, -end.distance.min(initial=0.0)))
         stats.add(touching, depth, 0.0)
-
-
-def _clip(x: np.ndarray, contacts: Contacts) -> None:
-    """Clip ``x`` ``(n, 3)`` in place to the record's displacement bounds."""
-    d = x - contacts.anchor
-    length = np.linalg.norm(d, axis=1)
-    over = length > contacts.bound
-    if np.any(over):
-        x[over] = contacts.anchor[over] + d[over] * (contacts.bound[over] / length[over])[:, None]

@@ -5,7 +5,7 @@ import pytest
 
 from core.springs import Plane, Simulator, Sphere, TriangleMesh, build_model, build_springs
 from core.springs.colliders import closest_points_on_triangles
-from core.springs.shapes import grid, triangulate
+from core.springs.shapes import grid, triangulate, uv_sphere
 
 
 def flat_cloth(n=10, size=1.0, z=0.5):
@@ -14,22 +14,6 @@ def flat_cloth(n=10, size=1.0, z=0.5):
     pos = g.positions + [0.0, 0.0, z]
     return build_model(pos, ss, stiffness=200.0, shear_stiffness=50.0, bending_stiffness=2.0,
                        damping=0.1, total_mass=0.3, triangles=triangulate(g), air_drag=0.1)
-
-
-def uv_sphere(radius, rings=16, segments=32):
-    th = np.linspace(0, np.pi, rings + 1)[1:-1]
-    ph = np.linspace(0, 2 * np.pi, segments, endpoint=False)
-    T, P = np.meshgrid(th, ph, indexing="ij")
-    verts = np.stack([np.sin(T) * np.cos(P), np.sin(T) * np.sin(P), np.cos(T)], -1).reshape(-1, 3)
-    verts = np.vstack([verts, [[0, 0, 1]], [[0, 0, -1]]]) * radius
-    top, bot = len(verts) - 2, len(verts) - 1
-    idx = np.arange((rings - 1) * segments).reshape(rings - 1, segments)
-    nx = np.roll(idx, -1, axis=1)
-    tris = [np.stack([np.full(segments, top), idx[0], nx[0]], 1),
-            np.stack([np.full(segments, bot), nx[-1], idx[-1]], 1)]
-    a, b, c, d = idx[:-1], nx[:-1], nx[1:], idx[1:]
-    tris += [np.stack([a, d, c], -1).reshape(-1, 3), np.stack([a, c, b], -1).reshape(-1, 3)]
-    return verts, np.concatenate(tris)
 
 
 @pytest.mark.parametrize("solver", ["FAST", "NEWTON", "IMPLICIT", "SYMPLECTIC"])

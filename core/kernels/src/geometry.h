@@ -155,4 +155,49 @@ static inline void primitive_contact(const double *p, int32_t type, const double
     }
 }
 
+/* Where along the segment p0 -> p1 it first meets triangle (a, b, c), as a fraction in
+ * [0, 1], or -1 when it does not (Moller & Trumbore 1997, both sides; a segment in the
+ * triangle's plane or a collapsed triangle never meets it). */
+static inline double segment_triangle(const double *p0, const double *p1, const double *a,
+                                      const double *b, const double *c) {
+    double d[3], e1[3], e2[3], pv[3], tv[3], qv[3];
+    sub3(p1, p0, d); sub3(b, a, e1); sub3(c, a, e2);
+    cross3(d, e2, pv);
+    double det = dot3(e1, pv);
+    double scale = sqrt(dot3(d, d) * dot3(e1, e1) * dot3(e2, e2));
+    if (!(fabs(det) > 1e-14 * scale)) return -1.0;
+    double inv = 1.0 / det;
+    sub3(p0, a, tv);
+    double u = dot3(tv, pv) * inv;
+    if (u < 0.0 || u > 1.0) return -1.0;
+    cross3(tv, e1, qv);
+    double v = dot3(d, qv) * inv;
+    if (v < 0.0 || u + v > 1.0) return -1.0;
+    double t = dot3(e2, qv) * inv;
+    return (t >= 0.0 && t <= 1.0) ? t : -1.0;
+}
+
+/* Where along p0 -> p1 it first enters primitive (type 0 plane: point, normal; 1 sphere:
+ * centre, radius) from outside, as a fraction in [0, 1], or -1. */
+static inline double segment_primitive(const double *p0, const double *p1, int32_t type,
+                                       const double *prim) {
+    double r0[3], d[3];
+    sub3(p0, prim, r0);
+    sub3(p1, p0, d);
+    if (type == 0) {
+        double s0 = dot3(r0, prim + 3), s1 = s0 + dot3(d, prim + 3);
+        if (s0 >= 0.0 && s1 < 0.0) return s0 / (s0 - s1);
+        return -1.0;
+    }
+    double R = prim[3];
+    double c = dot3(r0, r0) - R * R;
+    if (c < 0.0) return -1.0; /* starts inside: not entering */
+    double a = dot3(d, d), b = dot3(r0, d);
+    if (!(a > 0.0) || b >= 0.0) return -1.0;
+    double disc = b * b - a * c;
+    if (disc < 0.0) return -1.0;
+    double t = (-b - sqrt(disc)) / a;
+    return (t >= 0.0 && t <= 1.0) ? t : -1.0;
+}
+
 #endif

@@ -80,19 +80,26 @@ typedef struct SinewVbdProblem {
     const int64_t *c_count;    /* (n,) */
     const double *kc;          /* (n,) contact stiffness N/m */
     double eps_u;              /* friction's static-to-sliding displacement, m */
-    /* the displacement guard (Offset Geometric Contact, Chen et al. 2025) */
+    /* the displacement guard (guard.h) */
     const double *anchor;      /* (n,3) positions at the last detection */
-    const double *bound;       /* (n,) largest displacement from anchor, m */
+    const double *bound;       /* (n,) radius around anchor holding no collider triangle but
+                                  the vertex's slots, m (inf: unguarded) */
 } SinewVbdProblem;
 
 SINEW_API int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *color_off,
                               const int64_t *color_vertices, double *x, int64_t *clipped);
+SINEW_API int sinew_vbd_push_out(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
+                                 double *x);
+SINEW_API int sinew_vbd_guard(const SinewVbdProblem *pb, double *x, int64_t *clipped);
+SINEW_API int sinew_vbd_shift(const SinewVbdProblem *pb, int64_t nclusters, const int64_t *cluster_off,
+                              const int64_t *cluster_vertices, const int64_t *cluster, double *x,
+                              int64_t *clipped);
 SINEW_API int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
                                const double *x, double *force, double *contact_force);
 
 /* ---- strain.c: the strain limit as Gauss-Seidel projections of the stretched springs ---- */
 SINEW_API int64_t sinew_strain_project(int64_t s, const int64_t *springs, const double *limit,
                                        const double *inv_mass, int64_t rounds, double tolerance,
-                                       const double *anchor, const double *bound, double *x);
+                                       const SinewVbdProblem *guard, double *x);
 
 #endif

@@ -1,34 +1,28 @@
 /* The strain limit as Gauss-Seidel projections (Provot 1995's inverse dynamics, mass
  * weighted): a spring longer than its limit length has both ends moved along it until it is
  * no longer, in inverse proportion to their masses; pinned ends (inverse mass 0) stay. Each
- * move is clipped to the vertex's contact displacement bound, so the projection can never
- * carry a vertex through a collider. */
-#include "geometry.h"
-#include "sinew_kernels.h"
+ * move goes through the contact guard (guard.h) of the VBD problem, when one is given, so the
+ * projection can never carry a vertex through a collider. */
+#include "guard.h"
 
-static inline void clip(double *p, const double *anchor, double bound) {
-    if (!isfinite(bound)) return;
-    double r[3];
-    sub3(p, anchor, r);
-    double l = sqrt(dot3(r, r));
-    if (l > bound) {
-        double s = bound / l;
-        p[0] = anchor[0] + s * r[0]; p[1] = anchor[1] + s * r[1]; p[2] = anchor[2] + s * r[2];
-    }
-}
+/* m: a pass that moves no vertex further than this has stalled (the guard holds it). */
+#define STALL 1e-9
 
-/* Up to rounds passes over the springs (s,2) with limit lengths limit (s,) (0 = none);
- * stops after a pass that found no spring longer than limit * (1 + tolerance). anchor and
- * bound (may be NULL) as for the VBD sweep. Returns the springs still longer than that
+/* Up to rounds passes over the springs, alternately forward and backward, (s,2) with limit lengths limit (s,) (0 = none);
+ * stops after a pass that found no spring longer than limit * (1 + tolerance), or that moved
+ * nothing (the guard holds every end that would move). guard (may be
+ * NULL): the VBD problem whose contacts guard the moves. Returns the springs still longer than that
  * after the last pass, or SINEW_E_ARGUMENT. */
 int64_t sinew_strain_project(int64_t s, const int64_t *springs, const double *limit,
                              const double *inv_mass, int64_t rounds, double tolerance,
-                             const double *anchor, const double *bound, double *x) {
+                             const SinewVbdProblem *guard, double *x) {
     int64_t over = 0;
     for (int64_t round = 0; round <= rounds; ++round) {
         over = 0;
+        double moved = 0.0;
         int project = round < rounds;
-        for (int64_t j = 0; j < s; ++j) {
+        for (int64_t jj = 0; jj < s; ++jj) {
+            int64_t j = (round & 1) ? s - 1 - jj : jj; /* symmetric: forward, then backward */
             double lim = limit[j];
             if (!(lim > 0.0)) continue;
             int64_t a = springs[2 * j], b = springs[2 * j + 1];
@@ -43,13 +37,19 @@ int64_t sinew_strain_project(int64_t s, const int64_t *springs, const double *li
             double wa = inv_mass[a], wb = inv_mass[b], wsum = wa + wb;
             if (!(wsum > 0.0)) continue;
             double c = (l - lim) / (l * wsum);
+            double pa[3] = {xa[0], xa[1], xa[2]}, pb[3] = {xb[0], xb[1], xb[2]};
             for (int k = 0; k < 3; ++k) { xa[k] -= wa * c * d[k]; xb[k] += wb * c * d[k]; }
-            if (anchor && bound) {
-                clip(xa, anchor + 3 * a, bound[a]);
-                clip(xb, anchor + 3 * b, bound[b]);
+            if (guard) {
+                guard_move(guard, a, xa);
+                guard_move(guard, b, xb);
+            }
+            for (int k = 0; k < 3; ++k) {
+                double ma = fabs(xa[k] - pa[k]), mb = fabs(xb[k] - pb[k]);
+                if (ma > moved) moved = ma;
+                if (mb > moved) moved = mb;
             }
         }
-        if (over == 0) break;
+        if (over == 0 || (project && !(moved > STALL))) break;
     }
     return over;
 }

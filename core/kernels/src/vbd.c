@@ -7,15 +7,12 @@
  *                                               compressive term dropped, seed 004)
  * + sum_s 1/2 k_lim (|x_i - x_o| - l_s)^2_+     the strain limit past l_s = (1 + max_stretch) L_s
  * + sum_s 1/(2h) kd_s (u_s . (dx_i - dx_o))^2  spring damping along the start directions u_s
- * + sum_c 1/2 kc_i (r_c - d_c)^2_+             contact with collider triangles and primitives
+ * + sum_c kc_i r (r ln(r/d) - (r - d))         contact (a barrier within the collider's thickness r)
  * + friction                                    lagged Coulomb (IPC's smoothed f1, Li et al.
  *                                               2020), relative to the collider's motion
- * holding its neighbours fixed: H dx = f with the 3x3 Hessian H and force f. The step is then
- * clipped to the vertex's displacement bound from its position at the last detection (Offset
- * Geometric Contact, Chen et al. 2025), so no vertex can reach a collider surface it was not
- * tested against. */
-#include "geometry.h"
-#include "sinew_kernels.h"
+ * holding its neighbours fixed: H dx = f with the 3x3 Hessian H and force f. The step then
+ * goes through the displacement guard (guard.h), so no vertex can cross a collider surface. */
+#include "guard.h"
 
 /* Symmetric 3x3 stored as xx, yy, zz, xy, xz, yz. */
 static inline void add_outer(double *H, const double *u, double s) {
@@ -37,16 +34,21 @@ static inline void spring_term(double *f, double *H, const double *u, double l, 
 /* Contact of normal direction dir at signed distance sd against radius r, with Coulomb
  * coefficient mu and the collider's displacement over the step at the contact point (disp,
  * may be NULL). Adds to f and H; the normal force to cf (may be NULL). */
-static inline void contact_term(const SinewVbdProblem *pb, int64_t i, const double *xi,
-                                const double *dir, double sd, double r, double mu,
-                                const double *disp, double *f, double *H, double *cf) {
-    if (sd >= r) return;
+static inline int contact_term(const SinewVbdProblem *pb, int64_t i, const double *xi,
+                               const double *dir, double sd, double r, double mu,
+                               const double *disp, double *f, double *H, double *cf) {
+    if (sd >= r || !(r > 0.0)) return 0;
+    /* E = kc r (r ln(r/d) - (r - d)) for d < r: the normal force lam = kc r (r - d)/d grows
+     * without bound as the surface nears (a barrier, as IPC's), so a vertex pressed into the
+     * thickness stays near its outer side; stiffness kc r^2/d^2. Depths below r/100 (a
+     * vertex that started inside) count as r/100. */
     double kc = pb->kc[i];
-    double lam = kc * (r - sd);
+    double d = sd > 0.01 * r ? sd : 0.01 * r;
+    double lam = kc * r * (r - sd) / d;
     f[0] += lam * dir[0]; f[1] += lam * dir[1]; f[2] += lam * dir[2];
-    add_outer(H, dir, kc);
+    add_outer(H, dir, kc * r * r / (d * d));
     if (cf) { cf[0] += lam * dir[0]; cf[1] += lam * dir[1]; cf[2] += lam * dir[2]; }
-    if (mu <= 0.0) return;
+    if (mu <= 0.0) return 1;
     const double *xp = pb->x_prev + 3 * i;
     double u[3] = {xi[0] - xp[0], xi[1] - xp[1], xi[2] - xp[2]};
     if (disp) { u[0] -= disp[0]; u[1] -= disp[1]; u[2] -= disp[2]; }
@@ -58,12 +60,15 @@ static inline void contact_term(const SinewVbdProblem *pb, int64_t i, const doub
     f[0] -= s * ut[0]; f[1] -= s * ut[1]; f[2] -= s * ut[2];
     add_identity(H, s);
     add_outer(H, dir, -s);
+    return 1;
 }
 
 /* The local force f and Hessian H of vertex i at positions x; the collider normal force
- * summed into cf (may be NULL). */
-static void assemble(const SinewVbdProblem *pb, int64_t i, const double *x, double *f, double *H,
-                     double *cf) {
+ * summed into cf (may be NULL). Returns the number of contacts in force. With cluster (n,),
+ * the springs to vertices of i's own cluster are left out: what i feels when its whole
+ * cluster translates (inertia, pins, contact, friction, the springs leaving the cluster). */
+static int assemble(const SinewVbdProblem *pb, int64_t i, const double *x, double *f, double *H,
+                     double *cf, const int64_t *cluster) {
     const double *xi = x + 3 * i, *yi = pb->y + 3 * i, *xpi = pb->x_prev + 3 * i;
     double w = pb->w[i];
     f[0] = -w * (xi[0] - yi[0]); f[1] = -w * (xi[1] - yi[1]); f[2] = -w * (xi[2] - yi[2]);
@@ -72,6 +77,7 @@ static void assemble(const SinewVbdProblem *pb, int64_t i, const double *x, doub
     double inv_h = 1.0 / pb->h;
     for (int64_t e = pb->adj_off[i]; e < pb->adj_off[i + 1]; ++e) {
         int64_t s = pb->adj_spring[e], o = pb->adj_other[e];
+        if (cluster && cluster[o] == cluster[i]) continue; /* moves with i in its cluster's translation */
         const double *xo = x + 3 * o;
         double d[3];
         sub3(xi, xo, d);
@@ -92,6 +98,7 @@ static void assemble(const SinewVbdProblem *pb, int64_t i, const double *x, doub
             add_outer(H, a, kd * inv_h);
         }
     }
+    int active = 0;
     int64_t nc = pb->c_count ? pb->c_count[i] : 0;
     for (int64_t j = 0; j < nc; ++j) {
         int64_t t = pb->c_id[pb->kslots * i + j];
@@ -103,14 +110,15 @@ static void assemble(const SinewVbdProblem *pb, int64_t i, const double *x, doub
         if (pb->cdisp)
             for (int c = 0; c < 3; ++c)
                 for (int a = 0; a < 3; ++a) disp[a] += bary[c] * pb->cdisp[3 * tv[c] + a];
-        contact_term(pb, i, xi, dir, sd, pb->tri_radius[t], pb->tri_mu[t], disp, f, H, cf);
+        active += contact_term(pb, i, xi, dir, sd, pb->tri_radius[t], pb->tri_mu[t], disp, f, H, cf);
     }
     for (int64_t p = 0; p < pb->np; ++p) {
         const double *pr = pb->prim + 8 * p;
         double dir[3], sd;
         primitive_contact(xi, pb->prim_type[p], pr, dir, &sd);
-        contact_term(pb, i, xi, dir, sd, pr[6], pr[7], NULL, f, H, cf);
+        active += contact_term(pb, i, xi, dir, sd, pr[6], pr[7], NULL, f, H, cf);
     }
+    return active;
 }
 
 /* Solves the symmetric 3x3 H dx = f by its adjugate; 0 when H is not positive definite
@@ -128,9 +136,43 @@ static inline int solve3(const double *H, const double *f, double *dx) {
     return 1;
 }
 
+/* The smallest signed distance of p beyond the thickness of the colliders vertex i is tested
+ * against (negative inside a thickness), m. */
+static double thickness_gap(const SinewVbdProblem *pb, int64_t i, const double *p) {
+    double gap = INFINITY;
+    int64_t nc = pb->c_count ? pb->c_count[i] : 0;
+    for (int64_t j = 0; j < nc; ++j) {
+        int64_t t = pb->c_id[pb->kslots * i + j];
+        const int64_t *tv = pb->tris + 3 * t;
+        double dir[3], sd, bary[3];
+        triangle_contact(p, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2],
+                         pb->closed_tri[t], dir, &sd, bary);
+        if (sd - pb->tri_radius[t] < gap) gap = sd - pb->tri_radius[t];
+    }
+    for (int64_t q = 0; q < pb->np; ++q) {
+        double dir[3], sd;
+        primitive_contact(p, pb->prim_type[q], pb->prim + 8 * q, dir, &sd);
+        if (sd - pb->prim[8 * q + 6] < gap) gap = sd - pb->prim[8 * q + 6];
+    }
+    return gap;
+}
+
 /* One sweep: every vertex of every colour (color_off (ncolors+1) into color_vertices) takes
- * its local Newton step in place on x, clipped to its displacement bound. clipped receives
- * the number of vertices the bound held back. */
+ * its local Newton step in place on x, through the guard. A step from outside every collider's
+ * thickness into one stops where it enters (an active-set step: the contact's stiffness is
+ * not in a Hessian taken outside it). A vertex that ends a step inside a collider's
+ * thickness takes more Newton steps from there (up to LOCAL_NEWTON in all, until a
+ * step is shorter than LOCAL_STEP): the barrier's stiffness changes fast across the
+ * thickness, and one step from its edge would stop on the surface, deep in the barrier, or
+ * leave the contact's pull on the sliding motion half done.
+ * clipped receives the number of vertices the guard's ball bound held back. */
+#ifndef LOCAL_NEWTON
+#define LOCAL_NEWTON 4
+#endif
+/* m: a local step shorter than this ends the local Newton iterations. */
+#ifndef LOCAL_STEP
+#define LOCAL_STEP 1e-4
+#endif
 int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *color_off,
                     const int64_t *color_vertices, double *x, int64_t *clipped) {
     int64_t held = 0;
@@ -138,24 +180,37 @@ int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *c
         for (int64_t j = color_off[c]; j < color_off[c + 1]; ++j) {
             int64_t i = color_vertices[j];
             if (i < 0 || i >= pb->n) return SINEW_E_ARGUMENT;
-            double f[3], H[6], dx[3];
-            assemble(pb, i, x, f, H, NULL);
-            if (!solve3(H, f, dx)) continue;
             double *xi = x + 3 * i;
-            double nx[3] = {xi[0] + dx[0], xi[1] + dx[1], xi[2] + dx[2]};
-            double b = pb->bound[i];
-            if (isfinite(b)) {
-                const double *an = pb->anchor + 3 * i;
-                double r[3];
-                sub3(nx, an, r);
-                double l = sqrt(dot3(r, r));
-                if (l > b) {
-                    double s = b / l;
-                    nx[0] = an[0] + s * r[0]; nx[1] = an[1] + s * r[1]; nx[2] = an[2] + s * r[2];
-                    ++held;
+            int stopped = 0;
+            double f[3], H[6], dx[3];
+            int active = assemble(pb, i, x, f, H, NULL, NULL);
+            int touchable = pb->np > 0 || (pb->c_count && pb->c_count[i] > 0);
+            double gap0 = touchable ? thickness_gap(pb, i, xi) : INFINITY;
+            for (int it = 0; it < LOCAL_NEWTON; ++it) {
+                if (!solve3(H, f, dx)) break;
+                double nx[3] = {xi[0] + dx[0], xi[1] + dx[1], xi[2] + dx[2]};
+                stopped |= guard_move(pb, i, nx);
+                if (touchable && gap0 >= 0.0) {
+                    /* a free step into a thickness stops where it enters it: the next Newton
+                     * step has the contact's stiffness */
+                    double gap1 = thickness_gap(pb, i, nx);
+                    if (gap1 < 0.0) {
+                        /* (a millionth of the step further: inside, not on the edge) */
+                        double s = gap0 / (gap0 - gap1) + 1e-6;
+                        if (s < 1.0)
+                            for (int a = 0; a < 3; ++a) nx[a] = xi[a] + s * (nx[a] - xi[a]);
+                    }
+                    gap0 = -1.0;
                 }
+                double moved = (nx[0] - xi[0]) * (nx[0] - xi[0]) + (nx[1] - xi[1]) * (nx[1] - xi[1])
+                               + (nx[2] - xi[2]) * (nx[2] - xi[2]);
+                xi[0] = nx[0]; xi[1] = nx[1]; xi[2] = nx[2];
+                if (!touchable || it + 1 == LOCAL_NEWTON || !(moved > LOCAL_STEP * LOCAL_STEP)) break;
+                active = assemble(pb, i, x, f, H, NULL, NULL);
+                if (!active) break; /* clear of every thickness: the step was a free one */
             }
-            xi[0] = nx[0]; xi[1] = nx[1]; xi[2] = nx[2];
+            (void)active;
+            held += stopped;
         }
     }
     *clipped = held;
@@ -172,7 +227,77 @@ int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertic
         double H[6];
         double *cf = contact_force + 3 * j;
         cf[0] = cf[1] = cf[2] = 0.0;
-        assemble(pb, i, x, force + 3 * j, H, cf);
+        assemble(pb, i, x, force + 3 * j, H, cf, NULL);
     }
+    return SINEW_OK;
+}
+
+/* Moves every vertex from its anchor to x through the guard (the solve's starting guess, made
+ * in Python); clipped receives the number the ball bound held back. */
+int sinew_vbd_guard(const SinewVbdProblem *pb, double *x, int64_t *clipped) {
+    int64_t held = 0;
+    for (int64_t i = 0; i < pb->n; ++i) held += guard_move(pb, i, x + 3 * i);
+    *clipped = held;
+    return SINEW_OK;
+}
+
+/* Pushes each listed vertex of x out of the thickness of every collider it is in contact
+ * with (its slots and the primitives), along the contact direction: the starting guess of a
+ * vertex resting on a collider keeps the inertial prediction's motion along the surface
+ * (sliding) without its motion into it. */
+int sinew_vbd_push_out(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices, double *x) {
+    for (int64_t j = 0; j < m; ++j) {
+        int64_t i = vertices[j];
+        if (i < 0 || i >= pb->n) return SINEW_E_ARGUMENT;
+        double *xi = x + 3 * i;
+        int64_t nc = pb->c_count ? pb->c_count[i] : 0;
+        for (int64_t k = 0; k < nc; ++k) {
+            const int64_t *tv = pb->tris + 3 * pb->c_id[pb->kslots * i + k];
+            double dir[3], sd, bary[3], r = pb->tri_radius[pb->c_id[pb->kslots * i + k]];
+            triangle_contact(xi, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2],
+                             pb->closed_tri[pb->c_id[pb->kslots * i + k]], dir, &sd, bary);
+            if (sd < r) for (int a = 0; a < 3; ++a) xi[a] += (r - sd) * dir[a];
+        }
+        for (int64_t p = 0; p < pb->np; ++p) {
+            double dir[3], sd;
+            primitive_contact(xi, pb->prim_type[p], pb->prim + 8 * p, dir, &sd);
+            double r = pb->prim[8 * p + 6];
+            if (sd < r) for (int a = 0; a < 3; ++a) xi[a] += (r - sd) * dir[a];
+        }
+    }
+    return SINEW_OK;
+}
+
+/* The coarse correction: each cluster of free vertices (cluster_off (nclusters+1) into
+ * cluster_vertices; cluster (n,) gives every vertex's cluster, -1 for pinned ones) takes one
+ * Newton step as a rigid translation, delta = (sum H_i)^-1 sum f_i over the terms such a
+ * translation changes (springs inside the cluster cancel), applied through the guard,
+ * cluster after cluster. Gauss-Seidel moves a cloth as a whole very slowly when its springs
+ * are stiff against its inertia (k h^2/m ~ 10^4 for cloth at 24 fps): a sheet sliding,
+ * sticking or slowing by drag, or one side of a cloth swinging, is such a motion.
+ * clipped receives the number of vertices the guard's ball bound held back. */
+int sinew_vbd_shift(const SinewVbdProblem *pb, int64_t nclusters, const int64_t *cluster_off,
+                    const int64_t *cluster_vertices, const int64_t *cluster, double *x,
+                    int64_t *clipped) {
+    int64_t held = 0;
+    for (int64_t c = 0; c < nclusters; ++c) {
+        double F[3] = {0.0, 0.0, 0.0}, Hs[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, delta[3];
+        for (int64_t j = cluster_off[c]; j < cluster_off[c + 1]; ++j) {
+            int64_t i = cluster_vertices[j];
+            if (i < 0 || i >= pb->n || cluster[i] != c) return SINEW_E_ARGUMENT;
+            double f[3], H[6];
+            assemble(pb, i, x, f, H, NULL, cluster);
+            for (int a = 0; a < 3; ++a) F[a] += f[a];
+            for (int a = 0; a < 6; ++a) Hs[a] += H[a];
+        }
+        if (!solve3(Hs, F, delta)) continue;
+        for (int64_t j = cluster_off[c]; j < cluster_off[c + 1]; ++j) {
+            double *xi = x + 3 * cluster_vertices[j];
+            double nx[3] = {xi[0] + delta[0], xi[1] + delta[1], xi[2] + delta[2]};
+            held += guard_move(pb, cluster_vertices[j], nx);
+            xi[0] = nx[0]; xi[1] = nx[1]; xi[2] = nx[2];
+        }
+    }
+    *clipped = held;
     return SINEW_OK;
 }

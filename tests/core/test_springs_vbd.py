@@ -1,0 +1,284 @@
+"""VBD: contact, friction and the strain limit inside the solve (physics and geometry).
+
+Every contact check is against the colliders' own geometry, evaluated independently of the
+solver (``TriangleMesh.signed_distance``, the plane and sphere formulas, brute-force segment
+against triangle tests), at every step.
+"""
+
+import numpy as np
+import pytest
+
+from core.springs import Plane, Simulator, Sphere, TriangleMesh, build_model, build_springs
+from core.springs import forces as F
+from core.springs.shapes import box, grid, triangulate, uv_sphere
+from core.springs.vbd import VertexBlockDescent
+
+FPS = 24
+
+
+def cotton(n, size, z, *, max_stretch=0.03, x=0.0, y=0.0, pinned=None, stiffness=2000.0):
+    """COTTON's material on an ``n × n`` flat grid ``size`` m wide at height ``z``."""
+    g = grid(n, size, plane="XY")
+    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    return build_model(g.positions + [x, y, z], ss, stiffness=stiffness, shear_stiffness=200.0,
+                       bending_stiffness=2.0, damping=1.0, density=0.15, stiffness_mode="MATERIAL",
+                       triangles=triangulate(g), air_drag=0.5, max_stretch=max_stretch,
+                       pinned=pinned)
+
+
+def segment_hits_triangles(p0, p1, a, b, c):
+    """``(n,)`` bool: segment ``p0 → p1`` (rows) crosses any triangle ``(a, b, c)`` (each
+    ``(t, 3)``): Möller–Trumbore on every pair, brute force."""
+    d = p1 - p0
+    e1, e2 = b - a, c - a
+    hit = np.zeros(len(p0), bool)
+    for k in range(len(a)):
+        pv = np.cross(d, e2[k])
+        det = pv @ e1[k]
+        ok = np.abs(det) > 1e-14
+        inv = np.where(ok, 1.0 / np.where(ok, det, 1.0), 0.0)
+        tv = p0 - a[k]
+        u = np.einsum("ij,ij->i", tv, pv) * inv
+        qv = np.cross(tv, e1[k])
+        v = (qv @ d.T if False else np.einsum("ij,ij->i", d, qv)) * inv
+        t = (qv @ e2[k]) * inv
+        hit |= ok & (u >= 0) & (v >= 0) & (u + v <= 1) & (t >= 0) & (t <= 1)
+    return hit
+
+
+def test_vbd_is_an_integrator_with_contact_inside():
+    from core.springs import INTEGRATORS
+
+    assert INTEGRATORS["VBD"] is VertexBlockDescent
+    assert VertexBlockDescent.contact_inside
+
+
+def test_free_fall_matches_backward_euler():
+    """No springs stretched, no colliders: VBD's minimiser is ŷ (implicit Euler of a falling
+    cloth with drag), reached in one sweep."""
+    m = cotton(4, 0.5, 1.0, max_stretch=0.0)
+    sim = Simulator(m, "VBD", fps=FPS, substeps=1, iterations=3)
+    sim.advance()
+    h, c, g = 1 / FPS, m.air_drag, m.gravity
+    v_expect = (g * h) / (1 + c * h)  # backward Euler with implicit drag from rest
+    np.testing.assert_allclose(sim.state.v, np.broadcast_to(v_expect, sim.state.v.shape), atol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["sphere", "sphere_mesh", "plane"])
+def test_drop_on_collider_never_inside(kind):
+    """A cloth dropped onto a sphere (analytic and as a closed mesh) and the ground at one
+    substep: no vertex is ever inside, and it lands on top."""
+    r = 0.3
+    verts, tris = uv_sphere(r)
+    col = {"sphere": Sphere((0, 0, 0), r, thickness=0.01, friction=0.3),
+           "sphere_mesh": TriangleMesh(verts, tris, thickness=0.01, friction=0.3),
+           "plane": Plane((0, 0, 0.3), (0, 0, 1), thickness=0.01, friction=0.3)}[kind]
+    sd = col.signed_distance
+    m = cotton(12, 1.2, 0.45)
+    sim = Simulator(m, "VBD", fps=FPS, substeps=1, iterations=20)
+    for f in range(24):
+        sim.advance(colliders=[col])
+        assert sd(sim.state.x).min() >= 0.0, f"frame {f}: a vertex inside"
+    centre = sim.state.x[len(sim.state.x) // 2]
+    assert 0.25 < centre[2] < 0.32  # on top (a faceted ball's top is lower off the pole)
+
+
+@pytest.mark.parametrize("kind", ["sphere", "sphere_mesh"])
+def test_drape_on_a_ball_comes_to_rest_on_top(kind):
+    """The same drape with the presets' 3 substeps of 10 iterations, 4 s: it stays draped over
+    the top (its centre within 10 cm of the pole, 2 cm of its height), its corners hang, it comes to rest (mean
+    speed under 0.05 m/s over the last second), never inside."""
+    r = 0.3
+    verts, tris = uv_sphere(r)
+    col = (Sphere((0, 0, 0), r, thickness=0.01, friction=0.3) if kind == "sphere"
+           else TriangleMesh(verts, tris, thickness=0.01, friction=0.3))
+    m = cotton(12, 1.2, 0.45)
+    sim = Simulator(m, "VBD", fps=FPS, substeps=3, iterations=10)
+    speeds = []
+    for f in range(96):
+        sim.advance(colliders=[col])
+        assert col.signed_distance(sim.state.x).min() >= 0.0, f"frame {f}"
+        speeds.append(np.linalg.norm(sim.state.v, axis=1).mean())
+    centre = sim.state.x[len(sim.state.x) // 2]
+    assert 0.28 < centre[2] < 0.32 and np.hypot(centre[0], centre[1]) < 0.1
+    assert sim.state.x[:, 2].min() < 0.15
+    assert max(speeds[-FPS:]) < 0.05
+
+
+def test_fast_cloth_never_passes_through_a_thin_plate():
+    """A plate of two triangles (open, no thickness inside) and cloth thrown at it at 20 m/s,
+    one substep: no vertex's path crosses the plate in any step."""
+    plate_v = np.array([[-1, -1, 0.0], [1, -1, 0.0], [1, 1, 0.0], [-1, 1, 0.0]])
+    plate_t = np.array([[0, 1, 2], [0, 2, 3]])
+    plate = TriangleMesh(plate_v, plate_t, thickness=0.005, friction=0.2)
+    m = cotton(8, 0.6, 0.3)
+    sim = Simulator(m, "VBD", fps=FPS, substeps=1, iterations=8)
+    sim.state.v[:, 2] = -20.0
+    a, b, c = (plate_v[plate_t[:, k]] for k in range(3))
+    for f in range(12):
+        before = sim.state.x.copy()
+        sim.advance(colliders=[plate])
+        assert not np.any(segment_hits_triangles(before, sim.state.x, a, b, c)), f"frame {f}"
+        assert sim.state.x[:, 2].min() > 0.0
+
+
+def test_cloth_over_a_box_edge_stays_outside():
+    """Cloth dropped half over a box's edge slides and hangs over it; no vertex inside the box
+    at any step."""
+    v, t = box((-0.5, -0.5, 0.0), (0.0, 0.5, 0.5))
+    col = TriangleMesh(v, t, thickness=0.01, friction=0.2)
+    m = cotton(12, 0.8, 0.6)
+    sim = Simulator(m, "VBD", fps=FPS, substeps=1, iterations=10)
+    for f in range(36):
+        sim.advance(colliders=[col])
+        assert col.signed_distance(sim.state.x).min() >= 0.0, f"frame {f}"
+    assert sim.state.x[:, 2].min() < 0.45  # the free side hangs over the edge
+
+
+def tablecloth(n=16, frames=96, substeps=3, iterations=10, friction=0.05, offset=0.0):
+    v, t = box((-0.3, -0.3, 0.0), (0.3, 0.3, 0.75))
+    table = TriangleMesh(v, t, thickness=0.01, friction=friction)
+    floor = Plane((0, 0, 0), (0, 0, 1), thickness=0.01, friction=friction)
+    m = cotton(n, 0.9, 0.8, x=offset)
+    sim = Simulator(m, "VBD", fps=FPS, substeps=substeps, iterations=iterations)
+    speeds, strains, energies = [], [], []
+    for _ in range(frames):
+        d = sim.advance(colliders=[table, floor])
+        assert table.signed_distance(sim.state.x).min() >= 0.0
+        assert d.max_penetration == 0.0
+        speeds.append(np.linalg.norm(sim.state.v, axis=1).mean())
+        strains.append(d.max_strain)
+        energies.append(d.kinetic_energy + d.potential_energy)
+    return sim, np.array(speeds), np.array(strains), np.array(energies)
+
+
+def test_tablecloth_rests_centred_on_the_table():
+    """A symmetric tablecloth dropped on a table (COTTON, the Collision modifier's default
+    friction μ 0.05, the presets' 3 substeps of 10 iterations): stays centred (1 cm), comes
+    to rest (mean speed under 0.05 m/s over the last second), its strain within the limit
+    + 0.5 % at every frame."""
+    sim, speeds, strains, _ = tablecloth()
+    centre = sim.state.x.mean(axis=0)
+    assert np.hypot(centre[0], centre[1]) < 0.01
+    assert speeds[-FPS:].max() < 0.05
+    assert strains.max() <= 0.03 + 0.005
+
+
+def test_strain_limit_holds_at_every_step_under_contact():
+    """Cloth pinned by one edge and pressed over a sphere: no structural spring longer than
+    (1 + max_stretch + 0.005) L at the end of any step."""
+    n = 10
+    pinned = np.zeros((n + 1) ** 2)
+    pinned[-(n + 1):] = 1.0
+    m = cotton(n, 0.8, 0.35, pinned=pinned, stiffness=300.0)
+    ball = Sphere((0, 0, 0), 0.3, thickness=0.01, friction=0.3)
+    sim = Simulator(m, "VBD", fps=FPS, substeps=2, iterations=6)
+    e = m.structural_count
+    for _ in range(30):
+        sim.advance(colliders=[ball])
+        d = sim.state.x[m.springs[:e, 0]] - sim.state.x[m.springs[:e, 1]]
+        assert np.max(np.linalg.norm(d, axis=1) / m.rest_lengths[:e]) <= 1 + 0.03 + 0.005
+
+
+@pytest.mark.parametrize("mu,holds", [(0.6, True), (0.2, False)])
+def test_sheet_on_a_slope_holds_below_the_friction_angle(mu, holds):
+    """A sheet on a 20° slope (tan 20° = 0.36): μ 0.6 holds it (it creeps less than 1 cm in a
+    second), μ 0.2 lets it slide (more than 10 cm)."""
+    ang = np.radians(20.0)
+    normal = np.array([0.0, -np.sin(ang), np.cos(ang)])
+    slope = Plane((0, 0, 0), normal, thickness=0.005, friction=mu)
+    m = cotton(6, 0.3, 0.0, max_stretch=0.0)
+    rot = np.array([[1, 0, 0], [0, np.cos(ang), -np.sin(ang)], [0, np.sin(ang), np.cos(ang)]])
+    x0 = m.rest_positions @ rot.T + 0.005 * normal
+    from core.springs import State
+
+    sim = Simulator(m, "VBD", fps=FPS, substeps=1, iterations=10,
+                    state=State(x0, np.zeros_like(x0)))
+    for _ in range(FPS):
+        sim.advance(colliders=[slope])
+    moved = np.linalg.norm(sim.state.x.mean(axis=0) - x0.mean(axis=0))
+    assert (moved < 0.01) if holds else (moved > 0.10)
+
+
+def test_cloth_on_a_moving_plate_is_carried_along():
+    """A plate (open mesh) moving sideways at 0.5 m/s carries the cloth lying on it (μ 0.8):
+    after a second the cloth has moved with it (within 2 cm), and never went through it."""
+    pv = np.array([[-0.5, -0.5, 0.0], [0.5, -0.5, 0.0], [0.5, 0.5, 0.0], [-0.5, 0.5, 0.0]])
+    pt = np.array([[0, 1, 2], [0, 2, 3]])
+    m = cotton(6, 0.3, 0.006, max_stretch=0.0)
+    sim = Simulator(m, "VBD", fps=FPS, substeps=1, iterations=10)
+    plate = TriangleMesh(pv, pt, thickness=0.005, friction=0.8)
+    for _ in range(6):  # settle
+        sim.advance(colliders=[plate])
+    start = sim.state.x.mean(axis=0)
+    speed = 0.5 / FPS
+    for f in range(FPS):
+        prev, cur = pv + [speed * f, 0, 0], pv + [speed * (f + 1), 0, 0]
+        col = TriangleMesh(cur, pt, thickness=0.005, friction=0.8, previous=prev)
+        sim.advance(colliders=[col])
+        assert sim.state.x[:, 2].min() > 0.0
+    moved = sim.state.x.mean(axis=0) - start
+    assert abs(moved[0] - 0.5) < 0.02 and abs(moved[1]) < 0.01
+
+
+def test_body_moving_into_resting_cloth_pushes_it_out():
+    """A sphere rising through the ground into a cloth lying on it lifts the cloth: no vertex
+    inside the (moving) sphere mesh at any frame."""
+    verts, tris = uv_sphere(0.2)
+    m = cotton(10, 0.8, 0.011, max_stretch=0.0)
+    ground = Plane((0, 0, 0), (0, 0, 1), thickness=0.01, friction=0.3)
+    sim = Simulator(m, "VBD", fps=FPS, substeps=1, iterations=10)
+    rise = 0.02
+    z = -0.2
+    for f in range(24):
+        prev = verts + [0, 0, z]
+        z += rise
+        cur = verts + [0, 0, z]
+        ball = TriangleMesh(cur, tris, thickness=0.01, friction=0.3, previous=prev)
+        sim.advance(colliders=[ball, ground])
+        assert ball.signed_distance(sim.state.x).min() >= 0.0, f"frame {f}"
+    assert sim.state.x[:, 2].max() > 0.25
+
+
+def test_energy_of_a_cloth_at_rest_never_rises():
+    """A cloth lying on the ground: its mechanical energy never rises from frame to frame."""
+    m = cotton(8, 0.5, 0.011, max_stretch=0.03)
+    ground = Plane((0, 0, 0), (0, 0, 1), thickness=0.01, friction=0.3)
+    sim = Simulator(m, "VBD", fps=FPS, substeps=1, iterations=10)
+    e = []
+    for _ in range(48):
+        sim.advance(colliders=[ground])
+        e.append(sim.mechanical_energy())
+    e = np.array(e)
+    assert np.all(np.diff(e[6:]) <= 1e-9)
+
+
+def test_far_from_the_origin_the_same_landing():
+    """A cloth landing on a ground plane 100 km from the origin ends where it ends at the
+    origin (to 0.1 mm), never below the ground."""
+    out = []
+    for shift in (0.0, 1e5):
+        ground = Plane((shift, -shift, 0.0), (0, 0, 1), thickness=0.01, friction=0.3)
+        m = cotton(8, 1.0, 0.2, x=shift, y=-shift)
+        sim = Simulator(m, "VBD", fps=FPS, substeps=1, iterations=10)
+        for _ in range(12):
+            sim.advance(colliders=[ground])
+            assert ground.signed_distance(sim.state.x).min() >= 0.0
+        out.append(sim.state.x - [shift, -shift, 0])
+    assert np.abs(out[0] - out[1]).max() < 1e-4
+
+
+def test_messy_collider_bakes_without_complaint():
+    """A collider with a collapsed (zero-area) triangle, duplicate vertices and a non-manifold
+    fin: the drape bakes, stays finite and outside its good faces."""
+    v, t = box((-0.4, -0.4, 0.0), (0.4, 0.4, 0.3))
+    v = np.vstack([v, v[[4, 5]], [[0.0, 0.0, 0.3], [0.0, 0.0, 0.5]]])  # duplicates, fin apex
+    t = np.vstack([t, [[8, 9, 9]], [[4, 10, 11]], [[5, 10, 11]]])  # collapsed, fin on an edge
+    col = TriangleMesh(v, t, thickness=0.01, friction=0.2)
+    good = TriangleMesh(*box((-0.4, -0.4, 0.0), (0.4, 0.4, 0.3)))
+    m = cotton(10, 0.7, 0.6)
+    sim = Simulator(m, "VBD", fps=FPS, substeps=1, iterations=8)
+    for _ in range(24):
+        sim.advance(colliders=[col])
+        assert np.all(np.isfinite(sim.state.x))
+        assert good.signed_distance(sim.state.x).min() >= 0.0
