@@ -9,12 +9,18 @@ the preset's current values):
   both colliders with a Collision modifier at default settings, 120 frames;
 * **skirt**: an open cylinder (r 0.34, 0.6 m long, 32×12) pinned at its top ring and
   parented to a cylinder body (r 0.3, 16 sides, Collision modifier) keyed to move 1.5 m out
-  and back in 15 frames, 40 frames.
+  and back in 15 frames, 40 frames;
+* **tablecloth n²**: a 1.6 m grid of n × n faces 10 cm above a 1 m square table 0.75 m high on
+  a ground plane, both with a Collision modifier at its defaults: 40² over 120 frames, 100²
+  and 160² over their first 8 frames (left out of ``--quick``), and the growth exponent of
+  the time per frame from 40² to 160².
 
 Per scene and contender: ms per frame (Sinew: read + simulate + write keys), the time
 ratio Sinew/Blender (goal ≤ 0.5), the most cloth vertices inside a collider at any frame
 (the colliders' own polygons, evaluated by Blender; goal 0 for Sinew), for the skirt also
-the most edges passing through the body, and the largest edge stretch ``max(ℓ/L − 1)``.
+the most edges passing through the body, the largest edge stretch ``max(ℓ/L − 1)``, the
+fastest vertex over the last frame, where the cloth's middle ended, and Sinew's frames not
+converged. The COTTON preset picks the VBD solver here, since the cloth has colliders.
 
 ``.venv/bpy-5.2/bin/python bench/springs_contact.py [--quick]``; importable as
 ``run(quick) -> list[dict]``.
@@ -140,7 +146,40 @@ def skirt_scene():
     return cloth, inside, edges_inside
 
 
-SCENES = {"drape": (drape_scene, 120), "skirt": (skirt_scene, 40)}
+def tablecloth_scene(n: int):
+    """A 1.6 m tablecloth of ``n × n`` faces 10 cm above a 1 m square table 0.75 m high (a
+    cube with a Collision modifier at its defaults) on a ground plane (also a collider)."""
+
+    def build():
+        scene = bpy.context.scene
+        bpy.ops.mesh.primitive_plane_add(size=8.0)
+        _collision(bpy.context.active_object)
+        bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0, 0, 0.375))
+        table = bpy.context.active_object
+        table.scale = (1.0, 1.0, 0.75)
+        bpy.ops.object.transform_apply(location=False, rotation=False, scale=True)
+        _collision(table)
+        bpy.ops.mesh.primitive_grid_add(x_subdivisions=n, y_subdivisions=n, size=1.6,
+                                        location=(0, 0, 0.85))
+        cloth = bpy.context.active_object
+        scene.frame_set(1)
+
+        def inside(x):
+            return int(np.count_nonzero(_inside_convex(x, _planes(table)) | (x[:, 2] < 0.0)))
+
+        return cloth, inside, None
+
+    return build
+
+
+#: name → (scene builder, frames). The large tablecloths are timed over their first frames,
+#: as docs/BENCHMARKS.md's growth exponent is (Blender's Cloth takes seconds per frame there).
+SCENES = {"drape": (drape_scene, 120), "skirt": (skirt_scene, 40),
+          "tablecloth 40²": (tablecloth_scene(40), 120),
+          "tablecloth 100²": (tablecloth_scene(100), 8),
+          "tablecloth 160²": (tablecloth_scene(160), 8)}
+#: Scenes left out of ``--quick``.
+LARGE = ("tablecloth 100²", "tablecloth 160²")
 
 
 def measure(cloth, inside, edges_inside, frames: int) -> dict:
@@ -207,7 +246,8 @@ def sinew(name: str, frames: int) -> dict:
     elapsed = time.perf_counter() - t
     assert res == {"FINISHED"}, res
     row.update({"ms_per_frame": 1000 * elapsed / (frames - 1),
-                "reported_contacts": s.bake_contacts, "reported_penetration_m": s.bake_max_penetration})
+                "reported_contacts": s.bake_contacts, "reported_penetration_m": s.bake_max_penetration,
+                "unconverged_frames": s.bake_unconverged})
     row.update(measure(cloth, inside, edges_inside, frames))
     return row
 
@@ -224,15 +264,37 @@ def run(quick: bool = False) -> list[dict]:
     _install()
     rows = []
     for name, (_, frames) in SCENES.items():
+        if quick and name in LARGE:
+            continue
         if quick:
             frames = min(frames, 12)
         b = blender_cloth(name, frames)
         s = sinew(name, frames)
         b["time_ratio"] = 1.0
         s["time_ratio"] = s["ms_per_frame"] / b["ms_per_frame"]
+        b["vertices"] = s["vertices"] = _vertex_count()
         rows += [b, s]
     _clear()
     return rows
+
+
+def _vertex_count() -> int:
+    ob = bpy.context.view_layer.objects.active
+    return len(ob.data.vertices) if ob is not None and ob.type == "MESH" else 0
+
+
+def growth(rows: list[dict], small: str = "tablecloth 40²", large: str = "tablecloth 160²") -> dict:
+    """Per contender, the exponent p of time per frame ∝ vertices^p from ``small`` to
+    ``large`` (nan when either is missing)."""
+    out = {}
+    for who in ("Blender", "Sinew"):
+        pick = {r["scene"]: r for r in rows if r["contender"].startswith(who)}
+        if small in pick and large in pick and pick[small].get("ms_per_frame") and pick[large].get("ms_per_frame"):
+            a, b = pick[small], pick[large]
+            out[who] = float(np.log(b["ms_per_frame"] / a["ms_per_frame"]) / np.log(b["vertices"] / a["vertices"]))
+        else:
+            out[who] = float("nan")
+    return out
 
 
 def goals(rows: list[dict]) -> list[str]:
@@ -246,7 +308,13 @@ def goals(rows: list[dict]) -> list[str]:
             ok_p = "met" if r["vertices_inside_max"] == 0 and not (r.get("edges_through_max", 0) or 0) > 0 else "NOT met"
             out.append(f"contact {r['scene']}: {r['time_ratio']:.2f}× Blender Cloth's time (goal ≤ 0.5×: {ok_t}); "
                        f"{r['vertices_inside_max']} vertices inside a collider at worst (goal 0: {ok_p}); "
-                       f"max strain {100 * r['max_strain']:.1f}%")
+                       f"max strain {100 * r['max_strain']:.1f}%; {r.get('unconverged_frames', 0)} of "
+                       f"{r['frames'] - 1} frames not converged")
+    g = growth(rows)
+    if not np.isnan(g["Sinew"]):
+        ok = "met" if g["Sinew"] <= g["Blender"] + 0.02 else "NOT met"
+        out.append(f"contact growth 40² → 160² (time ∝ vertices^p): Sinew p = {g['Sinew']:.2f}, "
+                   f"Blender p = {g['Blender']:.2f} (goal: no worse than Blender's: {ok})")
     return out
 
 

@@ -31,3 +31,17 @@ def scipy_problem() -> str | None:
             _status = None
         _checked = True
     return _status
+
+
+def kernels_problem() -> str | None:
+    """None when Sinew's compiled kernel library loads, else its one-line message (what to
+    install). Checked on every call: cheap once loaded (the loader caches the library)."""
+    try:
+        from .core import kernels
+    except ImportError as exc:  # numpy missing: scipy_problem says what to do
+        return str(exc)
+    try:
+        kernels.library()
+    except kernels.KernelsMissing as exc:
+        return str(exc)
+    return None

@@ -24,6 +24,16 @@ class SINEW_AP_preferences(bpy.types.AddonPreferences):
             import scipy
 
             layout.label(text=f"numpy {numpy.__version__}, scipy {scipy.__version__}: ready.", icon="CHECKMARK")
+        kernels = deps.kernels_problem()
+        if kernels:
+            box = layout.box()
+            box.alert = True
+            box.label(text="Sinew's compiled kernels are missing: the VBD solver cannot run.",
+                      icon="ERROR")
+            for line in _wrap(kernels, 90):
+                box.label(text=line)
+        else:
+            layout.label(text="Compiled kernels: ready.", icon="CHECKMARK")
 
 
 def draw_failure(layout: bpy.types.UILayout, message: str) -> None:

@@ -46,6 +46,7 @@ class SpringSettings:
     pre_roll: int = 0
     self_collision: bool = False
     self_distance: float = 0.015
+    tolerance: float = 0.01
 
     @classmethod
     def from_props(cls, props: Any) -> SpringSettings:
@@ -57,7 +58,7 @@ class SpringSettings:
                    stiffness_mode=props.stiffness_mode, max_stretch=float(props.max_stretch),
                    pin_stiffness=float(props.pin_stiffness), pre_roll=int(props.pre_roll),
                    self_collision=bool(props.self_collision),
-                   self_distance=float(props.self_distance))
+                   self_distance=float(props.self_distance), tolerance=float(props.tolerance))
 
     def mass_arguments(self) -> dict[str, float]:
         """``build_model``'s mass keyword for the mass mode."""
@@ -141,7 +142,7 @@ class SpringBakeJob(BakeJob):
             self_col = SelfCollision.build(inp.world[0], triangles, s.self_distance)
         self.sim = Simulator(self.model, s.solver, fps=scene_fps(scene), substeps=s.substeps,
                              iterations=s.iterations, frame_start=frame_start,
-                             self_collision=self_col, triangles=triangles)
+                             self_collision=self_col, triangles=triangles, tolerance=s.tolerance)
         self._colliders = collider_frames(TriangleMesh, inp.colliders)
         self._field_forces: Any = None
         if field_objs:

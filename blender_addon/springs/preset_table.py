@@ -38,6 +38,13 @@ PRESETS: dict[str, dict[str, object]] = {
                  pin_stiffness=0.0, solver="FAST", substeps=1, iterations=60),
 }
 
+#: What a preset sets instead when the mesh collides (it has colliders, or self-collision is
+#: on): Vertex Block Descent, contact inside the solve (core/springs/vbd.py), at the substeps
+#: and iterations that let a drape and a tablecloth come to rest centred with the strain
+#: limit held (docs/CONTACT.md). FAST's prefactored global solve holds a hanging sheet's
+#: tension better where nothing touches it, so free cloth keeps the table's solver.
+CONTACT_SOLVER: dict[str, object] = dict(solver="VBD", substeps=3, iterations=10)
+
 #: Largest edge strain while hanging (the 48 frames, settling included; see the module
 #: docstring): preset → (10² quads, 40² quads), fractions. The 40² figures are larger because
 #: a pinned corner is a point load: its strain grows with resolution until ``max_stretch``

@@ -5,7 +5,8 @@ from __future__ import annotations
 import bpy
 from bpy.props import EnumProperty
 
-from .preset_table import _LOOK, DESCRIPTIONS, MEASURED, PRESETS
+from . import read
+from .preset_table import _LOOK, CONTACT_SOLVER, DESCRIPTIONS, MEASURED, PRESETS
 
 __all__ = ["PRESETS", "MEASURED", "DESCRIPTIONS", "SINEW_OT_springs_preset", "classes"]
 
@@ -13,7 +14,8 @@ _ITEMS = tuple((name, _LOOK[name][0], DESCRIPTIONS[name]) for name in PRESETS)
 
 
 class SINEW_OT_springs_preset(bpy.types.Operator):
-    """Set the active mesh's spring settings from a material preset"""
+    """Set the active mesh's spring settings from a material preset (with the VBD solver when
+    the mesh has colliders or self-collision)"""
 
     bl_idname = "sinew.springs_preset"
     bl_label = "Spring Preset"
@@ -27,8 +29,14 @@ class SINEW_OT_springs_preset(bpy.types.Operator):
         return obj is not None and obj.type == "MESH"
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        props = context.active_object.sinew_springs
-        for name, value in PRESETS[self.preset].items():
+        obj = context.active_object
+        props = obj.sinew_springs
+        values = dict(PRESETS[self.preset])
+        colliders = read.collider_objects(obj, props.collision_collection, context.scene)
+        if self.preset != "ROPE" and (colliders or props.self_collision):
+            # cloth that touches things: contact inside the solve
+            values.update(CONTACT_SOLVER)
+        for name, value in values.items():
             setattr(props, name, value)
         return {"FINISHED"}
 

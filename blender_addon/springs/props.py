@@ -1,7 +1,7 @@
 """``object.sinew_springs``: the settings of CONTRACT.md ("Spring meshes") and the bake state.
 
 The solver enum is fed by ``core.springs.INTEGRATORS`` (name, label, description). Without
-scipy that table cannot be imported, so the same five names come from a fallback list; the
+scipy that table cannot be imported, so the same six names come from a fallback list; the
 panel then says scipy is missing and the bake refuses to run.
 """
 
@@ -18,6 +18,8 @@ _FALLBACK_SOLVERS = (
     ("IMPLICIT", "Linearised implicit Euler", "One linearised backward-Euler step (Baraff & Witkin 1998)"),
     ("NEWTON", "Newton implicit Euler", "Implicit Euler solved by Newton with a line search"),
     ("FAST", "Fast mass-spring (Liu 2013)", "Liu et al. 2013 local/global solver"),
+    ("VBD", "Vertex Block Descent", "Vertex Block Descent (Chen et al. 2024) with contact inside "
+     "the solve"),
 )
 
 
@@ -90,6 +92,12 @@ class SINEW_PG_springs(bpy.types.PropertyGroup):
     iterations: IntProperty(name="Iterations", description="Newton or local/global iterations per step, "
                             "at most: Fast stops when the step has converged",
                             default=10, min=1, soft_max=100, max=1000)
+    tolerance: FloatProperty(name="Tolerance", description="Relative residual at which the implicit "
+                             "solvers (Implicit, Newton, Fast, VBD) stop: a step has converged when "
+                             "its force imbalance is at most this fraction of the one it started "
+                             "from (or of the cloth's weight); 1e-9 solves implicit Euler to "
+                             "convergence", default=0.01, min=1e-12, max=0.5, soft_min=1e-9,
+                             precision=4)
     collision_collection: PointerProperty(name="Collision Collection", type=bpy.types.Collection,
                                           description="Mesh objects in this collection are colliders")
     output: EnumProperty(name="Output", items=OUTPUT_ITEMS, default="KEYFRAMES",

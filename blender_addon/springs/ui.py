@@ -57,9 +57,19 @@ class SINEW_PT_springs_solver(_SubPanel, bpy.types.Panel):
     def draw(self, context: bpy.types.Context) -> None:
         layout, props = self._props(context)
         layout.prop(props, "solver")
+        if props.solver == "VBD":
+            problem = deps.kernels_problem()
+            if problem:
+                box = layout.box()
+                box.alert = True
+                box.label(text="Sinew's compiled kernels are missing: VBD cannot run.", icon="ERROR")
+                box.label(text="Install the Sinew zip built for this platform.")
         col = layout.column(align=True)
         col.prop(props, "substeps")
         col.prop(props, "iterations")
+        row = layout.row()
+        row.active = props.solver not in ("EXPLICIT", "SYMPLECTIC")
+        row.prop(props, "tolerance")
         layout.prop(props, "pre_roll")
 
 

@@ -110,10 +110,11 @@ def force_scale(model: Model, start: float = 0.0) -> float:
     return max(float(start), weight, 1e-300)
 
 
-def converged(residual: float, start: float, model: Model) -> bool:
-    """Whether ``residual`` (N) meets :data:`CONVERGENCE_RTOL` (see there); ``start`` is
-    ``‖∇g(x_start)‖`` (N)."""
-    return bool(residual <= CONVERGENCE_RTOL * force_scale(model, start))
+def converged(residual: float, start: float, model: Model,
+              tolerance: float = CONVERGENCE_RTOL) -> bool:
+    """Whether ``residual`` (N) meets the relative ``tolerance`` (default
+    :data:`CONVERGENCE_RTOL`, see there); ``start`` is ``‖∇g(x_start)‖`` (N)."""
+    return bool(residual <= tolerance * force_scale(model, start))
 
 
 def pin_targets(model: Model, state: State, pins: np.ndarray | None) -> np.ndarray:
@@ -193,6 +194,7 @@ class Integrator:
         iterations: int = 10,
         colliders: Sequence[Any] = (),
         external: np.ndarray | None = None,
+        tolerance: float | None = None,
     ) -> StepInfo:
         """Advance ``state`` in place by ``h`` seconds.
 
@@ -214,6 +216,12 @@ class Integrator:
             Shape ``(n, 3)``, N: external forces (force fields, :mod:`.fields`)
             held constant over the step: added to ``f`` by the explicit methods and
             to the right-hand side (``ŷ``) by the implicit ones.
+        tolerance : float, optional
+            The relative residual ``‖∇g‖ ≤ tolerance · max(‖∇g(x_start)‖, ‖M g‖)`` at which
+            the iterative solvers stop and count the step as converged (NEWTON, FAST, VBD;
+            IMPLICIT's linear solve stops at the tighter of it and its own); ``None``: the
+            integrator's own (:data:`CONVERGENCE_RTOL` for FAST and VBD). The explicit
+            integrators ignore it.
 
         Returns
         -------

@@ -97,7 +97,7 @@ class ExplicitEuler(Integrator):
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 1, colliders: Sequence[Any] = (),
-             external: np.ndarray | None = None) -> StepInfo:
+             external: np.ndarray | None = None, tolerance: float | None = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
         x0, v0 = state.x.copy(), state.v
         f = total_force(model, x0, v0, targets)

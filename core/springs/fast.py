@@ -399,7 +399,8 @@ class LocalGlobal(Integrator):
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 10, colliders: Sequence[Any] = (),
-             external: np.ndarray | None = None) -> StepInfo:
+             external: np.ndarray | None = None, tolerance: float | None = None) -> StepInfo:
+        tol = self.tolerance if tolerance is None else float(tolerance)
         targets = pin_targets(model, state, pins)
         obj = Objective(model, state, h, targets, external=external)
         x = obj.start(targets)
@@ -416,8 +417,8 @@ class LocalGlobal(Integrator):
                     and np.array_equal(carry[1], state.x)):
                 guess = x.take(free, axis=0) + carry[2]
             its, r, r0 = self._iterate(model, pre, obj, x, split_targets(model, targets)[0], its,
-                                       contact=contact, guess=guess)
-            ok = not self.compute_residual or converged(r, r0, model)
+                                       contact=contact, guess=guess, tolerance=tol)
+            ok = not self.compute_residual or converged(r, r0, model, tol)
             if not contact:
                 solved = x.take(free, axis=0)
         else:
@@ -437,7 +438,8 @@ class LocalGlobal(Integrator):
 
     def _iterate(self, model: Model, pre: _Prefactored, obj: Objective, x: np.ndarray,
                  targets: np.ndarray, iterations: int, contact: bool = False,
-                 guess: np.ndarray | None = None) -> tuple[int, float, float]:
+                 guess: np.ndarray | None = None,
+                 tolerance: float | None = None) -> tuple[int, float, float]:
         """Run the local/global iterations on ``x`` ``(n, 3)`` in place (free rows).
 
         The right-hand side of the global step at ``x`` is
@@ -460,6 +462,7 @@ class LocalGlobal(Integrator):
         Returns (iterations run, ``‖∇g‖`` at the final ``x``, ``‖∇g(x_start)‖``), the
         residuals ``nan`` unless ``compute_residual``.
         """
+        rtol = self.tolerance if tolerance is None else tolerance
         # the free vertices in the factor's order (:class:`_Prefactored`); rows by ``take``:
         # a third of the time of fancy indexing for (f, 3) rows
         free = pre.order
@@ -531,7 +534,7 @@ class LocalGlobal(Integrator):
             pre.spring_forces(model, xf, d_pin, u0, rhs)
             rhs += const
             r_start = F.norm(np.subtract(sx, rhs, out=grad))
-            tol = self.tolerance * force_scale(model, r_start)
+            tol = rtol * force_scale(model, r_start)
             e_start = pre.energy
             xg = np.asfortranarray(guess if pre.perm is None else guess.take(pre.perm, axis=0))
             sxg = np.asfortranarray(product(pre.matrix_ordered, xg))
@@ -569,7 +572,7 @@ class LocalGlobal(Integrator):
                 r_it = F.norm(np.subtract(sx, rhs, out=grad))
                 hist.append(r_it)
                 if it == 0 and guess is None:
-                    tol = self.tolerance * force_scale(model, r_it)
+                    tol = rtol * force_scale(model, r_it)
                 if r_it <= tol:
                     its = it
                     break

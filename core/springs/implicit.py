@@ -107,9 +107,10 @@ class LinearImplicitEuler(Integrator):
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 1, colliders: Sequence[Any] = (),
-             external: np.ndarray | None = None) -> StepInfo:
+             external: np.ndarray | None = None, tolerance: float | None = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
         hard = split_targets(model, targets)[0]
+        rtol = self.tolerance if tolerance is None else min(self.tolerance, float(tolerance))
         b = self.beta
         x0, v0 = state.x.copy(), state.v.copy()
         m = model.masses
@@ -156,7 +157,7 @@ class LinearImplicitEuler(Integrator):
             else:
                 a_co = e_co = None
             if a_co is not None and 3 * len(free) > self.pcg_threshold:
-                v_free = self._solve_pcg(model, h, rhs, v0, v_pin, diag, a_co, e_co, unit)
+                v_free = self._solve_pcg(model, h, rhs, v0, v_pin, diag, a_co, e_co, unit, rtol)
             else:
                 v_free = None
             if v_free is None:
@@ -190,10 +191,10 @@ class LinearImplicitEuler(Integrator):
 
     def _solve_pcg(self, model: Model, h: float, rhs: np.ndarray, v0: np.ndarray,
                    v_pin: np.ndarray, diag: np.ndarray, a_co: np.ndarray, e_co: np.ndarray,
-                   unit: np.ndarray) -> np.ndarray | None:
-        """Preconditioned CG from ``v0`` (or from 0 if that has the smaller
-        residual); returns ``(f, 3)`` or ``None`` if it did not reach
-        :attr:`tolerance` within :attr:`max_cg_iterations`."""
+                   unit: np.ndarray, rtol: float) -> np.ndarray | None:
+        """Preconditioned CG to relative residual ``rtol`` from ``v0`` (or from 0 if that has the smaller
+        residual); returns ``(f, 3)`` or ``None`` if it did not reach it within
+        :attr:`max_cg_iterations`."""
         pre = self._preconditioner(model, h)
         free = model.free_index
         unit_t = np.ascontiguousarray(unit.T)
@@ -217,7 +218,7 @@ class LinearImplicitEuler(Integrator):
                 out[:, k] = diag * u[:, k] + pre.inc_t_free @ du[k]
             return out
 
-        res = pcg(apply, b, pre.solve, x0=np.asfortranarray(v0[free]), rtol=self.tolerance,
+        res = pcg(apply, b, pre.solve, x0=np.asfortranarray(v0[free]), rtol=rtol,
                   max_iterations=self.max_cg_iterations)
         self.last_cg_iterations = res.iterations
         return res.x if res.converged else None

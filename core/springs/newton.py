@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from . import forces as F
-from .base import Integrator, Objective, StepInfo, converged, pin_targets, split_targets
+from .base import (CONVERGENCE_RTOL, Integrator, Objective, StepInfo, converged, force_scale,
+                   pin_targets, split_targets)
 from .linsolve import factor_spd, pcg
 from .model import Model, State
 
@@ -85,6 +86,7 @@ class NewtonImplicitEuler(Integrator):
         if max_cg_iterations is not None:
             self.max_cg_iterations = max(int(max_cg_iterations), 1)
         self._fast = None
+        self._stop: float | None = None
         self.tolerance = float(tolerance)
         self.armijo = float(armijo)
         self.max_backtracks = int(max_backtracks)
@@ -101,8 +103,11 @@ class NewtonImplicitEuler(Integrator):
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 10, colliders: Sequence[Any] = (),
-             external: np.ndarray | None = None) -> StepInfo:
+             external: np.ndarray | None = None, tolerance: float | None = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
+        # the loops stop at self.tolerance (relative to the start's residual) or, given one, at
+        # ``tolerance`` relative to the force scale (base.converged)
+        self._stop = None if tolerance is None else float(tolerance)
         obj = Objective(model, state, h, targets, external=external)
         x = obj.start(targets)
         free = model.free_index
@@ -126,8 +131,16 @@ class NewtonImplicitEuler(Integrator):
         x0 = obj.x0
         v1 = (x - x0) / h
         limited = self._finish(model, state, x, v1, x0, h, targets, colliders)
-        ok = converged(r, hist[0], model) or r <= self.tolerance * max(hist[0], 1e-300)
+        ok = (converged(r, hist[0], model, CONVERGENCE_RTOL if tolerance is None else float(tolerance))
+              or r <= self.tolerance * max(hist[0], 1e-300))
         return StepInfo(its, r, ok and limited)
+
+    def _threshold(self, model: Model, r0: float) -> float:
+        """The residual (N) at which this step's Newton loop stops, from its start's ``r0``."""
+        tol = self.tolerance * max(r0, 1e-300)
+        if self._stop is not None:
+            tol = max(tol, self._stop * force_scale(model, r0))
+        return tol
 
     def _newton_direct(self, model: Model, obj: Objective, x: np.ndarray, iterations: int,
                        hist: list[float]) -> tuple[int, float]:
@@ -137,7 +150,7 @@ class NewtonImplicitEuler(Integrator):
         grad = obj.gradient(x)
         r = F.norm(grad)
         hist.append(r)
-        tol = self.tolerance * max(r, 1e-300)
+        tol = self._threshold(model, r)
         its = 0
         asm = self._assembler(model)
         diag = np.repeat(obj.w[free], 3)
@@ -190,7 +203,7 @@ class NewtonImplicitEuler(Integrator):
         grad = ev.gradient(xf, geo)
         r = F.norm(grad)
         hist.append(r)
-        tol = self.tolerance * max(r, 1e-300)
+        tol = self._threshold(model, r)
         its = 0
         while its < max(iterations, 1) and r > tol:
             dx = self._pcg(ev, pre, geo, -grad, min(0.5, r / hist[0]))

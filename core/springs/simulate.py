@@ -183,6 +183,9 @@ class Simulator:
     triangles : numpy.ndarray, optional
         Shape ``(f, 3)``, the cloth's triangles: collider corners are then kept out of the
         cloth's faces too (:mod:`.contact`, step 4). Default: the self-collision's, if any.
+    tolerance : float, optional
+        The relative residual at which the implicit integrators stop (``step(...,
+        tolerance=...)``, :meth:`.base.Integrator.step`); ``None``: each one's own.
 
     Attributes
     ----------
@@ -197,11 +200,14 @@ class Simulator:
     def __init__(self, model: Model, integrator: Union[str, Integrator], *, fps: float,
                  substeps: int = 1, iterations: int = 10, frame_start: int = 0,
                  state: State | None = None, self_collision: SelfCollision | None = None,
-                 triangles: np.ndarray | None = None) -> None:
+                 triangles: np.ndarray | None = None, tolerance: float | None = None) -> None:
         if not (np.isfinite(fps) and fps > 0):
             raise SinewError("fps must be > 0")
         if int(substeps) < 1 or int(iterations) < 1:
             raise SinewError("substeps and iterations must be >= 1")
+        if tolerance is not None and not (np.isfinite(tolerance) and 0.0 < tolerance < 1.0):
+            raise SinewError("tolerance must be a fraction between 0 and 1")
+        self.tolerance = None if tolerance is None else float(tolerance)
         self.model = model
         self.integrator = _make_integrator(integrator)
         self.fps = float(fps)
@@ -446,7 +452,9 @@ class Simulator:
                 load += ext
             weight = model.masses * float(np.linalg.norm(model.gravity))
             self._support.kick(work.v, h, movable, load, weight)
-        kw = {} if ext is None else {"external": ext}
+        kw: dict[str, Any] = {} if ext is None else {"external": ext}
+        if self.tolerance is not None:
+            kw["tolerance"] = self.tolerance
         x_start = work.x.copy()
         info = self.integrator.step(model, work, h, pins=target, iterations=self.iterations,
                                     colliders=cols, **kw)

@@ -48,7 +48,7 @@ class SymplecticEuler(Integrator):
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 1, colliders: Sequence[Any] = (),
-             external: np.ndarray | None = None) -> StepInfo:
+             external: np.ndarray | None = None, tolerance: float | None = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
         x0 = state.x.copy()
         f = total_force(model, x0, state.v, targets)

@@ -55,12 +55,12 @@ STATIC_SPEED = 1e-3
 #: Free vertices per cluster of the finer coarse level (:func:`_clusters`).
 CLUSTER_SIZE = 64
 #: Gauss–Seidel passes of the strain-limit projection after the solve, at most.
-_LIMIT_ROUNDS = 50
+_LIMIT_ROUNDS = 200
 #: Detections the projection may ask for when contact bounds hold it back.
 _LIMIT_DETECTIONS = 4
 #: The projection stops once no structural spring is longer than its limit by more than
 #: this (relative).
-_LIMIT_TOLERANCE = 1e-3
+_LIMIT_TOLERANCE = 5e-4
 
 
 class _Level(NamedTuple):
@@ -267,20 +267,19 @@ class VertexBlockDescent(Integrator):
     def _guess(self, model: Model, state: State, obj: Objective, reference: np.ndarray,
                h: float) -> np.ndarray:
         """The iterations' start ``(n, 3)``: VBD's adaptive initialisation (Chen et al. 2024),
-        ``x₀ + h v₀`` plus the share of the inertial prediction's acceleration (ŷ: gravity,
-        drag, fields) that the vertex showed along gravity in the last step, from 0 (it was
-        held: a cloth resting or sticking stays) to all of it (free flight). Gauss–Seidel
-        moves a whole cloth slowly, so the start decides whether a resting sheet creeps or a
-        falling one lags. Without a last step (or after another state was set), all of it."""
-        g = model.gravity
-        gn = float(np.linalg.norm(g))
+        ``x₀ + h v₀`` plus the share of the inertial prediction's own acceleration
+        ``a = (ŷ − x₀ − h v₀)/h²`` (gravity, drag, fields) that the vertex showed along ``a``
+        in the last step, from 0 (it was held: a cloth resting or sticking stays) to all of it
+        (free flight). Without a last step (or after another state was set), all of it."""
+        push = obj.y - reference
         share = np.ones(len(reference))
         last = self._motion
-        if (gn > 0 and last is not None and last[0] == model.uid
-                and np.array_equal(last[1], state.x)):
-            along = ((state.v - last[2]) / h) @ (g / gn)
-            share = np.clip(along / gn, 0.0, 1.0)
-        return reference + share[:, None] * (obj.y - reference)
+        if last is not None and last[0] == model.uid and np.array_equal(last[1], state.x):
+            shown = (state.v - last[2]) * h  # the last step's acceleration × h²
+            size = np.einsum("ij,ij->i", push, push)
+            along = np.einsum("ij,ij->i", shown, push)
+            share = np.clip(along / np.where(size > 0, size, 1.0), 0.0, 1.0)
+        return reference + share[:, None] * push
 
     @staticmethod
     def _carry(soup: ColliderSoup, x0: np.ndarray, h: float) -> np.ndarray:

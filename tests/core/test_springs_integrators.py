@@ -34,13 +34,13 @@ def grid_model(n=8, k=200.0, kd=0.2, drag=0.1, size=1.0):
 
 
 def test_table():
-    assert list(INTEGRATORS) == ["EXPLICIT", "SYMPLECTIC", "IMPLICIT", "NEWTON", "FAST"]
+    assert list(INTEGRATORS) == ["EXPLICIT", "SYMPLECTIC", "IMPLICIT", "NEWTON", "FAST", "VBD"]
     for key, cls in INTEGRATORS.items():
         assert cls.name == key and cls.label and cls.description
 
 
 @pytest.mark.parametrize("name,substeps,iterations", [
-    ("SYMPLECTIC", 20, 1), ("IMPLICIT", 1, 1), ("NEWTON", 1, 20), ("FAST", 1, 30)])
+    ("SYMPLECTIC", 20, 1), ("IMPLICIT", 1, 1), ("NEWTON", 1, 20), ("FAST", 1, 30), ("VBD", 1, 30)])
 def test_hanging_rope_reaches_analytic_equilibrium(name, substeps, iterations):
     n, k, mass = 10, 100.0, 0.01
     m = rope_model(n, k, mass=mass)
@@ -49,7 +49,7 @@ def test_hanging_rope_reaches_analytic_equilibrium(name, substeps, iterations):
         sim.advance()
     stretch = np.linalg.norm(np.diff(sim.state.x, axis=0), axis=1) - 0.1
     expected = (n - np.arange(n)) * mass * G / k  # spring i carries the masses below it
-    if name == "FAST":
+    if name in ("FAST", "VBD"):
         # FAST stops each step at the shared rule (base.converged): residual forces r of 2-norm
         # up to CONVERGENCE_RTOL × ‖M g‖ = RTOL √n m g are left; summed over the (at most n)
         # vertices below a spring, Σ|rᵢ| ≤ √n ‖r‖ ≤ RTOL n m g, the rope's weight: a spring may

@@ -7,49 +7,72 @@
 
 /* m: a pass that moves no vertex further than this has stalled (the guard holds it). */
 #define STALL 1e-9
+#ifndef OMEGA
+#define OMEGA 1.5
+#endif
 
-/* Up to rounds passes over the springs, alternately forward and backward, (s,2) with limit lengths limit (s,) (0 = none);
- * stops after a pass that found no spring longer than limit * (1 + tolerance), or that moved
- * nothing (the guard holds every end that would move). guard (may be
- * NULL): the VBD problem whose contacts guard the moves. Returns the springs still longer than that
- * after the last pass, or SINEW_E_ARGUMENT. */
+/* One pass over the springs (backward when reverse): counts those longer than
+ * limit * (1 + tolerance) as it meets them and, when project, moves the ends of every one
+ * longer than its limit; *moved receives the largest coordinate move. Returns the count, or
+ * SINEW_E_ARGUMENT. */
+static int64_t strain_pass(int64_t s, const int64_t *springs, const double *limit,
+                           const double *inv_mass, double tolerance, const SinewVbdProblem *guard,
+                           double *x, int reverse, int project, double *moved) {
+    int64_t over = 0;
+    *moved = 0.0;
+    for (int64_t jj = 0; jj < s; ++jj) {
+        int64_t j = reverse ? s - 1 - jj : jj;
+        double lim = limit[j];
+        if (!(lim > 0.0)) continue;
+        int64_t a = springs[2 * j], b = springs[2 * j + 1];
+        if (a < 0 || b < 0) return SINEW_E_ARGUMENT;
+        double *xa = x + 3 * a, *xb = x + 3 * b;
+        double d[3];
+        sub3(xa, xb, d);
+        double l = sqrt(dot3(d, d));
+        if (!(l > lim)) continue;
+        if (l > lim * (1.0 + tolerance)) ++over;
+        if (!project) continue;
+        double wa = inv_mass[a], wb = inv_mass[b], wsum = wa + wb;
+        if (!(wsum > 0.0)) continue;
+        double c = OMEGA * (l - lim) / (l * wsum);
+        double pa[3] = {xa[0], xa[1], xa[2]}, pb[3] = {xb[0], xb[1], xb[2]};
+        for (int k = 0; k < 3; ++k) { xa[k] -= wa * c * d[k]; xb[k] += wb * c * d[k]; }
+        if (guard) {
+            guard_move(guard, a, xa);
+            guard_move(guard, b, xb);
+        }
+        for (int k = 0; k < 3; ++k) {
+            double ma = fabs(xa[k] - pa[k]), mb = fabs(xb[k] - pb[k]);
+            if (ma > *moved) *moved = ma;
+            if (mb > *moved) *moved = mb;
+        }
+    }
+    return over;
+}
+
+/* Up to rounds passes over the springs, alternately forward and backward, (s,2) with limit
+ * lengths limit (s,) (0 = none); stops after a pass that moved nothing (the guard holds every
+ * end that would move), or once a pass finds no spring longer than limit * (1 + tolerance)
+ * and a count after it (the pass's own moves within the tolerance can stretch a spring it
+ * had passed) confirms it. guard (may be NULL): the VBD problem whose contacts guard the
+ * moves. Returns the springs still longer than that after the last pass, or
+ * SINEW_E_ARGUMENT. */
 int64_t sinew_strain_project(int64_t s, const int64_t *springs, const double *limit,
                              const double *inv_mass, int64_t rounds, double tolerance,
                              const SinewVbdProblem *guard, double *x) {
     int64_t over = 0;
     for (int64_t round = 0; round <= rounds; ++round) {
-        over = 0;
         double moved = 0.0;
         int project = round < rounds;
-        for (int64_t jj = 0; jj < s; ++jj) {
-            int64_t j = (round & 1) ? s - 1 - jj : jj; /* symmetric: forward, then backward */
-            double lim = limit[j];
-            if (!(lim > 0.0)) continue;
-            int64_t a = springs[2 * j], b = springs[2 * j + 1];
-            if (a < 0 || b < 0) return SINEW_E_ARGUMENT;
-            double *xa = x + 3 * a, *xb = x + 3 * b;
-            double d[3];
-            sub3(xa, xb, d);
-            double l = sqrt(dot3(d, d));
-            if (!(l > lim)) continue;
-            if (l > lim * (1.0 + tolerance)) ++over;
-            if (!project) continue;
-            double wa = inv_mass[a], wb = inv_mass[b], wsum = wa + wb;
-            if (!(wsum > 0.0)) continue;
-            double c = (l - lim) / (l * wsum);
-            double pa[3] = {xa[0], xa[1], xa[2]}, pb[3] = {xb[0], xb[1], xb[2]};
-            for (int k = 0; k < 3; ++k) { xa[k] -= wa * c * d[k]; xb[k] += wb * c * d[k]; }
-            if (guard) {
-                guard_move(guard, a, xa);
-                guard_move(guard, b, xb);
-            }
-            for (int k = 0; k < 3; ++k) {
-                double ma = fabs(xa[k] - pa[k]), mb = fabs(xb[k] - pb[k]);
-                if (ma > moved) moved = ma;
-                if (mb > moved) moved = mb;
-            }
+        over = strain_pass(s, springs, limit, inv_mass, tolerance, guard, x, (int)(round & 1),
+                           project, &moved);
+        if (over < 0 || !project) break;
+        if (!(moved > STALL)) break;
+        if (over == 0) {
+            over = strain_pass(s, springs, limit, inv_mass, tolerance, guard, x, 0, 0, &moved);
+            if (over <= 0) break;
         }
-        if (over == 0 || (project && !(moved > STALL))) break;
     }
     return over;
 }
