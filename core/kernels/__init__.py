@@ -155,7 +155,7 @@ def array(value, dtype, shape: tuple, name: str, *, finite: bool = True) -> np.n
     length), checked before any C runs: wrong shapes and, for floats, NaN or infinite
     values raise :class:`SinewError`. Returns the array itself when it already fits (no
     copy), so its address can be cached."""
-    a = np.ascontiguousarray(value, dtype=dtype)
+    a = np.asarray(value, dtype=dtype, order="C")  # (ascontiguousarray would make a scalar 1-d)
     if a.ndim != len(shape) or any(s != -1 and s != d for s, d in zip(shape, a.shape)):
         want = "(" + ", ".join("any" if s == -1 else str(s) for s in shape) + ")"
         raise SinewError(f"{name} must have shape {want}, got {a.shape}")
@@ -187,6 +187,10 @@ class VbdProblem:
               "anchor": (-1, 3), "bound": (-1,)}
     _INT = {"adj_off": (-1,), "adj_spring": (-1,), "adj_other": (-1,), "tris": (-1, 3),
             "c_id": (-1, -1), "c_count": (-1,)}
+    #: Arrays read for every vertex: their length is n (adj_off n + 1), else the kernels
+    #: would read past their end.
+    _ROWS = {"x_prev": 0, "w": 0, "y": 0, "kc": 0, "anchor": 0, "bound": 0, "c_id": 0,
+             "c_count": 0, "adj_off": 1}
 
     def __init__(self, n: int, h: float) -> None:
         self.lib = library()
@@ -219,6 +223,10 @@ class VbdProblem:
                 a = array(value, np.int32, (-1,), name)
             else:
                 raise SinewError(f"unknown VBD array {name!r}")
+            rows = self._ROWS.get(name)
+            if rows is not None and a.shape[0] != self.struct.n + rows:
+                raise SinewError(f"{name} must have {self.struct.n + rows} rows (one per vertex"
+                                 f"{', and one more' if rows else ''}), got {a.shape[0]}")
             self._keep[name] = a
             setattr(self.struct, name, a.ctypes.data)
             if name == "prim_type":

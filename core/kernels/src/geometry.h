@@ -70,9 +70,10 @@ static inline int closest_on_triangle(const double *p, const double *a, const do
         for (int k = 0; k < 3; ++k) q[k] = b[k] + w * (c[k] - b[k]);
         return REGION_EDGE;
     }
-    double sum = va + vb + vc;
-    if (!(sum > 0.0) || !isfinite(sum)) {
-        /* collapsed: the nearest of the three edges (each a segment) */
+    double sum = va + vb + vc; /* |ab x ac|^2, to round-off */
+    if (!(sum > 1e-12 * dot3(ab, ab) * dot3(ac, ac)) || !isfinite(sum)) {
+        /* collapsed (or flatter than round-off can place a point inside): the nearest of
+         * the three edges (each a segment) */
         const double *P[3] = {a, b, c};
         double best = INFINITY;
         q[0] = a[0]; q[1] = a[1]; q[2] = a[2];
@@ -114,7 +115,8 @@ static inline void triangle_normal(const double *a, const double *b, const doubl
 
 /* Signed contact of point p with collider triangle (a, b, c): the outward direction dir and
  * the signed distance (negative only behind the face of a closed mesh, with the nearest
- * point inside the face). Returns the region; bary as closest_on_triangle. */
+ * point inside the face or on its border straight below p). Returns the region; bary as
+ * closest_on_triangle. */
 static inline int triangle_contact(const double *p, const double *a, const double *b,
                                    const double *c, int closed, double *dir, double *sd,
                                    double *bary) {
@@ -123,7 +125,10 @@ static inline int triangle_contact(const double *p, const double *a, const doubl
     sub3(p, q, diff);
     double dist = sqrt(dot3(diff, diff));
     triangle_normal(a, b, c, n);
-    if (closed && region == REGION_FACE && dot3(diff, n) < 0.0) {
+    double along = dot3(diff, n);
+    /* behind the face: the nearest point inside it, or on its border straight below p (a
+     * point behind the shared edge of two coplanar triangles, as a box's face centre) */
+    if (closed && along < 0.0 && (region == REGION_FACE || -along >= (1.0 - 1e-12) * dist)) {
         dir[0] = n[0]; dir[1] = n[1]; dir[2] = n[2];
         *sd = -dist;
     } else if (dist > 1e-14) {

@@ -1,0 +1,1155 @@
+"""The compiled kernels (core/kernels/src) against brute-force numpy references.
+
+Every expected value here comes from numpy code in this file (dense sampling, exact
+point-triangle distances by another method, an independent energy and its finite
+differences, brute-force segment-triangle crossings, analytic equilibria), never from the
+kernels' own output. Only numpy, pytest and hypothesis: the asan tier runs this file in
+Debian's python3 against the AddressSanitizer + UBSan build of the library.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core import kernels
+from core.errors import SinewError
+from core.springs.colliders import Plane, Sphere, TriangleMesh
+from core.springs.detection import CONTACT_SLOTS, GUARD_FRACTION, ColliderSoup, Contacts
+from core.springs.shapes import box
+
+# deterministic across the four tiers; no example database; no deadline (ASan is slower)
+FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SEEDS = st.integers(0, 2**32 - 1)
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return kernels.library()
+
+
+def P(a):
+    """The data address of a C-contiguous array."""
+    assert a.flags.c_contiguous
+    return a.ctypes.data
+
+
+def c64(a):
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def i64(a):
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------- numpy references
+
+
+def seg_point_distance(p, a, b):
+    """Distance from points p to segments a-b (broadcast over leading axes)."""
+    d = b - a
+    dd = np.sum(d * d, axis=-1)
+    t = np.sum((p - a) * d, axis=-1) / np.where(dd > 0, dd, 1.0)
+    t = np.clip(np.where(dd > 0, t, 0.0), 0.0, 1.0)
+    return np.linalg.norm(p - (a + t[..., None] * d), axis=-1)
+
+
+def point_triangle_distance(p, a, b, c):
+    """Exact unsigned distance from points to triangles by another method than the kernel's
+    (the plane projection when it falls inside, else the nearest of the three edges); any
+    broadcastable leading shapes."""
+    n = np.cross(b - a, c - a)
+    nn = np.sum(n * n, axis=-1)
+    scale = np.maximum.reduce([np.sum((b - a) ** 2, -1), np.sum((c - b) ** 2, -1),
+                               np.sum((a - c) ** 2, -1)])
+    flat = nn > 1e-20 * scale * scale
+    s = np.sum((p - a) * n, axis=-1) / np.where(flat, nn, 1.0)
+    proj = p - s[..., None] * n
+    inside = np.broadcast_to(flat, s.shape).copy()
+    for u, v in ((a, b), (b, c), (c, a)):
+        inside &= np.sum(np.cross(v - u, proj - u) * n, axis=-1) >= 0.0
+    d = np.minimum.reduce([seg_point_distance(p, a, b), seg_point_distance(p, b, c),
+                           seg_point_distance(p, c, a)])
+    face = np.abs(s) * np.sqrt(nn)
+    return np.where(inside, np.minimum(d, face), d)
+
+
+def sampled_distance(p, a, b, c, m=48):
+    """Distance from each point p[i] to triangle i by dense barycentric sampling (an upper
+    bound of the true distance, within the sample spacing)."""
+    i, j = np.meshgrid(np.arange(m + 1), np.arange(m + 1), indexing="ij")
+    keep = i + j <= m
+    u, v = i[keep] / m, j[keep] / m
+    w = 1.0 - u - v
+    pts = (w[None, :, None] * a[:, None] + u[None, :, None] * b[:, None]
+           + v[None, :, None] * c[:, None])
+    return np.min(np.linalg.norm(pts - p[:, None], axis=-1), axis=1)
+
+
+def segment_crosses(p0, p1, a, b, c):
+    """(n, t) bool: segment p0[i] -> p1[i] meets triangle (a[j], b[j], c[j]) (touching counts;
+    a segment in the triangle's plane or a zero-area triangle never does)."""
+    p0, p1 = p0[:, None], p1[:, None]
+    n = np.cross(b - a, c - a)[None]
+    nl = np.linalg.norm(n, axis=-1)
+    s0 = np.sum((p0 - a[None]) * n, axis=-1)
+    s1 = np.sum((p1 - a[None]) * n, axis=-1)
+    span = (s0 <= 0) & (s1 >= 0) | (s0 >= 0) & (s1 <= 0)
+    span &= s0 != s1
+    t = s0 / np.where(s0 != s1, s0 - s1, 1.0)
+    X = p0 + t[..., None] * (p1 - p0)
+    inside = span & (nl > 1e-12)
+    for u, v in ((a, b), (b, c), (c, a)):
+        inside &= np.sum(np.cross((v - u)[None], X - u[None]) * n, axis=-1) >= -1e-9 * nl
+    return inside
+
+
+def segment_enters_sphere(p0, p1, centre, R):
+    """(n,) bool: segment p0 -> p1 comes closer than R to centre."""
+    return seg_point_distance(centre, p0, p1) < R
+
+
+def adjacency(n, springs):
+    """CSR of the springs at each vertex (offsets, spring ids, other ends)."""
+    sp = np.asarray(springs, np.int64).reshape(-1, 2)
+    off = [0]
+    sid, oth = [], []
+    for i in range(n):
+        for s, (a, b) in enumerate(sp):
+            if a == i:
+                sid.append(s)
+                oth.append(b)
+            elif b == i:
+                sid.append(s)
+                oth.append(a)
+        off.append(len(sid))
+    return i64(off), i64(sid), i64(oth)
+
+
+def vbd_problem(x_prev, springs, *, h=0.05, w=None, y=None, k=None, rest=None, kd=None,
+                dir0=None, limit=None, k_limit=0.0, cv=None, cdisp=None, tris=None, closed=None,
+                tri_radius=None, tri_mu=None, prim_type=(), prim=None, c_id=None, c_count=None,
+                kc=None, eps_u=1e-4, anchor=None, bound=None):
+    """A VbdProblem with every array set (defaults: no damping, no limit, no colliders,
+    unguarded)."""
+    x_prev = c64(x_prev)
+    n = len(x_prev)
+    springs = np.asarray(springs, np.int64).reshape(-1, 2)
+    s = len(springs)
+    off, sid, oth = adjacency(n, springs)
+    pb = kernels.VbdProblem(n, h)
+    nt = 0 if tris is None else len(tris)
+    pb.set(x_prev=x_prev, w=np.ones(n) if w is None else w, y=x_prev if y is None else y,
+           adj_off=off, adj_spring=sid, adj_other=oth,
+           k=np.zeros(s) if k is None else k, rest=np.zeros(s) if rest is None else rest,
+           kd=np.zeros(s) if kd is None else kd,
+           dir0=np.zeros((s, 3)) if dir0 is None else dir0,
+           limit=np.zeros(s) if limit is None else limit, k_limit=k_limit,
+           cv=np.zeros((0, 3)) if cv is None else cv, cdisp=cdisp,
+           tris=np.zeros((0, 3), np.int64) if tris is None else tris,
+           closed_tri=np.zeros(nt, np.uint8) if closed is None else closed,
+           tri_radius=np.zeros(nt) if tri_radius is None else tri_radius,
+           tri_mu=np.zeros(nt) if tri_mu is None else tri_mu,
+           prim_type=np.asarray(prim_type, np.int32),
+           prim=np.zeros((len(prim_type), 8)) if prim is None else prim,
+           c_id=np.zeros((n, CONTACT_SLOTS), np.int64) if c_id is None else c_id,
+           c_count=np.zeros(n, np.int64) if c_count is None else c_count,
+           kc=np.zeros(n) if kc is None else kc, eps_u=eps_u,
+           anchor=x_prev if anchor is None else anchor,
+           bound=np.full(n, np.inf) if bound is None else bound)
+    return pb
+
+
+def barrier(d, r, kc):
+    """vbd.c's contact energy kc r (r ln(r/d) - (r - d)) for 0 < d < r, else 0."""
+    if d >= r:
+        return 0.0
+    return kc * r * (r * np.log(r / d) - (r - d))
+
+
+def energy(x, pb):
+    """The VBD objective (frictionless) in numpy, from the problem's own arrays."""
+    g = pb.get
+    x = x.reshape(-1, 3)
+    xp, w, y = g("x_prev"), g("w"), g("y")
+    E = 0.5 * np.sum(w * np.sum((x - y) ** 2, axis=1))
+    off, sid, oth = g("adj_off"), g("adj_spring"), g("adj_other")
+    h, k_lim = pb.struct.h, pb.struct.k_limit
+    seen = set()
+    for i in range(len(x)):
+        for e in range(off[i], off[i + 1]):
+            s, o = int(sid[e]), int(oth[e])
+            if s in seen:
+                continue
+            seen.add(s)
+            l = np.linalg.norm(x[i] - x[o])
+            E += 0.5 * g("k")[s] * (l - g("rest")[s]) ** 2
+            lim = g("limit")[s]
+            if lim > 0 and l > lim:
+                E += 0.5 * k_lim * (l - lim) ** 2
+            rel = (x[i] - xp[i]) - (x[o] - xp[o])
+            E += 0.5 / h * g("kd")[s] * float(g("dir0")[s] @ rel) ** 2
+    cv, tris, rad = g("cv"), g("tris"), g("tri_radius")
+    cid, cnt, kc = g("c_id"), g("c_count"), g("kc")
+    for i in range(len(x)):
+        for j in range(cnt[i]):
+            t = tris[cid[i, j]]
+            d = float(point_triangle_distance(x[i], cv[t[0]], cv[t[1]], cv[t[2]]))
+            E += barrier(d, rad[cid[i, j]], kc[i])
+        for pt, pr in zip(g("prim_type"), g("prim")):
+            d = (x[i] - pr[:3]) @ pr[3:6] if pt == 0 else np.linalg.norm(x[i] - pr[:3]) - pr[3]
+            E += barrier(d, pr[6], kc[i])
+    return E
+
+
+def kernel_forces(lib, pb, x, vertices=None):
+    vertices = i64(np.arange(pb.struct.n) if vertices is None else vertices)
+    x = c64(x)
+    f = np.zeros((len(vertices), 3))
+    cf = np.zeros((len(vertices), 3))
+    assert lib.sinew_vbd_forces(pb.struct, len(vertices), P(vertices), P(x), P(f), P(cf)) == 0
+    return f, cf
+
+
+def sweep(lib, pb, x, colors):
+    """One sweep over colour lists (a list of vertex lists), in place; returns clipped."""
+    off = i64(np.cumsum([0] + [len(c) for c in colors]))
+    verts = i64(np.concatenate([np.asarray(c, np.int64) for c in colors]) if colors else [])
+    clipped = np.zeros(1, np.int64)
+    assert lib.sinew_vbd_sweep(pb.struct, len(colors), P(off), P(verts), P(x), P(clipped)) == 0
+    return int(clipped[0])
+
+
+# --------------------------------------------------------------------------- 1 closest points
+
+
+def _triangles(rng, count, far):
+    a = rng.uniform(-2, 2, (count, 3))
+    b = a + rng.normal(0, 1, (count, 3))
+    c = a + rng.normal(0, 1, (count, 3))
+    kind = rng.integers(0, 7, count)
+    t = rng.uniform(-0.5, 1.5, count)[:, None]
+    b = np.where((kind == 1)[:, None], a, b)                       # two corners equal
+    c = np.where((kind == 2)[:, None], a + t * (b - a), c)          # collinear
+    b = np.where((kind == 3)[:, None], a, b)
+    c = np.where((kind == 3)[:, None], a, c)                        # all three equal
+    c = np.where((kind == 4)[:, None], a + t * (b - a) + 1e-9 * rng.normal(size=(count, 3)), c)
+    c = np.where((kind == 5)[:, None], b, c)                        # b == c
+    cen = (a + b + c) / 3
+    p = cen + rng.normal(0, 1, (count, 3)) * np.where(far, 1e3, 1.0)[:, None]
+    on = rng.random(count) < 0.1                                    # points in the plane / on it
+    p = np.where(on[:, None], a + 0.3 * (b - a) + 0.3 * (c - a), p)
+    return c64(p), c64(a), c64(b), c64(c)
+
+
+@FUZZ
+@given(seed=SEEDS, count=st.integers(0, 60))
+def test_closest_points_against_dense_sampling(lib, seed, count):
+    rng = np.random.default_rng(seed)
+    far = rng.random(count) < 0.3
+    p, a, b, c = _triangles(rng, count, far)
+    q = np.full((count, 3), np.nan)
+    bary = np.full((count, 3), np.nan)
+    assert lib.sinew_closest_points(count, P(p), P(a), P(b), P(c), P(q), P(bary)) == 0
+    if count == 0:
+        return
+    scale = 1.0 + np.abs(np.stack([a, b, c, p], 1)).max(axis=(1, 2))
+    # the returned point lies on the triangle
+    assert np.all(bary >= -1e-12) and np.allclose(bary.sum(1), 1.0, atol=1e-12)
+    on = bary[:, :1] * a + bary[:, 1:2] * b + bary[:, 2:] * c
+    assert np.all(np.linalg.norm(q - on, axis=1) <= 1e-12 * scale)
+    dist = np.linalg.norm(p - q, axis=1)
+    # no farther than the nearest of a dense sample of the triangle, and the exact distance
+    # (plane projection or edges; a 1e-9 sliver counts as its edges: within its width)
+    assert np.all(dist <= sampled_distance(p, a, b, c) + 1e-8 * scale)
+    assert np.allclose(dist, point_triangle_distance(p, a, b, c), rtol=1e-9, atol=1e-8 * scale)
+
+
+def test_closest_points_known_cases(lib):
+    a, b, c = np.zeros((1, 3)), np.array([[1.0, 0, 0]]), np.array([[0, 1.0, 0]])
+    cases = {(0.2, 0.2, 1.0): (0.2, 0.2, 0.0), (-1.0, -1.0, 0.0): (0, 0, 0),
+             (2.0, 0.0, -3.0): (1, 0, 0), (1.0, 1.0, 0.0): (0.5, 0.5, 0.0),
+             (0.5, -2.0, 0.0): (0.5, 0.0, 0.0)}
+    for pt, want in cases.items():
+        p, q, bary = c64([pt]), np.zeros((1, 3)), np.zeros((1, 3))
+        lib.sinew_closest_points(1, P(p), P(a), P(b), P(c), P(q), P(bary))
+        assert np.allclose(q[0], want, atol=1e-15)
+
+
+# --------------------------------------------------------------------------- 2 collider query
+
+
+def _soup(rng, count, closed=False):
+    """A random triangle soup: small, huge (the big list), collapsed and duplicated ones."""
+    a = rng.uniform(-1.5, 1.5, (count, 3))
+    b = a + rng.normal(0, 0.3, (count, 3))
+    c = a + rng.normal(0, 0.3, (count, 3))
+    kind = rng.integers(0, 8, count)
+    b = np.where((kind == 1)[:, None], a, b)
+    c = np.where((kind == 2)[:, None], 0.5 * (a + b), c)
+    huge = kind == 3
+    a[huge] = rng.uniform(-1, 1, (huge.sum(), 3))
+    b[huge] = a[huge] + rng.normal(0, 60, (huge.sum(), 3))
+    c[huge] = a[huge] + rng.normal(0, 60, (huge.sum(), 3))
+    verts = np.stack([a, b, c], 1).reshape(-1, 3)
+    tris = np.arange(3 * count).reshape(-1, 3)
+    dup = rng.random(count) < 0.15
+    if dup.any():
+        tris = np.concatenate([tris, tris[dup]])                 # the same triangle twice
+    return verts, tris
+
+
+def _check_query(c, x, radius, A, B, C, prim_d=None, inside=None):
+    """The contacts record against brute force: D (n, t) the exact distances."""
+    K = CONTACT_SLOTS
+    D = point_triangle_distance(x[:, None], A[None], B[None], C[None]) if len(A) else np.zeros((len(x), 0))
+    for i in range(len(x)):
+        r = radius[i]
+        cnt = int(c.count[i])
+        ids = c.ids[i, :cnt]
+        sd = c.slot_distance[i, :cnt]
+        assert len(set(ids.tolist())) == cnt, "a triangle twice in the slots"
+        assert np.all(np.diff(sd) >= 0), "slots not in ascending order"
+        assert np.allclose(sd, D[i, ids], rtol=1e-9, atol=1e-12)
+        assert np.all(sd < r)
+        within = np.sort(D[i][D[i] < r])
+        sure = np.flatnonzero(D[i] < r * (1 - 1e-9))
+        if len(within) < K:
+            assert cnt == len(within) or cnt == len(sure)
+            assert set(sure.tolist()) <= set(ids.tolist())
+        else:
+            assert cnt == K
+            # the K nearest (ties between duplicates: compare the distances)
+            assert np.allclose(sd, within[:K], rtol=1e-9, atol=1e-12)
+        if inside is None or not inside[i]:
+            want = min(r, D[i].min(initial=np.inf))
+            if prim_d is not None and len(prim_d[i]):
+                want = min(want, prim_d[i].min())
+            assert np.isclose(c.distance[i], want, rtol=1e-9, atol=1e-12)
+            if cnt == K:
+                assert np.isclose(c.bound[i], GUARD_FRACTION * sd[-1])
+            elif c.distance[i] >= 0:
+                assert np.isclose(c.bound[i], GUARD_FRACTION * r)
+
+
+@FUZZ
+@given(seed=SEEDS, count=st.integers(1, 40), npts=st.integers(0, 30))
+def test_collider_query_against_brute_force(seed, count, npts):
+    rng = np.random.default_rng(seed)
+    verts, tris = _soup(rng, count)
+    soup = ColliderSoup([TriangleMesh(verts, tris)])
+    x = c64(rng.uniform(-2.5, 2.5, (npts, 3)))
+    radius = c64(rng.choice([0.05, 0.3, 1.0, 5.0], npts) * rng.uniform(0.5, 1.5, npts))
+    c = soup.detect(x, radius)
+    A, B, C = (soup.cv[soup.tris[:, k]] for k in range(3))
+    _check_query(c, x, radius, A, B, C)
+    assert np.array_equal(c.anchor, x)
+
+
+def test_collider_query_full_slots_and_big_triangles():
+    """More triangles than slots within the radius (a stack of parallel plates), and a
+    ground far larger than the grid's cells (the big list)."""
+    rng = np.random.default_rng(7)
+    plates = []
+    for z in np.linspace(0.05, 0.6, 12):
+        plates.append(np.array([[-1, -1, z], [1, -1, z], [0, 1, z]]))
+    ground = np.array([[-500, -500, -0.2], [500, -500, -0.2], [0, 500, -0.2]])
+    verts = np.concatenate(plates + [ground] + [plates[3]])    # and a duplicate plate
+    tris = np.arange(len(verts)).reshape(-1, 3)
+    soup = ColliderSoup([TriangleMesh(verts, tris)])
+    x = c64(np.c_[rng.uniform(-0.3, 0.3, (40, 2)), rng.uniform(-0.1, 0.7, 40)])
+    radius = c64(rng.uniform(0.05, 2.0, 40))
+    c = soup.detect(x, radius)
+    A, B, C = (soup.cv[soup.tris[:, k]] for k in range(3))
+    _check_query(c, x, radius, A, B, C)
+    assert np.any(c.count == CONTACT_SLOTS)
+    assert len(soup._grid[4]) == 1   # the ground is in the big list
+
+
+@FUZZ
+@given(seed=SEEDS)
+def test_collider_query_inside_a_closed_box(seed):
+    rng = np.random.default_rng(seed)
+    lo = rng.uniform(-1, 0, 3)
+    hi = lo + rng.uniform(0.3, 2, 3)
+    v, t = box(lo, hi)
+    soup = ColliderSoup([TriangleMesh(v, t)])
+    x = rng.uniform(lo - 0.5, hi + 0.5, (30, 3))
+    x[:3] = 0.5 * (lo + hi)                    # the centre: behind two triangles' shared edge
+    x[3] = [0.5 * (lo[0] + hi[0]), 0.5 * (lo[1] + hi[1]), lo[2] + 0.1 * (hi[2] - lo[2])]
+    x = c64(x)
+    radius = np.full(len(x), 3.0)
+    c = soup.detect(x, radius)
+    inside = np.all((x > lo) & (x < hi), axis=1)
+    depth = np.min(np.minimum(x - lo, hi - x), axis=1)
+    assert np.allclose(c.distance[inside], -depth[inside], rtol=1e-9, atol=1e-12)
+    assert np.all(np.isinf(c.bound[inside]))
+    outside_d = np.linalg.norm(x - np.clip(x, lo, hi), axis=1)
+    assert np.allclose(c.distance[~inside], np.minimum(outside_d[~inside], 3.0))
+    A, B, C = (soup.cv[soup.tris[:, k]] for k in range(3))
+    _check_query(c, x, radius, A, B, C, inside=inside)
+
+
+@FUZZ
+@given(seed=SEEDS)
+def test_collider_query_planes_and_spheres(seed):
+    rng = np.random.default_rng(seed)
+    nrm = rng.normal(size=3)
+    plane = Plane(rng.normal(size=3) * 0.3, nrm, thickness=0.01)
+    sphere = Sphere(rng.normal(size=3) * 0.5, float(rng.uniform(0.2, 1.0)), thickness=0.02)
+    v, t = _soup(rng, 5)
+    soup = ColliderSoup([plane, sphere, TriangleMesh(v, t)])
+    x = c64(rng.uniform(-2, 2, (60, 3)))
+    radius = c64(rng.uniform(0.1, 3.0, 60))
+    c = soup.detect(x, radius)
+    sp = (x - plane.point) @ plane.normal
+    ss = np.linalg.norm(x - sphere.center, axis=1) - sphere.radius
+    prim = np.stack([sp, ss], 1)
+    in_prim = np.any(prim < 0, axis=1)
+    depth = np.max(np.where(prim < 0, -prim, 0.0), axis=1)
+    assert np.allclose(c.distance[in_prim], -depth[in_prim])
+    assert np.all(np.isinf(c.bound[in_prim]))
+    A, B, C = (soup.cv[soup.tris[:, k]] for k in range(3))
+    pd = [row[row < r] for row, r in zip(prim, radius)]
+    _check_query(c, x, radius, A, B, C, prim_d=pd, inside=in_prim)
+
+
+def test_collider_query_raw_refuses_bad_indices(lib):
+    x, r = c64([[0, 0, 0]]), c64([1.0])
+    cv = c64([[0, 0, 0], [1, 0, 0], [0, 1, 0]])
+    tris = i64([[0, 1, 3]])                   # 3 is out of range
+    closed = np.zeros(1, np.uint8)
+    off, ent, big = i64([0, 1]), i64([0]), i64([0])
+    ids, dist, cnt, dmin = np.zeros((1, 4), np.int64), np.zeros((1, 4)), np.zeros(1, np.int64), np.zeros(1)
+    pt, pr = np.zeros(0, np.int32), np.zeros((0, 8))
+    def args(tr, e, k=4, cell=1.0):
+        return (1, P(x), P(r), 3, P(cv), 1, P(tr), P(closed), cell, 1, P(off), P(e), 0, P(big),
+                0, P(pt), P(pr), k, P(ids), P(dist), P(cnt), P(dmin))
+
+    assert lib.sinew_collider_query(*args(tris, ent)) == -1
+    assert lib.sinew_collider_query(*args(i64([[0, 1, 2]]), i64([5]))) == -1   # grid entry
+    assert lib.sinew_collider_query(*args(i64([[0, 1, 2]]), ent, k=0)) == -1
+    assert lib.sinew_collider_query(*args(i64([[0, 1, 2]]), ent, cell=0.0)) == -1
+    assert lib.sinew_collider_query(*args(i64([[0, 1, 2]]), ent)) == 0
+    assert cnt[0] == 1 and ids[0, 0] == 0 and dist[0, 0] == 0.0
+
+
+# --------------------------------------------------------------------------- 3 forces
+
+
+def _fd_problem(rng, mu=0.0, n=4):
+    """A small problem: a chain with an extra diagonal spring, damping, a strain limit past
+    the rest length, inertia, a plane, a sphere and a collider triangle near vertex 0."""
+    x = rng.uniform(-0.4, 0.4, (n, 3)) + [0, 0, 2.5]       # clear of every collider
+    x[0] = [0.1, 0.05, 0.0]
+    springs = np.array([(i, i + 1) for i in range(n - 1)] + [(0, n - 1)])
+    s = len(springs)
+    L = np.linalg.norm(x[springs[:, 0]] - x[springs[:, 1]], axis=1)
+    rest = L * rng.uniform(0.6, 1.4, s)
+    limit = np.where(rng.random(s) < 0.6, L * rng.uniform(0.6, 0.9, s), 0.0)  # some active
+    dir0 = rng.normal(size=(s, 3))
+    dir0 /= np.linalg.norm(dir0, axis=1)[:, None]
+    x_prev = x + rng.normal(0, 0.05, (n, 3))
+    # collider triangle under vertex 0 at height r/2, plane and sphere within their thickness
+    r = 0.1
+    cv = c64([[-1, -1, -0.05], [1, -1, -0.05], [0, 1.5, -0.05]])
+    tris = i64([[0, 1, 2]])
+    c_id = np.zeros((n, CONTACT_SLOTS), np.int64)
+    c_count = np.zeros(n, np.int64)
+    c_count[0] = 1
+    prim = np.zeros((2, 8))
+    prim[0, :3], prim[0, 3:6], prim[0, 6], prim[0, 7] = [0, 0, -0.03], [0.0, 0.0, 1.0], 0.1, mu
+    prim[1, :3], prim[1, 3], prim[1, 6], prim[1, 7] = [0.1, 0.05, 0.8], 0.75, 0.12, mu
+    pb = vbd_problem(x_prev, springs, h=0.04, w=rng.uniform(1, 20, n), y=x + rng.normal(0, 0.1, (n, 3)),
+                     k=rng.uniform(10, 100, s), rest=rest, kd=rng.uniform(0, 2, s), dir0=dir0,
+                     limit=limit, k_limit=75.0, cv=cv, tris=tris, closed=np.zeros(1, np.uint8),
+                     tri_radius=c64([r]), tri_mu=c64([mu]), prim_type=[0, 1], prim=prim,
+                     c_id=c_id, c_count=c_count, kc=rng.uniform(100, 1000, n), eps_u=1e-3)
+    return pb, x
+
+
+@FUZZ
+@given(seed=SEEDS)
+def test_forces_are_minus_the_energy_gradient(lib, seed):
+    rng = np.random.default_rng(seed)
+    pb, x = _fd_problem(rng)
+    f, cf = kernel_forces(lib, pb, x)
+    eps = 1e-6
+    grad = np.zeros_like(x)
+    for i in range(len(x)):
+        for a in range(3):
+            xp, xm = x.copy(), x.copy()
+            xp[i, a] += eps
+            xm[i, a] -= eps
+            grad[i, a] = (energy(xp, pb) - energy(xm, pb)) / (2 * eps)
+    scale = np.abs(grad).max()
+    assert np.allclose(f, -grad, rtol=1e-5, atol=1e-6 * scale)
+    # vertex 0 is in contact with all three colliders (plane d = .03, sphere d = .05,
+    # triangle d = .05): the normal force is the barrier's alone
+    d = (0.03, 0.05, 0.05)
+    r = (0.1, 0.12, 0.1)
+    lam = [pb.get("kc")[0] * rr * (rr - dd) / dd for dd, rr in zip(d, r)]
+    assert np.allclose(cf[0], [0, 0, lam[0] + lam[2] - lam[1]], rtol=1e-9)
+    assert np.allclose(cf[1:], 0.0)
+
+
+def test_forces_on_listed_vertices_only_and_refuses_bad_index(lib):
+    rng = np.random.default_rng(3)
+    pb, x = _fd_problem(rng)
+    f_all, _ = kernel_forces(lib, pb, x)
+    f_some, _ = kernel_forces(lib, pb, x, [2, 0])
+    assert np.array_equal(f_some, f_all[[2, 0]])
+    v = i64([0, 9])
+    out = np.zeros((2, 3))
+    assert lib.sinew_vbd_forces(pb.struct, 2, P(v), P(c64(x)), P(out), P(out.copy())) == -1
+
+
+@FUZZ
+@given(seed=SEEDS, slide=st.floats(1e-5, 1.0), mu=st.floats(0.05, 2.0))
+def test_friction_opposes_the_sliding_and_is_at_most_mu_lambda(lib, seed, slide, mu):
+    rng = np.random.default_rng(seed)
+    pb0, x = _fd_problem(rng, mu=0.0)
+    pb1, _ = _fd_problem(np.random.default_rng(seed), mu=mu)
+    # vertex 0 slides along the ground relative to its start of step
+    tang = rng.normal(size=3)
+    tang[2] = 0.0
+    tang *= slide / np.linalg.norm(tang)
+    xp = pb1.get("x_prev").copy()
+    xp[0] = x[0] - tang + [0, 0, rng.normal(0, 0.01)]
+    pb0.set(x_prev=xp)
+    pb1.set(x_prev=xp)
+    f0, cf0 = kernel_forces(lib, pb0, x, [0])
+    f1, cf1 = kernel_forces(lib, pb1, x, [0])
+    assert np.allclose(cf0, cf1)
+    ff = (f1 - f0)[0]
+    # every collider's normal here is +-z except the sphere's; the lagged normal forces
+    lam = np.linalg.norm(cf1[0])
+    u = x[0] - xp[0]
+    assert ff @ u < 0, "friction must oppose the sliding"
+    # bounded by mu times the sum of the contacts' normal forces
+    d = (0.03, 0.05, 0.05)
+    r = (0.1, 0.12, 0.1)
+    lam_sum = sum(pb1.get("kc")[0] * rr * (rr - dd) / dd for dd, rr in zip(d, r))
+    assert np.linalg.norm(ff) <= mu * lam_sum * (1 + 1e-9)
+    assert lam <= lam_sum * (1 + 1e-12)
+
+
+def test_friction_of_one_plane_exact(lib):
+    """One plane: the friction force is -mu lam ut/|ut| once sliding (|ut| >= eps_u), a
+    smaller one below; none when the vertex moves with a moving collider triangle."""
+    x = c64([[0.0, 0.0, 0.05]])
+    for slide, full in ((0.3, True), (1e-3, True), (2e-4, False)):
+        xp = c64([[-slide, 0.0, 0.02]])
+        prim = np.zeros((1, 8))
+        prim[0, 3:6] = [0, 0, 1]
+        prim[0, 6], prim[0, 7] = 0.1, 0.5
+        pb = vbd_problem(xp, np.zeros((0, 2)), w=c64([0.0]), y=x, prim_type=[0], prim=prim,
+                         kc=c64([200.0]), eps_u=1e-3)
+        f, cf = kernel_forces(lib, pb, x)
+        lam = 200.0 * 0.1 * (0.1 - 0.05) / 0.05
+        assert np.allclose(cf[0], [0, 0, lam])
+        fr = f[0] - cf[0]
+        assert fr[0] < 0 and abs(fr[1]) < 1e-12 and abs(fr[2]) < 1e-9
+        if full:
+            assert np.isclose(-fr[0], 0.5 * lam, rtol=1e-12)
+        else:
+            assert -fr[0] < 0.5 * lam
+    # a collider triangle displaced by exactly the vertex's motion: no friction
+    cv = c64([[-1, -1, 0], [1, -1, 0], [0, 1, 0]])
+    disp = np.tile([0.2, 0.1, 0.0], (3, 1))
+    xp = x - [[0.2, 0.1, 0.0]]
+    pb = vbd_problem(xp, np.zeros((0, 2)), w=c64([0.0]), y=x, cv=cv, cdisp=c64(disp),
+                     tris=i64([[0, 1, 2]]), tri_radius=c64([0.1]), tri_mu=c64([0.8]),
+                     c_id=np.zeros((1, CONTACT_SLOTS), np.int64), c_count=i64([1]),
+                     kc=c64([200.0]))
+    f, cf = kernel_forces(lib, pb, x)
+    assert np.allclose(f, cf, atol=1e-9) and cf[0, 2] > 0
+
+
+@FUZZ
+@given(seed=SEEDS)
+def test_newton_step_uses_the_finite_difference_hessian(lib, seed):
+    """One sweep over one free vertex (no colliders) is one Newton step: dx = H^-1 f with H
+    the Hessian of the energy (exact while its springs are stretched: the projection only
+    drops the compressive part)."""
+    rng = np.random.default_rng(seed)
+    n = 4
+    x = rng.normal(0, 0.5, (n, 3))
+    springs = np.array([(0, 1), (0, 2), (0, 3)])
+    L = np.linalg.norm(x[1:] - x[0], axis=1)
+    dir0 = rng.normal(size=(3, 3))
+    dir0 /= np.linalg.norm(dir0, axis=1)[:, None]
+    pb = vbd_problem(x + rng.normal(0, 0.05, (n, 3)), springs, h=0.05, w=rng.uniform(0.5, 5, n),
+                     y=x + rng.normal(0, 0.2, (n, 3)), k=rng.uniform(10, 50, 3),
+                     rest=L * rng.uniform(0.5, 0.9, 3), kd=rng.uniform(0, 1, 3), dir0=dir0,
+                     limit=L * c64([0.8, 2.0, 0.0]), k_limit=40.0)
+    x = c64(x)
+    eps = 1e-4
+
+    def grad(z):
+        g = np.zeros(3)
+        for a in range(3):
+            zp, zm = x.copy(), x.copy()
+            zp[0] = z
+            zm[0] = z
+            zp[0, a] += eps
+            zm[0, a] -= eps
+            g[a] = (energy(zp, pb) - energy(zm, pb)) / (2 * eps)
+        return g
+
+    g0 = grad(x[0])
+    H = np.zeros((3, 3))
+    for a in range(3):
+        e = np.zeros(3)
+        e[a] = eps
+        H[:, a] = (grad(x[0] + e) - grad(x[0] - e)) / (2 * eps)
+    H = 0.5 * (H + H.T)
+    want = x[0] - np.linalg.solve(H, g0)
+    got = x.copy()
+    sweep(lib, pb, got, [[0]])
+    assert np.allclose(got[0], want, rtol=1e-5, atol=1e-6 * (1 + np.abs(want - x[0]).max()))
+    assert np.array_equal(got[1:], x[1:])
+
+
+# --------------------------------------------------------------------------- 4 sweeps
+
+
+def test_sweeps_reach_the_hanging_equilibrium(lib):
+    """One free vertex on one spring under a pinned vertex, w tiny (a long step): the sweeps
+    converge to pin - (L + m g / k) z (exactly: L + m g / (k + w) with the inertia of a
+    step that started at the rest length)."""
+    m, g, k, L, h = 0.3, 9.81, 40.0, 0.5, 30.0
+    pin = np.array([0.2, -0.1, 1.0])
+    x_prev = c64([pin, pin - [0, 0, L]])
+    w = m / h**2
+    y = x_prev.copy()
+    y[1] += h * h * np.array([0, 0, -g])          # x0 + h v0 + h^2 g with v0 = 0
+    pb = vbd_problem(x_prev, [(0, 1)], h=h, w=c64([w, w]), y=y, k=c64([k]), rest=c64([L]))
+    x = x_prev + [[0, 0, 0], [0.3, 0.1, -0.2]]
+    for _ in range(100):
+        sweep(lib, pb, x, [[1]])
+    assert np.array_equal(x[0], pin)
+    assert np.allclose(x[1], pin - [0, 0, L + m * g / (k + w)], rtol=0, atol=1e-12)
+    assert np.allclose(x[1], pin - [0, 0, L + m * g / k], rtol=0, atol=m * g / k * w / k)
+
+
+@FUZZ
+@given(seed=SEEDS, n=st.integers(2, 5))
+def test_sweeps_reach_a_hanging_chain(lib, seed, n):
+    """A chain of n free vertices under a pin: spring j carries the weight below it, so
+    l_j = L + (n - j) m g / k; the inertial target is set so that this is the exact
+    minimiser (y = x_eq + m g / w)."""
+    rng = np.random.default_rng(seed)
+    m, g, k, L = 0.1, 9.81, float(rng.uniform(20, 80)), 0.2
+    l = L + (n - np.arange(n)) * m * g / k
+    x_eq = np.zeros((n + 1, 3))
+    x_eq[1:, 2] = -np.cumsum(l)
+    w = np.full(n + 1, 1e-2 * k)
+    y = x_eq + (m * np.array([0, 0, -g]) / w[0])
+    x = x_eq + np.r_[np.zeros((1, 3)), rng.normal(0, 0.05, (n, 3))]
+    springs = [(j, j + 1) for j in range(n)]
+    pb = vbd_problem(x.copy(), springs, h=0.05, w=w, y=y, k=np.full(n, k), rest=np.full(n, L))
+    colors = [list(range(1, n + 1, 2)), list(range(2, n + 1, 2))]
+    colors = [c for c in colors if c]
+    for _ in range(3000):
+        before = x.copy()
+        sweep(lib, pb, x, colors)
+        if np.abs(x - before).max() < 1e-13:
+            break
+    assert np.allclose(x, x_eq, atol=1e-9)
+
+
+@FUZZ
+@given(seed=SEEDS)
+def test_sweep_energy_never_increases(lib, seed):
+    """A small sheet under gravity falling onto a frictionless plane (guarded): the
+    objective (numpy) does not rise from sweep to sweep."""
+    rng = np.random.default_rng(seed)
+    nx = 3
+    gi, gj = np.meshgrid(np.arange(nx), np.arange(nx))
+    x0 = np.c_[gi.ravel() * 0.2, gj.ravel() * 0.2, np.full(nx * nx, 0.15)]
+    idx = np.arange(nx * nx).reshape(nx, nx)
+    springs = np.concatenate([np.c_[idx[:, :-1].ravel(), idx[:, 1:].ravel()],
+                              np.c_[idx[:-1].ravel(), idx[1:].ravel()],
+                              np.c_[idx[:-1, :-1].ravel(), idx[1:, 1:].ravel()]])
+    s = len(springs)
+    rest = np.linalg.norm(x0[springs[:, 0]] - x0[springs[:, 1]], axis=1)
+    h, m = 1 / 30, 0.05
+    v0 = np.array([0, 0, -3.0]) + rng.normal(0, 0.3, (nx * nx, 3))
+    y = x0 + h * v0 + h * h * np.array([0, 0, -9.81])
+    w = np.full(nx * nx, m / h**2)
+    prim = np.zeros((1, 8))
+    prim[0, 3:6] = [0, 0, 1]
+    prim[0, 6] = 0.05
+    x = c64(x0 + rng.normal(0, 0.01, x0.shape))
+    pb = vbd_problem(x0, springs, h=h, w=w, y=y, k=rng.uniform(50, 300, s), rest=rest,
+                     limit=1.05 * rest, k_limit=200.0, prim_type=[0], prim=prim,
+                     kc=w + 300.0, anchor=x.copy(), bound=np.full(nx * nx, 10.0))
+    assert np.all(x[:, 2] > 0.05)
+    E = [energy(x, pb)]
+    order = [list(range(nx * nx))]
+    for _ in range(25):
+        sweep(lib, pb, x, order)
+        E.append(energy(x, pb))
+    E = np.array(E)
+    assert np.all(np.diff(E) <= 1e-9 * np.abs(E[:-1]) + 1e-12), E
+    assert np.all(x[:, 2] > 0.0)
+
+
+# --------------------------------------------------------------------------- 5 the guard
+
+
+def _guard_case(rng, soup, anchors, targets, radius):
+    """Detection at the anchors, the guard from there to the targets; returns the results
+    and the contacts."""
+    c = soup.detect(anchors, radius)
+    n = len(anchors)
+    pb = vbd_problem(anchors, np.zeros((0, 2)), cv=soup.cv, tris=soup.tris, closed=soup.closed,
+                     tri_radius=soup.radius, tri_mu=soup.mu, prim_type=soup.prim_type,
+                     prim=soup.prim, c_id=c.ids, c_count=c.count, kc=np.ones(n),
+                     anchor=c.anchor, bound=c.bound)
+    x = c64(targets).copy()
+    held = np.zeros(1, np.int64)
+    assert kernels.library().sinew_vbd_guard(pb.struct, P(x), P(held)) == 0
+    moved = np.linalg.norm(x - anchors, axis=1)
+    assert np.all(moved <= np.where(np.isfinite(c.bound), c.bound, np.inf) * (1 + 1e-12))
+    ball = np.linalg.norm(targets - anchors, axis=1) > c.bound
+    assert held[0] == np.count_nonzero(ball)
+    return x, c, pb
+
+
+def _clear_anchors(rng, count, A, B, C, lo=-2.0, hi=2.0, gap=1e-3):
+    x = rng.uniform(lo, hi, (4 * count, 3))
+    d = point_triangle_distance(x[:, None], A[None], B[None], C[None]).min(axis=1)
+    return c64(x[d > gap][:count])
+
+
+@FUZZ
+@given(seed=SEEDS, count=st.integers(1, 40))
+def test_guard_lets_no_vertex_cross_a_triangle(seed, count):
+    rng = np.random.default_rng(seed)
+    verts, tris = _soup(rng, count)
+    soup = ColliderSoup([TriangleMesh(verts, tris)])
+    A, B, C = (soup.cv[soup.tris[:, k]] for k in range(3))
+    anchors = _clear_anchors(rng, 40, A, B, C)
+    # fast vertices: targets far away, through the soup
+    targets = anchors + rng.normal(0, 1, anchors.shape) * rng.choice([0.1, 1.0, 10.0], (len(anchors), 1))
+    radius = c64(rng.choice([0.05, 0.5, 3.0, 30.0], len(anchors)))
+    x, c, _ = _guard_case(rng, soup, anchors, targets, radius)
+    assert not np.any(segment_crosses(anchors, x, A, B, C))
+
+
+def test_guard_with_full_slots_shrinks_to_the_farthest_slot():
+    """Twelve stacked plates above the vertices: 8 slots hold the nearest, the bound is the
+    8th's distance, and a move straight up stops before the first plate."""
+    rng = np.random.default_rng(11)
+    plates = [np.array([[-1, -1, z], [1, -1, z], [0, 1.5, z]]) for z in np.linspace(0.1, 0.45, 12)]
+    plates += [np.array([[-1, -1, z], [1, -1, z], [0, 1.5, z]]) for z in (0.5, 0.9)]
+    plates += [np.array([[1.2, -3, -3], [1.2, 3, -3], [1.2, 0, 3]])]        # a wall, farther
+    verts = np.concatenate(plates)
+    soup = ColliderSoup([TriangleMesh(verts, np.arange(len(verts)).reshape(-1, 3))])
+    A, B, C = (soup.cv[soup.tris[:, k]] for k in range(3))
+    anchors = c64(np.c_[rng.uniform(-0.2, 0.2, (30, 2)), rng.uniform(-0.3, 0.05, 30)])
+    anchors[:10, 2] = rng.uniform(0.13, 0.42, 10)          # between plates
+    anchors = anchors[point_triangle_distance(anchors[:, None], A[None], B[None], C[None]).min(1) > 1e-3]
+    targets = anchors + np.c_[rng.normal(0, 0.3, (len(anchors), 2)), rng.uniform(0.5, 3, len(anchors))]
+    targets[::2] = anchors[::2] + [3.0, 0.0, 0.0]                    # sideways, through the wall
+    x, c, pb = _guard_case(rng, soup, anchors, targets, np.full(len(anchors), 5.0))
+    assert np.all(c.count == CONTACT_SLOTS)
+    assert np.allclose(c.bound, GUARD_FRACTION * c.slot_distance[:, -1])
+    assert not np.any(segment_crosses(anchors, x, A, B, C))
+    # a guard that ignored the bound (unbounded) with these slots would cross the wall
+    pb.set(bound=np.full(len(anchors), 1e9))
+    y = targets.copy()
+    kernels.library().sinew_vbd_guard(pb.struct, P(y), P(np.zeros(1, np.int64)))
+    assert np.any(segment_crosses(anchors, y, A, B, C))
+
+
+@FUZZ
+@given(seed=SEEDS)
+def test_guard_planes_and_spheres(seed):
+    rng = np.random.default_rng(seed)
+    plane = Plane(rng.normal(0, 0.3, 3), rng.normal(size=3))
+    sphere = Sphere(rng.normal(0, 0.5, 3), float(rng.uniform(0.2, 0.8)))
+    soup = ColliderSoup([plane, sphere])
+    a = rng.uniform(-2, 2, (200, 3))
+    sp = (a - plane.point) @ plane.normal
+    ss = np.linalg.norm(a - sphere.center, axis=1) - sphere.radius
+    anchors = c64(a[(sp > 1e-3) & (ss > 1e-3)][:50])
+    targets = anchors + rng.normal(0, 1, anchors.shape) * rng.choice([0.1, 1, 10], (len(anchors), 1))
+    x, c, _ = _guard_case(rng, soup, anchors, targets, c64(rng.uniform(0.1, 20, len(anchors))))
+    assert np.all((x - plane.point) @ plane.normal > 0)
+    assert not np.any(segment_enters_sphere(anchors, x, sphere.center, sphere.radius))
+
+
+@FUZZ
+@given(seed=SEEDS)
+def test_sweeps_of_fast_vertices_cross_nothing(lib, seed):
+    """Vertices pulled hard through a soup and a sphere in one substep: the sweep's moves go
+    through the guard."""
+    rng = np.random.default_rng(seed)
+    verts, tris = _soup(rng, 20)
+    sphere = Sphere([0.0, 0.0, 0.0], 0.4)
+    soup = ColliderSoup([TriangleMesh(verts, tris, thickness=0.01), sphere])
+    A, B, C = (soup.cv[soup.tris[:, k]] for k in range(3))
+    anchors = _clear_anchors(rng, 20, A, B, C)
+    anchors = anchors[np.linalg.norm(anchors, axis=1) > 0.41]
+    n = len(anchors)
+    c = soup.detect(anchors, np.full(n, 1.0))
+    y = anchors + rng.normal(0, 5, (n, 3))
+    pb = vbd_problem(anchors, np.zeros((0, 2)), w=np.full(n, 100.0), y=y, cv=soup.cv,
+                     tris=soup.tris, closed=soup.closed, tri_radius=soup.radius, tri_mu=soup.mu,
+                     prim_type=soup.prim_type, prim=soup.prim, c_id=c.ids, c_count=c.count,
+                     kc=np.full(n, 1e3), anchor=c.anchor, bound=c.bound)
+    x = anchors.copy()
+    for _ in range(3):
+        sweep(lib, pb, x, [list(range(n))])
+        assert not np.any(segment_crosses(anchors, x, A, B, C))
+        assert not np.any(segment_enters_sphere(anchors, x, sphere.center, sphere.radius))
+
+
+@FUZZ
+@given(seed=SEEDS)
+def test_push_out_leaves_the_thickness(lib, seed):
+    """Listed vertices within a plane's, a sphere's or a triangle's thickness end on its outer
+    side (distance = thickness); unlisted ones stay."""
+    rng = np.random.default_rng(seed)
+    n = 12
+    prim = np.zeros((2, 8))
+    prim[0, 3:6] = [0, 0, 1]
+    prim[0, 6] = 0.05
+    prim[1, :3], prim[1, 3], prim[1, 6] = [3.0, 0, 0], 0.5, 0.07
+    cv = c64([[-10, -10, 0], [10, -10, 0], [0, 10, 0]]) + [0, 0, 5.0]
+    x = np.zeros((n, 3))
+    x[:4] = np.c_[rng.uniform(-1, 1, (4, 2)), rng.uniform(0.001, 0.049, 4)]       # plane
+    dirs = rng.normal(size=(4, 3))
+    dirs /= np.linalg.norm(dirs, axis=1)[:, None]
+    x[4:8] = [3.0, 0, 0] + dirs * rng.uniform(0.51, 0.56, (4, 1))                  # sphere
+    x[8:] = np.c_[rng.uniform(-1, 1, (4, 2)), 5.0 + rng.uniform(0.01, 0.09, 4)]    # triangle
+    x[8:, 2] = np.where(np.arange(4) % 2, x[8:, 2], 10.0 - x[8:, 2])               # both sides
+    x = c64(x)
+    c_id = np.zeros((n, CONTACT_SLOTS), np.int64)
+    c_count = np.zeros(n, np.int64)
+    c_count[8:] = 1
+    pb = vbd_problem(x, np.zeros((0, 2)), cv=cv, tris=i64([[0, 1, 2]]), tri_radius=c64([0.1]),
+                     prim_type=[0, 1], prim=prim, c_id=c_id, c_count=c_count)
+    listed = i64(np.arange(0, n, 1)[rng.random(n) < 0.7])
+    y = x.copy()
+    assert lib.sinew_vbd_push_out(pb.struct, len(listed), P(listed), P(y)) == 0
+    rest = np.setdiff1d(np.arange(n), listed)
+    assert np.array_equal(y[rest], x[rest])
+    for i in listed:
+        if i < 4:
+            assert np.isclose(y[i, 2], 0.05) and np.allclose(y[i, :2], x[i, :2])
+        elif i < 8:
+            assert np.isclose(np.linalg.norm(y[i] - [3.0, 0, 0]), 0.57)
+        else:
+            assert np.isclose(abs(y[i, 2] - 5.0), 0.1) and np.sign(y[i, 2] - 5) == np.sign(x[i, 2] - 5)
+    bad = i64([n])
+    assert lib.sinew_vbd_push_out(pb.struct, 1, P(bad), P(y)) == -1
+
+
+@FUZZ
+@given(seed=SEEDS)
+def test_shift_is_the_clusters_newton_translation(lib, seed):
+    """A cluster's rigid step: springs inside it cancel; inertia and a spring to a vertex
+    outside it give delta = (sum H)^-1 sum f, here along one line for a check by hand."""
+    rng = np.random.default_rng(seed)
+    w = rng.uniform(1, 5, 3)
+    x = c64([[0, 0, 0], [0.3, 0, 0], [1.0, 0, 0]])
+    y = x + np.c_[rng.normal(0, 0.2, 3), np.zeros(3), np.zeros(3)]
+    k = rng.uniform(10, 50, 2)
+    pb = vbd_problem(x, [(0, 1), (1, 2)], w=w, y=y, k=k, rest=c64([0.3, 0.5]))
+    cluster = i64([0, 0, -1])
+    xs = x.copy()
+    held = np.zeros(1, np.int64)
+    assert lib.sinew_vbd_shift(pb.struct, 1, P(i64([0, 2])), P(i64([0, 1])), P(cluster), P(xs),
+                               P(held)) == 0
+    # along x: f = sum w (y - x) + k1 (l - L) (spring 1-2 stretched 0.7 > 0.5); H = sum w + k1
+    F = np.sum(w[:2] * (y[:2, 0] - x[:2, 0])) + k[1] * (0.7 - 0.5)
+    Hs = w[0] + w[1] + k[1]
+    assert np.allclose(xs[:2] - x[:2], [[F / Hs, 0, 0]] * 2, atol=1e-12)
+    assert np.array_equal(xs[2], x[2]) and held[0] == 0
+    bad = i64([0, 2])            # vertex 2 is not in cluster 0
+    assert lib.sinew_vbd_shift(pb.struct, 1, P(i64([0, 2])), P(bad), P(cluster), P(xs), P(held)) == -1
+
+
+# --------------------------------------------------------------------------- 6 strain limit
+
+
+def _strain_net(rng, kind):
+    if kind == "chain":
+        n = int(rng.integers(2, 12))
+        rest = np.c_[np.arange(n) * 0.1, np.zeros(n), np.zeros(n)]
+        springs = np.c_[np.arange(n - 1), np.arange(1, n)]
+    else:
+        m = int(rng.integers(2, 5))
+        gi, gj = np.meshgrid(np.arange(m), np.arange(m))
+        rest = np.c_[gi.ravel() * 0.1, gj.ravel() * 0.1, np.zeros(m * m)]
+        idx = np.arange(m * m).reshape(m, m)
+        springs = np.concatenate([np.c_[idx[:, :-1].ravel(), idx[:, 1:].ravel()],
+                                  np.c_[idx[:-1].ravel(), idx[1:].ravel()]])
+        n = m * m
+    rest = rest + rng.normal(0, 0.01, rest.shape)
+    L = np.linalg.norm(rest[springs[:, 0]] - rest[springs[:, 1]], axis=1)
+    limit = (1 + rng.uniform(0.0, 0.2, len(L))) * L
+    limit[rng.random(len(L)) < 0.1] = 0.0                        # no limit
+    inv = rng.uniform(0.5, 5, n)
+    pinned = rng.random(n) < 0.25
+    inv[pinned] = 0.0
+    # stretched: pinned vertices where the rest shape has them (a feasible set exists)
+    x = rest * rng.uniform(1.0, 2.5) + rng.normal(0, 0.05, rest.shape)
+    x[pinned] = rest[pinned]
+    return c64(x), i64(springs), c64(limit), c64(inv), pinned
+
+
+@FUZZ
+@given(seed=SEEDS, kind=st.sampled_from(["chain", "grid"]))
+def test_strain_projection_meets_the_limit(lib, seed, kind):
+    rng = np.random.default_rng(seed)
+    x, springs, limit, inv, pinned = _strain_net(rng, kind)
+    before = x.copy()
+    tol = 1e-3
+    over = lib.sinew_strain_project(len(springs), P(springs), P(limit), P(inv), 5000, tol, None, P(x))
+    l = np.linalg.norm(x[springs[:, 0]] - x[springs[:, 1]], axis=1)
+    has = limit > 0
+    assert over == 0
+    assert np.all(l[has] <= limit[has] * (1 + tol) + 1e-12)
+    assert np.array_equal(x[pinned], before[pinned])
+    # springs within their limits: nothing moves
+    y = x.copy()
+    assert lib.sinew_strain_project(len(springs), P(springs), P(np.full(len(springs), 1e3)), P(inv),
+                                    5, tol, None, P(y)) == 0
+    assert np.array_equal(y, x)
+
+
+@FUZZ
+@given(seed=SEEDS)
+def test_strain_projection_through_the_guard(lib, seed):
+    """A chain draped across a sphere and through a wall triangle, stretched: the projection
+    pulls its ends together but no vertex enters the sphere, crosses the wall or the plane."""
+    rng = np.random.default_rng(seed)
+    n = 9
+    t = np.linspace(-1, 1, n)
+    x = c64(np.c_[1.6 * t, rng.normal(0, 0.05, n), 0.5 + 0.3 * np.cos(t * np.pi / 2)])
+    x[n // 2, 2] = 0.75                                              # over the sphere's top
+    springs = i64(np.c_[np.arange(n - 1), np.arange(1, n)])
+    limit = np.full(n - 1, 0.05)
+    inv = np.ones(n)
+    plane = Plane([0, 0, 0.0], [0, 0, 1.0])
+    sphere = Sphere([0.0, 0.0, 0.3], 0.4)
+    wall = np.array([[0.9, -1.0, -0.5], [0.9, 1.0, -0.5], [0.9, 0.0, 2.0]])
+    soup = ColliderSoup([plane, sphere, TriangleMesh(wall, [[0, 1, 2]])])
+    anchors = x.copy()
+    assert not np.any(segment_enters_sphere(anchors, anchors, sphere.center, sphere.radius))
+    c = soup.detect(anchors, np.full(n, 5.0))
+    pb = vbd_problem(anchors, np.zeros((0, 2)), cv=soup.cv, tris=soup.tris, closed=soup.closed,
+                     tri_radius=soup.radius, tri_mu=soup.mu, prim_type=soup.prim_type,
+                     prim=soup.prim, c_id=c.ids, c_count=c.count, kc=np.ones(n),
+                     anchor=c.anchor, bound=c.bound)
+    over = lib.sinew_strain_project(n - 1, P(springs), P(limit), P(inv), 200, 1e-3, pb.struct, P(x))
+    assert over > 0                                       # held back: it cannot shrink through
+    assert np.all(x[:, 2] > 0)
+    assert not np.any(segment_enters_sphere(anchors, x, sphere.center, sphere.radius))
+    A, B, C = (soup.cv[soup.tris[:, k]] for k in range(3))
+    assert not np.any(segment_crosses(anchors, x, A, B, C))
+    assert np.all(np.linalg.norm(x - anchors, axis=1) <= c.bound * (1 + 1e-12))
+
+
+def test_strain_projection_refuses_negative_index(lib):
+    x = c64(np.zeros((2, 3)) + [[0, 0, 0], [1, 0, 0]])
+    springs, limit, inv = i64([[0, -1]]), c64([0.5]), c64([1, 1])
+    assert lib.sinew_strain_project(1, P(springs), P(limit), P(inv), 10, 1e-3, None, P(x)) == -1
+
+
+# --------------------------------------------------------------------------- 7 colouring
+
+
+@FUZZ
+@given(seed=SEEDS, n=st.integers(0, 40), density=st.floats(0.0, 0.5))
+def test_colouring_is_proper(lib, seed, n, density):
+    rng = np.random.default_rng(seed)
+    pairs = np.array([(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < density],
+                     np.int64).reshape(-1, 2)
+    off, _, oth = adjacency(n, pairs)
+    active = (rng.random(n) < 0.8).astype(np.uint8)
+    color = np.full(max(n, 1), 99, np.int64)
+    deg = int(np.diff(off).max(initial=0))
+    scratch = np.zeros(deg + 2, np.uint8)
+    nc = lib.sinew_color_greedy(n, P(off), P(oth), P(active), P(color), P(scratch), len(scratch))
+    color = color[:n]
+    assert nc >= 0
+    act = active.astype(bool)
+    assert np.all(color[~act] == -1)
+    assert np.all((color[act] >= 0) & (color[act] < nc))
+    assert nc == (color.max(initial=-1) + 1)
+    assert nc <= deg + 1
+    for a, b in pairs:
+        if act[a] and act[b]:
+            assert color[a] != color[b]
+
+
+def test_colouring_capacity_and_bad_index(lib):
+    # a triangle needs 3 colours: 2 bytes of scratch are too few
+    off, _, oth = adjacency(3, [(0, 1), (1, 2), (0, 2)])
+    act = np.ones(3, np.uint8)
+    color = np.zeros(3, np.int64)
+    assert lib.sinew_color_greedy(3, P(off), P(oth), P(act), P(color), P(np.zeros(2, np.uint8)), 2) == -2
+    assert lib.sinew_color_greedy(3, P(off), P(oth), P(act), P(color), P(np.zeros(4, np.uint8)), 4) == 3
+    bad = oth.copy()
+    bad[0] = 7
+    assert lib.sinew_color_greedy(3, P(off), P(bad), P(act), P(color), P(np.zeros(4, np.uint8)), 4) == -1
+
+
+# --------------------------------------------------------------------------- 8 input checks
+
+
+@st.composite
+def _shapes(draw):
+    ndim = draw(st.integers(0, 3))
+    return tuple(draw(st.lists(st.integers(0, 4), min_size=ndim, max_size=ndim)))
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(shape=_shapes(), spec=st.lists(st.sampled_from([-1, 0, 1, 2, 3]), min_size=1, max_size=3),
+       bad=st.sampled_from([None, np.nan, np.inf, -np.inf]))
+def test_array_refuses_wrong_shapes_and_non_finite(shape, spec, bad):
+    value = np.ones(shape)
+    if bad is not None and value.size:
+        value.flat[value.size // 2] = bad
+    fits = len(shape) == len(spec) and all(s in (-1, d) for s, d in zip(spec, shape))
+    should = fits and (bad is None or value.size == 0)
+    if should:
+        a = kernels.array(value, np.float64, tuple(spec), "v")
+        assert a.flags.c_contiguous and a.dtype == np.float64 and a.shape == shape
+    else:
+        with pytest.raises(SinewError):
+            kernels.array(value, np.float64, tuple(spec), "v")
+    if fits:   # non-finite values pass where finite=False (bound: inf means unguarded)
+        assert kernels.array(value, np.float64, tuple(spec), "v", finite=False).shape == shape
+
+
+def test_array_returns_the_same_array_when_it_fits():
+    a = np.zeros((4, 3))
+    assert kernels.array(a, np.float64, (-1, 3), "a") is a
+    b = np.zeros((3, 4)).T            # not C-contiguous: copied
+    assert kernels.array(b, np.float64, (4, 3), "b").flags.c_contiguous
+    with pytest.raises(SinewError):
+        kernels.address(b)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(name=st.sampled_from(sorted({**kernels.VbdProblem._FLOAT, **kernels.VbdProblem._INT}) + ["bogus", "xprev"]),
+       shape=_shapes(), bad=st.booleans())
+def test_vbd_problem_set_refuses_before_any_c(name, shape, bad):
+    pb = vbd_problem(np.zeros((2, 3)), [(0, 1)])
+    rows = kernels.VbdProblem._ROWS
+    table = {**kernels.VbdProblem._FLOAT, **kernels.VbdProblem._INT}
+    before = {f: getattr(pb.struct, f) for f, _ in pb.struct._fields_}
+    value = np.ones(shape)
+    if bad and value.size and name in kernels.VbdProblem._FLOAT:
+        value.flat[0] = np.nan
+    spec = table.get(name)
+    fits = spec is not None and len(spec) == len(shape) and all(s in (-1, d) for s, d in zip(spec, shape))
+    fits = fits and (name not in rows or shape[0] == 2 + rows[name])   # one row per vertex
+    nonfinite = bad and value.size and name in kernels.VbdProblem._FLOAT and name != "bound"
+    if fits and not nonfinite:
+        pb.set(**{name: value})
+        assert pb.get(name).shape == shape
+    else:
+        with pytest.raises(SinewError):
+            pb.set(**{name: value})
+        # nothing changed in the struct the kernels read
+        assert {f: getattr(pb.struct, f) for f, _ in pb.struct._fields_} == before
+
+
+def test_vbd_problem_scalars_and_clearing():
+    pb = vbd_problem(np.zeros((2, 3)), [(0, 1)])
+    for name in ("h", "k_limit", "eps_u"):
+        with pytest.raises(SinewError):
+            pb.set(**{name: float("nan")})
+    pb.set(k_limit=3.0)
+    assert pb.struct.k_limit == 3.0
+    pb.set(cdisp=None)
+    assert pb.struct.cdisp is None
+    pb.set(c_id=np.zeros((2, 5), np.int64), prim_type=np.zeros(3, np.int32))
+    assert pb.struct.kslots == 5 and pb.struct.np == 3
+
+
+def test_collider_soup_refuses_bad_colliders():
+    with pytest.raises(SinewError):
+        ColliderSoup([object()])
+    with pytest.raises(SinewError):
+        ColliderSoup([Plane([0, 0, 0], [0, 0, 0])])
+    with pytest.raises(SinewError):
+        Sphere([0, 0, 0], -1.0)
+    with pytest.raises(SinewError):
+        TriangleMesh([[0, 0, 0], [1, 0, np.nan], [0, 1, 0]], [[0, 1, 2]])
+    with pytest.raises(SinewError):
+        TriangleMesh([[0, 0, 0], [1, 0, 0], [0, 1, 0]], [[0, 1, 3]])
+
+
+def test_empty_inputs(lib):
+    z3, zi = np.zeros((0, 3)), np.zeros(0, np.int64)
+    # no colliders, no vertices
+    c = ColliderSoup([]).detect(z3, np.zeros(0))
+    assert c.count.shape == (0,)
+    c = ColliderSoup([]).detect(c64([[0, 0, 0]]), c64([1.0]))
+    assert c.count[0] == 0 and np.isinf(c.distance[0]) and np.isinf(c.bound[0])
+    # a mesh with no triangles beside a plane; no vertices against a mesh
+    soup = ColliderSoup([Plane([0, 0, 0], [0, 0, 1]), TriangleMesh(np.zeros((0, 3)), np.zeros((0, 3)))])
+    c = soup.detect(c64([[0, 0, 0.5], [0, 0, -0.25]]), c64([1.0, 1.0]))
+    assert np.allclose(c.distance, [0.5, -0.25]) and np.all(c.count == 0)
+    v, t = box([0, 0, 0], [1, 1, 1])
+    assert ColliderSoup([TriangleMesh(v, t)]).detect(z3, np.zeros(0)).count.shape == (0,)
+    # every entry point with nothing to do
+    assert lib.sinew_closest_points(0, P(z3), P(z3), P(z3), P(z3), P(z3), P(z3)) == 0
+    off = i64([0])
+    assert lib.sinew_color_greedy(0, P(off), P(zi), P(np.zeros(0, np.uint8)), P(zi),
+                                  P(np.zeros(1, np.uint8)), 1) == 0
+    assert lib.sinew_strain_project(0, P(zi), P(np.zeros(0)), P(np.zeros(0)), 10, 1e-3, None, P(z3)) == 0
+    pb = vbd_problem(z3, np.zeros((0, 2)))
+    x = z3.copy()
+    assert sweep(lib, pb, x, []) == 0
+    assert kernel_forces(lib, pb, x)[0].shape == (0, 3)
+    held = np.zeros(1, np.int64)
+    assert lib.sinew_vbd_guard(pb.struct, P(x), P(held)) == 0 and held[0] == 0
+    assert lib.sinew_vbd_push_out(pb.struct, 0, P(zi), P(x)) == 0
+    assert Contacts.empty(0).inside.shape == (0,)
+
+
+# --------------------------------------------------------------------------- 9 the loader
+
+
+def test_loader_missing_library_and_platform_tag(tmp_path, monkeypatch):
+    assert kernels.platform_tag() in {"linux_x64", "windows_x64", "macos_arm64", "macos_x64"}
+    env = os.environ.get("SINEW_KERNELS_LIB")
+    saved = dict(kernels._LOADED)
+    try:
+        kernels._LOADED.clear()
+        missing = tmp_path / "nowhere" / "sinew_kernels-test.so"
+        monkeypatch.setenv("SINEW_KERNELS_LIB", str(missing))
+        assert kernels.library_path() == missing
+        with pytest.raises(kernels.KernelsMissing) as err:
+            kernels.library()
+        msg = str(err.value)
+        assert "missing" in msg and missing.name in msg and "build.py" in msg
+        assert isinstance(err.value, SinewError)
+        # a file that is not a library
+        junk = tmp_path / "junk.so"
+        junk.write_bytes(b"not an ELF file")
+        monkeypatch.setenv("SINEW_KERNELS_LIB", str(junk))
+        with pytest.raises(kernels.KernelsMissing, match="could not be loaded"):
+            kernels.library()
+        assert not kernels._LOADED
+    finally:
+        kernels._LOADED.clear()
+        kernels._LOADED.update(saved)
+    monkeypatch.undo()
+    assert kernels.library().sinew_abi_version() == kernels.ABI_VERSION
+    assert os.environ.get("SINEW_KERNELS_LIB") == env
