@@ -17,6 +17,8 @@ CONTRACT_FIELDS = {
     # added in the second round (material model, strain limit, soft pins, pre-roll)
     "mass_mode": "ENUM", "density": "FLOAT", "stiffness_mode": "ENUM", "max_stretch": "FLOAT",
     "pin_stiffness": "FLOAT", "pre_roll": "INT",
+    # added in the third round (contact inside the solve, convergence)
+    "tolerance": "FLOAT",
 }
 
 
@@ -25,7 +27,7 @@ def test_settings_match_the_contract(scene):
     for name, kind in CONTRACT_FIELDS.items():
         assert props[name].type == kind, name
     assert [i.identifier for i in props["solver"].enum_items] == [
-        "EXPLICIT", "SYMPLECTIC", "IMPLICIT", "NEWTON", "FAST"]
+        "EXPLICIT", "SYMPLECTIC", "IMPLICIT", "NEWTON", "FAST", "VBD"]
     assert [i.identifier for i in props["output"].enum_items] == ["KEYFRAMES", "CACHE"]
     assert [i.identifier for i in props["mass_mode"].enum_items] == ["VERTEX", "DENSITY"]
     assert [i.identifier for i in props["stiffness_mode"].enum_items] == ["SPRING", "MATERIAL"]
