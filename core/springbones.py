@@ -1,0 +1,394 @@
+"""Spring bones: bone chains that follow their animated pose with inertia.
+
+A spring chain is a serial bone chain (:class:`~.ik.chain.Chain`: tip bone and its
+``chain_length − 1`` parents) whose animation is given per frame as each bone's local
+pose rotation and the root frame its parent carries it in. Its joints (the bones' heads,
+then the tip's tail, :func:`animated_joints`) become a mass-spring rope of the existing
+spring solver (:mod:`.springs`: one :class:`~.springs.model.Model`, the IMPLICIT
+integrator, its colliders and divergence checks; no solver of its own):
+
+* joint 0 (the first head) is a hard pin carried exactly by the animated parent;
+* every other joint is a point of mass ``mᵢ = ρ (Lᵢ + Lᵢ₊₁)/2`` (half of each segment it
+  ends, ``ρ`` = 1 kg/m: every setting is per unit mass, so ``ρ`` cancels) pulled toward
+  its animated position by a soft pin of stiffness ``stiffness · mᵢ`` (N/m, so
+  ``stiffness`` is an acceleration per metre of offset, 1/s²: a lone joint would swing
+  about its animated place at ``√stiffness`` rad/s);
+* consecutive joints are joined by a structural spring (the bone), stiff enough to hold
+  its length (axial frequency :data:`AXIAL_OMEGA_STEPS` / h), and by the solver's strain
+  limit (Goldenthal 2007 fast projection) at ``stretch`` (:data:`RIGID_STRETCH` for 0);
+  with ``stretch`` > 0 the bone's axial spring is softened so that it stretches by
+  ``stretch/2`` under its own weight (:func:`axial_rate`);
+* ``damping`` (1/s) damps the motion *relative to the animation*, the force
+  ``−damping · m (v − v_anim)``: it is the model's air drag (implicit) plus an external
+  force ``damping · m · v_anim`` held over each frame (the animated joints move linearly
+  within a frame, as the pins do), so a chain carried at constant speed is not slowed;
+* ``drag`` (1/s) is air drag ``−drag · m v`` against still air;
+* ``gravity`` scales the scene's gravity (m/s²);
+* ``radius`` (m) is the thickness every collider keeps from the joints.
+
+Rotations are recovered from the simulated joints by :func:`~.ik.chain.pose_from_joints`
+(the IK solvers' one implementation) as each bone's minimal swing from its *animated*
+rotation: the animation's twist is kept and none is added.
+
+Chains with the same settings are simulated together in one model (their ropes are
+disconnected), so one solve per substep serves them all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import quat
+from .errors import BakeCancelled, SinewError
+from .ik.chain import Chain, RootTransform, forward_kinematics_batch, pose_from_joints
+from .springs.colliders import Plane, Sphere, TriangleMesh
+from .springs.model import Model, State
+from .springs.simulate import Simulator
+
+__all__ = ["SpringSettings", "SpringChain", "SpringResult", "SpringBake", "animated_joints",
+           "bake_spring_chains", "axial_rate", "AXIAL_OMEGA_STEPS", "RIGID_STRETCH", "INTEGRATOR"]
+
+#: The spring solver's integrator for spring bones: linearised implicit Euler, stable at any
+#: stiffness and step.
+INTEGRATOR = "IMPLICIT"
+#: Axial frequency of a rigid bone's spring in units of 1/h (h the substep): ``ω h = 20``
+#: is far beyond anything the frame can show, and implicit Euler damps that mode within a step.
+AXIAL_OMEGA_STEPS = 20.0
+#: Strain limit used for ``stretch`` = 0 (the projection needs a bound above 0).
+RIGID_STRETCH = 1e-4
+#: Linear density of the rope, kg/m (every setting is per unit mass, so it cancels).
+_DENSITY = 1.0
+
+
+def _number(value: Any, name: str, low: float = 0.0) -> float:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise SinewError(f"spring bones: {name} must be a number, got {value!r}") from None
+    if not np.isfinite(f) or f < low:
+        raise SinewError(f"spring bones: {name} must be finite and >= {low:g}, got {value!r}")
+    return f
+
+
+@dataclass(frozen=True)
+class SpringSettings:
+    """One spring chain's settings (CONTRACT.md, ``pose_bone.sinew_spring``).
+
+    Attributes
+    ----------
+    stiffness : float
+        1/s²: pull toward the animated pose per unit mass and metre of offset.
+    damping : float
+        1/s: damping of the motion relative to the animation.
+    drag : float
+        1/s: air drag on each joint's velocity.
+    gravity : float
+        Factor of the scene's gravity.
+    stretch : float
+        Fraction a bone may stretch (0 = keeps its length).
+    radius : float
+        m, kept between the joints and every collider.
+    substeps : int
+        Time steps per frame, >= 1.
+    pre_roll : int
+        Frames simulated before the first written frame, >= 0.
+    """
+
+    stiffness: float = 0.0
+    damping: float = 0.0
+    drag: float = 0.0
+    gravity: float = 1.0
+    stretch: float = 0.0
+    radius: float = 0.0
+    substeps: int = 2
+    pre_roll: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("stiffness", "damping", "drag", "gravity", "stretch", "radius"):
+            object.__setattr__(self, name, _number(getattr(self, name), name))
+        if self.stretch > 1.0:
+            raise SinewError(f"spring bones: stretch must be at most 1 (100 %), got {self.stretch!r}")
+        for name, low in (("substeps", 1), ("pre_roll", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(_number(value, name, low)) != value:
+                raise SinewError(f"spring bones: {name} must be a whole number >= {low}, got {value!r}")
+            object.__setattr__(self, name, int(value))
+
+
+@dataclass(frozen=True)
+class SpringChain:
+    """A spring chain and its animation over ``T`` frames (pre-roll frames first).
+
+    Attributes
+    ----------
+    chain : Chain
+        Rest geometry, in the units and space of the simulation (e.g. world metres).
+    rotations : numpy.ndarray
+        Shape ``(T, n, 4)``: each bone's animated local pose rotation per frame.
+    root_rotation : numpy.ndarray
+        Shape ``(T, 4)``: the root frame's (the parent's) rotation per frame.
+    root_position : numpy.ndarray
+        Shape ``(T, 3)``, m.
+    settings : SpringSettings
+    name : str
+        For messages (the tip bone's name).
+    """
+
+    chain: Chain
+    rotations: np.ndarray
+    root_rotation: np.ndarray
+    root_position: np.ndarray
+    settings: SpringSettings
+    name: str = "chain"
+
+    def __post_init__(self) -> None:
+        q = np.asarray(self.rotations, dtype=np.float64)
+        rr = np.asarray(self.root_rotation, dtype=np.float64)
+        rp = np.asarray(self.root_position, dtype=np.float64)
+        n = self.chain.n
+        if q.ndim != 3 or q.shape[1:] != (n, 4) or len(q) < 1:
+            raise SinewError(f"spring chain {self.name!r}: rotations must have shape (T, {n}, 4), "
+                             f"got {q.shape}")
+        if rr.shape != (len(q), 4) or rp.shape != (len(q), 3):
+            raise SinewError(f"spring chain {self.name!r}: root rotation/position must have shapes "
+                             f"({len(q)}, 4)/({len(q)}, 3), got {rr.shape}/{rp.shape}")
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(rr)) and np.all(np.isfinite(rp))):
+            raise SinewError(f"spring chain {self.name!r}: its animation is not finite")
+        object.__setattr__(self, "rotations", quat.normalize(q))
+        object.__setattr__(self, "root_rotation", quat.normalize(rr))
+        object.__setattr__(self, "root_position", rp)
+
+    @property
+    def frames(self) -> int:
+        """``T``."""
+        return int(len(self.rotations))
+
+
+def animated_joints(spring: SpringChain) -> np.ndarray:
+    """The chain's animated joints (heads, then the tip), shape ``(T, n+1, 3)``, m."""
+    return forward_kinematics_batch(spring.chain, spring.rotations,
+                                    RootTransform(spring.root_rotation, spring.root_position))
+
+
+@dataclass
+class SpringResult:
+    """One chain's bake over the written frames ``F`` (pre-roll dropped).
+
+    Attributes
+    ----------
+    rotations : numpy.ndarray
+        Shape ``(F, n, 4)``, local pose rotations, sign-continuous over frames.
+    joints : numpy.ndarray
+        Shape ``(F, n+1, 3)``, the simulated joints, m.
+    animated : numpy.ndarray
+        Shape ``(F, n+1, 3)``, the animated joints, m.
+    length_error : float
+        Largest ``|ℓ/L − 1|`` of the chain's segments over the frames (simulated joints).
+    penetration : float
+        m, the deepest a joint ended inside a collider's radius over the frames (0 is the goal).
+    """
+
+    rotations: np.ndarray
+    joints: np.ndarray
+    animated: np.ndarray
+    length_error: float
+    penetration: float
+
+
+def axial_rate(settings: SpringSettings, h: float, length: np.ndarray, gravity: float) -> np.ndarray:
+    """A bone's axial spring per unit mass, ``k/m`` (1/s²), shape of ``length``.
+
+    Rigid (``stretch`` 0): ``(AXIAL_OMEGA_STEPS / h)²``. Otherwise soft enough that the
+    bone stretches by ``stretch/2`` under its own weight plus its stiffness's pull over a
+    bone length, ``k/m = 2 (|g| + stiffness L) / (stretch L)``, but never stiffer than rigid.
+    """
+    rigid = (AXIAL_OMEGA_STEPS / h) ** 2
+    if settings.stretch <= 0:
+        return np.full(np.shape(length), rigid)
+    soft = 2.0 * (max(gravity, 1.0) + settings.stiffness * length) / (settings.stretch * length)
+    return np.minimum(soft, rigid)
+
+
+def _build(group: Sequence[SpringChain], joints0: Sequence[np.ndarray], gravity: np.ndarray,
+           fps: float) -> tuple[Model, np.ndarray, np.ndarray]:
+    """One model for chains of equal settings: ``(model, offsets (c+1,), rest lengths (s,))``;
+    chain ``c``'s joints are vertices ``offsets[c]:offsets[c+1]``."""
+    s = group[0].settings
+    h = 1.0 / (fps * s.substeps)
+    counts = [c.chain.n + 1 for c in group]
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    x = np.concatenate(joints0)
+    seg = np.concatenate([c.chain.segment_lengths for c in group])
+    if np.any(seg <= 1e-9):
+        raise SinewError("spring bones: a bone of a spring chain has zero length")
+    springs = np.concatenate([np.stack((np.arange(a, b - 1), np.arange(a + 1, b)), axis=1)
+                              for a, b in zip(offsets[:-1], offsets[1:])])
+    masses = np.zeros(len(x))
+    np.add.at(masses, springs[:, 0], 0.5 * _DENSITY * seg)
+    np.add.at(masses, springs[:, 1], 0.5 * _DENSITY * seg)
+    pinned = np.zeros(len(x), dtype=bool)
+    pinned[offsets[:-1]] = True
+    g = gravity * s.gravity
+    pair = np.minimum(masses[springs[:, 0]], masses[springs[:, 1]])
+    k = pair * axial_rate(s, h, seg, float(np.linalg.norm(g)))
+    anchors = s.stiffness * masses
+    anchors[pinned] = 0.0
+    model = Model(
+        rest_positions=x, springs=springs, rest_lengths=seg.copy(), stiffness=k,
+        damping=np.zeros(len(springs)), masses=masses, pinned=pinned,
+        air_drag=s.drag + s.damping, gravity=g, wind=np.zeros(3), anchors=anchors,
+        max_stretch=s.stretch if s.stretch > 0 else RIGID_STRETCH)
+    return model, offsets, seg
+
+
+def _thick(colliders: Sequence[Any], radius: float) -> list[Any]:
+    """The colliders with ``radius`` as their thickness."""
+    out = []
+    for c in colliders:
+        if not isinstance(c, (Plane, Sphere, TriangleMesh)):
+            raise SinewError(f"spring bones: unknown collider {type(c).__name__}")
+        out.append(c if c.thickness == radius else dataclasses.replace(c, thickness=radius))
+    return out
+
+
+class _Group:
+    """Chains of equal settings simulated in one model from frame index ``start``."""
+
+    def __init__(self, chains: list[SpringChain], index: list[int], start: int, gravity: np.ndarray,
+                 fps: float) -> None:
+        self.chains, self.index, self.start = chains, index, start
+        self.settings = chains[0].settings
+        self.animated = [animated_joints(c) for c in chains]
+        model, self.offsets, self.rest = _build(chains, [a[start] for a in self.animated], gravity, fps)
+        self.model = model
+        anim = np.concatenate(self.animated, axis=1)  # (T, N, 3)
+        self.anim = anim
+        self.targets = anim[:, model.target_index]
+        t = len(anim)
+        v0 = (anim[min(start + 1, t - 1)] - anim[start]) * fps
+        # the damping force's animated part, per frame (constant over the frame's substeps)
+        vel = np.zeros_like(anim)
+        vel[1:] = (anim[1:] - anim[:-1]) * fps
+        self.external = self.settings.damping * model.masses[None, :, None] * vel
+        self.sim = Simulator(model, INTEGRATOR, fps=fps, substeps=self.settings.substeps,
+                             frame_start=start, state=State(anim[start].copy(), v0))
+        self.positions = np.empty_like(anim)
+        self.positions[start] = anim[start]
+        self.penetration = np.zeros(t)
+
+    def advance(self, f: int, colliders: Sequence[Any]) -> None:
+        """Simulate into frame index ``f``."""
+        ext = self.external[f] if self.settings.damping > 0 else None
+        d = self.sim.advance(self.targets[f], _thick(colliders, self.settings.radius), external=ext)
+        self.positions[f] = self.sim.state.x
+        self.penetration[f] = d.max_penetration
+
+
+class SpringBake:
+    """A spring-bone bake, one frame per :meth:`step` (for modal operators).
+
+    Parameters
+    ----------
+    chains : sequence of SpringChain
+        All with the same number of frames ``T`` = ``lead + F``.
+    fps : float
+        Frames per second.
+    gravity : array_like
+        Shape ``(3,)``, the scene's gravity in the simulation's space, m/s².
+    frames : int
+        ``F``, the frames written (the last ``F`` of ``T``); each chain starts
+        ``settings.pre_roll`` frames before them (at most ``T − F``).
+    colliders : callable, optional
+        ``colliders(t)`` → the colliders (:class:`~.springs.colliders.Plane`, ``Sphere``,
+        ``TriangleMesh`` with ``previous`` when moving) for the step into frame index ``t``,
+        in the simulation's space; their thickness is replaced by each chain's ``radius``.
+    """
+
+    def __init__(self, chains: Sequence[SpringChain], *, fps: float, gravity: Any, frames: int,
+                 colliders: Callable[[int], Sequence[Any]] | None = None) -> None:
+        if not chains:
+            raise SinewError("spring bones: no spring chain to bake")
+        if not (np.isfinite(fps) and fps > 0):
+            raise SinewError("spring bones: fps must be > 0")
+        g = np.asarray(gravity, dtype=np.float64).reshape(-1)
+        if g.shape != (3,) or not np.all(np.isfinite(g)):
+            raise SinewError("spring bones: gravity must be 3 finite numbers (m/s²)")
+        t = chains[0].frames
+        if any(c.frames != t for c in chains):
+            raise SinewError("spring bones: every chain needs the same frames")
+        frames = int(frames)
+        if not 1 <= frames <= t:
+            raise SinewError(f"spring bones: frames must be in [1, {t}], got {frames}")
+        self.lead = t - frames
+        self.frames, self.total_frames, self.fps = frames, t, float(fps)
+        self.chains = list(chains)
+        self.colliders = colliders
+        groups: dict[SpringSettings, list[int]] = {}
+        for i, c in enumerate(self.chains):
+            if c.settings.pre_roll > self.lead:
+                raise SinewError(f"spring chain {c.name!r}: pre_roll {c.settings.pre_roll} needs "
+                                 f"{c.settings.pre_roll} frames before the range, {self.lead} given")
+            groups.setdefault(c.settings, []).append(i)
+        self.groups = [_Group([self.chains[i] for i in idx], idx, self.lead - s.pre_roll, g, self.fps)
+                       for s, idx in groups.items()]
+        self.t = min(grp.start for grp in self.groups)
+
+    @property
+    def done(self) -> int:
+        """Frame indices simulated so far (progress)."""
+        return self.t - min(grp.start for grp in self.groups)
+
+    @property
+    def total(self) -> int:
+        """Frame indices to simulate in all."""
+        return self.total_frames - 1 - min(grp.start for grp in self.groups)
+
+    def step(self) -> bool:
+        """Simulate one frame index for every group that has started; True when finished."""
+        if self.t >= self.total_frames - 1:
+            return True
+        f = self.t + 1
+        cols = self.colliders(f) if self.colliders is not None else ()
+        for grp in self.groups:
+            if f > grp.start:
+                grp.advance(f, cols)
+        self.t = f
+        return self.t >= self.total_frames - 1
+
+    def results(self) -> list[SpringResult]:
+        """Per chain (in the order given), the written frames' rotations and measures."""
+        if self.t < self.total_frames - 1:
+            raise SinewError("spring bones: the bake has not finished")
+        out: list[SpringResult | None] = [None] * len(self.chains)
+        lead = self.lead
+        for grp in self.groups:
+            for k, (c, i) in enumerate(zip(grp.chains, grp.index)):
+                a, b = grp.offsets[k], grp.offsets[k + 1]
+                joints = grp.positions[lead:, a:b]
+                animated = grp.animated[k][lead:]
+                q = pose_from_joints(c.chain, joints, c.root_rotation[lead:], c.root_position[lead:],
+                                     base=c.rotations[lead:])
+                if not np.all(np.isfinite(q)):
+                    raise SinewError(f"spring chain {c.name!r}: the simulation gave non-finite rotations")
+                length = np.linalg.norm(np.diff(joints, axis=1), axis=2)
+                err = float(np.max(np.abs(length / c.chain.segment_lengths - 1.0)))
+                out[i] = SpringResult(quat.make_continuous(q, axis=0), joints.copy(), animated, err,
+                                      float(np.max(grp.penetration[lead:])))
+        return [r for r in out if r is not None]
+
+
+def bake_spring_chains(chains: Sequence[SpringChain], *, fps: float, gravity: Any, frames: int,
+                       colliders: Callable[[int], Sequence[Any]] | None = None,
+                       progress: Callable[[int, int], bool | None] | None = None) -> list[SpringResult]:
+    """Run a :class:`SpringBake` to the end (same parameters); ``progress(done, total)``
+    after each frame, returning ``False`` cancels (:class:`~core.errors.BakeCancelled`)."""
+    bake = SpringBake(chains, fps=fps, gravity=gravity, frames=frames, colliders=colliders)
+    while not bake.step():
+        if progress is not None and progress(bake.done, bake.total) is False:
+            raise BakeCancelled("bake cancelled")
+    return bake.results()
