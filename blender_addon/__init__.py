@@ -21,7 +21,7 @@ bl_info = {
 import importlib
 
 # Feature modules in registration order (property groups before the panels using them).
-_MODULE_NAMES = ("preferences", "bakejob", "ik", "springs")
+_MODULE_NAMES = ("preferences", "bakejob", "ik", "springbones", "springs")
 
 
 def _modules():

@@ -30,7 +30,7 @@ Rotations are recovered from the simulated joints by :func:`~.ik.chain.pose_from
 (the IK solvers' one implementation) as each bone's minimal swing from its *animated*
 rotation: the animation's twist is kept and none is added.
 
-Chains with the same settings are simulated together in one model (their ropes are
+Chains with the same settings and colliders are simulated together in one model (their ropes are
 disconnected), so one solve per substep serves them all.
 """
 
@@ -137,6 +137,9 @@ class SpringChain:
     settings : SpringSettings
     name : str
         For messages (the tip bone's name).
+    colliders : tuple of int, optional
+        Indices into each frame's collider list (:class:`SpringBake`) this chain collides
+        with; ``None`` (the default) means all of them.
     """
 
     chain: Chain
@@ -145,6 +148,7 @@ class SpringChain:
     root_position: np.ndarray
     settings: SpringSettings
     name: str = "chain"
+    colliders: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         q = np.asarray(self.rotations, dtype=np.float64)
@@ -162,6 +166,8 @@ class SpringChain:
         object.__setattr__(self, "rotations", quat.normalize(q))
         object.__setattr__(self, "root_rotation", quat.normalize(rr))
         object.__setattr__(self, "root_position", rp)
+        if self.colliders is not None:
+            object.__setattr__(self, "colliders", tuple(sorted({int(i) for i in self.colliders})))
 
     @property
     def frames(self) -> int:
@@ -263,6 +269,7 @@ class _Group:
                  fps: float) -> None:
         self.chains, self.index, self.start = chains, index, start
         self.settings = chains[0].settings
+        self.mask = chains[0].colliders
         self.animated = [animated_joints(c) for c in chains]
         model, self.offsets, self.rest = _build(chains, [a[start] for a in self.animated], gravity, fps)
         self.model = model
@@ -284,6 +291,8 @@ class _Group:
     def advance(self, f: int, colliders: Sequence[Any]) -> None:
         """Simulate into frame index ``f``."""
         ext = self.external[f] if self.settings.damping > 0 else None
+        if self.mask is not None:
+            colliders = [colliders[i] for i in self.mask if i < len(colliders)]
         d = self.sim.advance(self.targets[f], _thick(colliders, self.settings.radius), external=ext)
         self.positions[f] = self.sim.state.x
         self.penetration[f] = d.max_penetration
@@ -328,14 +337,14 @@ class SpringBake:
         self.frames, self.total_frames, self.fps = frames, t, float(fps)
         self.chains = list(chains)
         self.colliders = colliders
-        groups: dict[SpringSettings, list[int]] = {}
+        groups: dict[tuple, list[int]] = {}
         for i, c in enumerate(self.chains):
             if c.settings.pre_roll > self.lead:
                 raise SinewError(f"spring chain {c.name!r}: pre_roll {c.settings.pre_roll} needs "
                                  f"{c.settings.pre_roll} frames before the range, {self.lead} given")
-            groups.setdefault(c.settings, []).append(i)
+            groups.setdefault((c.settings, c.colliders), []).append(i)
         self.groups = [_Group([self.chains[i] for i in idx], idx, self.lead - s.pre_roll, g, self.fps)
-                       for s, idx in groups.items()]
+                       for (s, _), idx in groups.items()]
         self.t = min(grp.start for grp in self.groups)
 
     @property
