@@ -290,3 +290,62 @@ def test_cancelled_bake_leaves_the_scene_unchanged(spring, scene):
     assert op.modal(bpy.context, _Event("ESC")) == {"CANCELLED"}
     assert reports and "cancelled, nothing was changed" in reports[-1][1]
     assert snapshot() == before
+
+
+# ----------------------------------------------------------------------------- Rigify metarig
+
+
+def test_rigify_metarig_tail_and_ponytail_on_ik_legs_in_one_call(spring, scene):
+    """Issue 31's rig: Blender's Rigify human metarig on Sinew IK legs (foot controls on loops,
+    knee poles, the hips swaying and bobbing), a 6-bone tail on the hips and a 5-bone ponytail
+    on the head, both baked by one call after the IK bake; what Blender evaluates from the keys
+    is what was simulated."""
+    from bench import metarig as M
+
+    frames = 24
+    scene.frame_start, scene.frame_end = 1, frames
+    rig = M.add_metarig()
+    limbs = {k: v for k, v in M.LIMBS.items() if k.startswith("shin")}
+    controls = M.add_controls(rig, frames, limbs=limbs, spine=False)
+    M.enable_chains(rig, controls, limbs=limbs, max_iterations=200)
+    bpy.ops.object.mode_set(mode="EDIT")
+    eb = rig.data.edit_bones
+    hips, head = eb["spine"], eb["spine.006"]
+    for name, parent, start, step, count in (
+            ("tail", hips, hips.head + Vector((0.0, 0.1, 0.0)), Vector((0.0, 0.09, -0.03)), 6),
+            ("pony", head, head.head + Vector((0.0, 0.1, 0.12)), Vector((0.0, 0.03, -0.07)), 5)):
+        prev, at = parent, start
+        for i in range(count):
+            b = eb.new(f"{name}.{i:03d}")
+            b.head, b.tail = at, at + step
+            b.parent, b.use_connect = prev, i > 0
+            prev, at = b, at + step
+    bpy.ops.object.mode_set(mode="OBJECT")
+    pb = rig.pose.bones["spine"]
+    for f in range(1, frames + 1):
+        a = 2 * np.pi * (f - 1) / (frames - 1)
+        pb.location = (0.06 * np.sin(a), 0.03 * np.sin(2 * a), 0.0)
+        pb.keyframe_insert("location", frame=f)
+    for tip, n, preset in (("tail.005", 6, "TAIL"), ("pony.004", 5, "HAIR")):
+        bpy.ops.object.mode_set(mode="POSE")
+        rig.data.bones.active = rig.data.bones[tip]
+        assert bpy.ops.sinew.spring_bones_preset(preset=preset) == {"FINISHED"}
+        s = rig.pose.bones[tip].sinew_spring
+        s.enabled, s.chain_length, s.pre_roll = True, n, 12
+    bpy.ops.object.mode_set(mode="OBJECT")
+    bpy.context.view_layer.objects.active = rig
+    assert bpy.ops.sinew.bake_ik() == {"FINISHED"}
+    job = spring.SpringBonesBakeJob(bpy.context, rig, 1, frames)
+    while not job.step():
+        pass
+    summary = job.commit(bpy.context)
+    assert "2 spring chain(s), 11 bones, 24 frames" in summary
+    ev = M.evaluate(rig, range(1, frames + 1), [f"tail.{i:03d}" for i in range(6)] + [f"pony.{i:03d}" for i in range(5)])
+    world = np.array(rig.matrix_world)
+    for ci, r in zip(job.data.chains, job.results):
+        heads = np.stack([ev[b][:, :3, 3] for b in ci.bones], axis=1)
+        tip = ev[ci.bones[-1]][:, :3, 3] + rig.data.bones[ci.bones[-1]].length * ev[ci.bones[-1]][:, :3, 1]
+        joints = np.concatenate((heads, tip[:, None]), axis=1) @ world[:3, :3].T + world[:3, 3]
+        assert np.max(np.linalg.norm(joints - r.joints, axis=2)) < 1e-3 * ci.chain.reach, ci.tip
+        assert r.length_error < 1e-3
+        assert np.max(np.linalg.norm(r.joints - r.animated, axis=2)) > 0.01, ci.tip  # they swing
