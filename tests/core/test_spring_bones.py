@@ -10,7 +10,7 @@ from core import quat
 from core.errors import SinewError
 from core.ik.chain import Chain, forward_kinematics_batch, pose_from_joints
 from core.springbones import SpringBake, SpringChain, SpringSettings, animated_joints, bake_spring_chains
-from core.springs.colliders import Sphere
+from core.springs.colliders import Sphere, TriangleMesh
 
 FPS = 24.0
 G = np.array([0.0, 0.0, -9.81])
@@ -230,6 +230,45 @@ def test_tail_swinging_into_a_sphere_stays_outside_by_its_radius():
     assert d.min() >= ball.radius + radius * (1 - 1e-3)
     assert r.penetration <= 1e-3 * radius
     assert r.length_error < 1e-3
+
+
+def test_tail_meets_a_moving_deforming_body_and_stays_outside_by_its_radius():
+    """A body (a closed mesh, as an armature-deformed character's) travels into a hanging tail
+    while it breathes (scaled ±15 % along X): every frame the tail's joints are outside its
+    surface by the chain's radius (the mesh's own signed distance)."""
+    from tests.core.test_springs_colliders import uv_sphere
+
+    frames, radius = 48, 0.02
+    verts, tris = uv_sphere(0.1)
+    t = np.arange(frames) / FPS
+    travel = np.clip(t / 1.5, 0.0, 1.0)
+    centers = np.c_[np.zeros(frames), 0.45 - 0.45 * travel, np.full(frames, 0.78)]
+    breath = 1.0 + 0.15 * np.sin(2 * np.pi * t)
+    bodies = [verts * np.array([breath[f], 1.0, 1.0]) + centers[f] for f in range(frames)]
+    meshes = [TriangleMesh(bodies[f], tris, previous=bodies[f - 1] if f else None) for f in range(frames)]
+    s = SpringSettings(stiffness=10.0, damping=2.0, gravity=1.0, radius=radius, substeps=4)
+    sc = still(straight(4, 0.08, (0, 0, -1)), frames, s, root_pos=np.tile([0.0, 0.0, 1.0], (frames, 1)))
+    free = bake_spring_chains([sc], fps=FPS, gravity=G, frames=frames)[0]
+    assert min(meshes[f].signed_distance(free.joints[f, 1:]).min() for f in range(frames)) < -0.05
+    (r,) = bake_spring_chains([sc], fps=FPS, gravity=G, frames=frames, colliders=lambda f: [meshes[f]])
+    gap = np.array([meshes[f].signed_distance(r.joints[f, 1:]).min() for f in range(frames)])
+    assert gap.min() >= radius * (1 - 1e-4), gap.min()
+    assert np.max(np.linalg.norm(r.joints - r.animated, axis=2)) > 0.05  # pushed aside
+    assert r.length_error < 1e-3
+
+
+def test_a_chain_collides_only_with_its_own_colliders():
+    frames = 72
+    s = SpringSettings(stiffness=5.0, damping=0.5, gravity=1.0, radius=0.02, substeps=4)
+    ball = Sphere(np.array([0.0, 0.24 * np.sin(np.radians(50)), 1.0 - 0.24 * np.cos(np.radians(50))]), 0.05)
+    sc = whipped(frames, s)
+    free = bake_spring_chains([sc], fps=FPS, gravity=G, frames=frames)[0]
+    masked = SpringChain(sc.chain, sc.rotations, sc.root_rotation, sc.root_position, s, colliders=())
+    (r,) = bake_spring_chains([masked], fps=FPS, gravity=G, frames=frames, colliders=lambda f: [ball])
+    np.testing.assert_allclose(r.joints, free.joints, atol=1e-12)
+    own = SpringChain(sc.chain, sc.rotations, sc.root_rotation, sc.root_position, s, colliders=(0,))
+    (r,) = bake_spring_chains([own], fps=FPS, gravity=G, frames=frames, colliders=lambda f: [ball])
+    assert np.linalg.norm(r.joints[:, 1:] - ball.center, axis=2).min() >= ball.radius + 0.02 * (1 - 1e-3)
 
 
 def test_chains_with_equal_settings_share_a_model_and_match_separate_bakes():
