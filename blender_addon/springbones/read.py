@@ -90,7 +90,8 @@ def _settings(tip: bpy.types.PoseBone) -> Any:
 
 def _check_chains(arm: bpy.types.Object, chains: list[tuple[bpy.types.PoseBone, list[bpy.types.PoseBone]]]
                   ) -> None:
-    """Refuse chains that share bones, hang below another spring chain, or are IK chains too."""
+    """Refuse chains that share bones, hang below another spring chain, have bones that do not
+    inherit their parent's rotation and scale, or are IK chains too."""
     owner: dict[str, str] = {}
     for tip, bones in chains:
         for pb in bones:
@@ -103,6 +104,12 @@ def _check_chains(arm: bpy.types.Object, chains: list[tuple[bpy.types.PoseBone, 
         if above is not None:
             raise SinewError(f"spring chain of '{tip.name}' hangs below the spring chain of '{owner[above.name]}' "
                              f"(bone '{above.name}'): make them one chain, or bake them in separate armatures")
+    for tip, bones in chains:
+        odd = next((pb for pb in bones if not pb.bone.use_inherit_rotation or pb.bone.inherit_scale != "FULL"), None)
+        if odd is not None:
+            raise SinewError(f"spring chain of '{tip.name}': bone '{odd.name}' does not inherit its parent's rotation "
+                             "and scale fully (Bone properties › Relations); spring bones key rotations composed "
+                             "as Blender's default inheritance does")
     ik_bones: dict[str, str] = {}
     from ..ik.read import chain_bones, enabled_tips
 

@@ -229,6 +229,11 @@ def _also_ik(rig):
     return "Sinew IK chain", {}
 
 
+def _no_inherit_rotation(rig):
+    rig.data.bones["T1"].use_inherit_rotation = False
+    return "does not inherit", {}
+
+
 def _stretched_armature(rig):
     rig.scale = (1.0, 2.0, 1.0)
     return "scaled uniformly", {}
@@ -243,8 +248,8 @@ def _not_an_armature(rig):
     return "must be an armature", {}
 
 
-BAD = [_no_chain, _beyond_root, _shared_bones, _nested, _also_ik, _stretched_armature, _reverse_range,
-       _not_an_armature]
+BAD = [_no_chain, _beyond_root, _shared_bones, _nested, _also_ik, _no_inherit_rotation, _stretched_armature,
+       _reverse_range, _not_an_armature]
 
 
 @pytest.mark.parametrize("case", BAD, ids=[c.__name__.strip("_") for c in BAD])
