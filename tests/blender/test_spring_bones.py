@@ -354,3 +354,44 @@ def test_rigify_metarig_tail_and_ponytail_on_ik_legs_in_one_call(spring, scene):
         assert np.max(np.linalg.norm(joints - r.joints, axis=2)) < 1e-3 * ci.chain.reach, ci.tip
         assert r.length_error < 1e-3
         assert np.max(np.linalg.norm(r.joints - r.animated, axis=2)) > 0.01, ci.tip  # they swing
+
+
+def test_panels_draw_every_contract_setting(spring, scene, addon):
+    """Both panels draw (through a recording layout) every ``sinew_spring`` setting of CONTRACT.md,
+    the preset menu and the bake button, and the bake's report once there is one."""
+    ui = importlib.import_module(addon.__name__ + ".springbones.ui")
+    rig = make_rig()
+    drawn = []
+
+    class Layout:
+        use_property_split = use_property_decorate = active = enabled = alert = False
+
+        def __getattr__(self, name):
+            def call(*args, **kw):
+                drawn.append((name, args[1] if len(args) > 1 else args[0] if args else None, kw.get("text")))
+                return Layout()
+            return call
+
+    class Context:
+        object = active_object = rig
+        active_pose_bone = rig.pose.bones["T2"]
+        scene = bpy.context.scene
+
+    class Panel:
+        layout = Layout()
+
+    assert ui.SINEW_PT_bone_spring.poll(Context())
+    ui.SINEW_PT_bone_spring.draw(Panel(), Context())
+    props = {d[1] for d in drawn if d[0] == "prop"}
+    contract = {"chain_length", "stiffness", "damping", "drag", "gravity", "stretch", "radius",
+                "collision_collection", "substeps", "pre_roll"}
+    assert contract <= props
+    assert contract | {"enabled"} <= set(rig.pose.bones["T2"].sinew_spring.bl_rna.properties.keys())
+    assert ("operator_menu_enum", "preset", "Preset") in drawn
+    assert any(d[0] == "operator" and d[1] == "sinew.bake_spring_bones" for d in drawn)
+    assert bpy.ops.sinew.bake_spring_bones(frame_start=1, frame_end=6) == {"FINISHED"}
+    drawn.clear()
+    ui.SINEW_PT_spring_chains.draw(Panel(), Context())
+    labels = [d[2] for d in drawn if d[0] == "label"]
+    assert "T2" in labels and "6 frames baked" in labels
+    assert any(d[0] == "operator" and d[1] == "sinew.bake_spring_bones" for d in drawn)
