@@ -48,9 +48,7 @@ import numpy as np
 from . import quat
 from .errors import BakeCancelled, SinewError
 from .ik.chain import Chain, RootTransform, forward_kinematics_batch, pose_from_joints
-from .springs.colliders import Plane, Sphere, TriangleMesh
-from .springs.model import Model, State
-from .springs.simulate import Simulator
+from .springs import Model, Plane, Simulator, Sphere, State, TriangleMesh
 
 __all__ = ["SpringSettings", "SpringChain", "SpringResult", "SpringBake", "animated_joints",
            "bake_spring_chains", "axial_rate", "AXIAL_OMEGA_STEPS", "RIGID_STRETCH", "INTEGRATOR",

@@ -30,7 +30,7 @@ class SpringBonesBakeJob(BakeJob):
     def __init__(self, context: bpy.types.Context, arm: bpy.types.Object, frame_start: int, frame_end: int) -> None:
         super().__init__()
         from ..core.springbones import SpringBake, SpringChain
-        from ..core.springs.colliders import TriangleMesh
+        from ..core.springs import TriangleMesh
 
         if frame_end < frame_start:
             raise SinewError(f"frame_end ({frame_end}) is before frame_start ({frame_start})")

@@ -10,7 +10,7 @@ from core import quat
 from core.errors import SinewError
 from core.ik.chain import Chain, forward_kinematics_batch, pose_from_joints
 from core.springbones import SpringBake, SpringChain, SpringSettings, animated_joints, bake_spring_chains
-from core.springs.colliders import Sphere, TriangleMesh
+from core.springs import Sphere, TriangleMesh
 
 FPS = 24.0
 G = np.array([0.0, 0.0, -9.81])
