@@ -1,6 +1,8 @@
 """``sinew.bake_spring_bones``: bake every enabled spring chain of the active armature.
 
-A :class:`~..bakejob.BakeJob`: ``__init__`` reads the scene (:mod:`.read`), each ``step``
+A :class:`~..bakejob.BakeJob`: ``__init__`` solves the armature's Sinew IK chains first (an
+:class:`..ik.operators.IKBakeJob` that is not committed: spring chains on or below their bones
+ride on the solution), reads the scene (:mod:`.read`), each ``step``
 simulates one frame of every chain (:class:`core.springbones.SpringBake`) without touching the
 scene, and ``commit`` writes rotation keys the way ``sinew.bake_ik`` does
 (:func:`..ik.write.write_rotation_keys`: each bone's rotation mode, sign-continuous
@@ -18,8 +20,10 @@ from bpy.props import IntProperty
 from ..bakejob import BakeJob, BakeOperator
 from ..core import SinewError
 from ..deps import scipy_problem
+from ..ik.operators import IKBakeJob
+from ..ik.read import enabled_tips
 from ..ik.write import write_rotation_keys
-from .read import SpringInput, read_springs
+from .read import SpringInput, pre_roll_frames, read_springs
 
 __all__ = ["SpringBonesBakeJob", "SINEW_OT_bake_spring_bones", "classes"]
 
@@ -37,7 +41,17 @@ class SpringBonesBakeJob(BakeJob):
         self.started = time.perf_counter()
         self.arm_name = self.object_name = arm.name
         self.label = f"Spring bones {arm.name}"
-        self.data: SpringInput = read_springs(context, arm, frame_start, frame_end)
+        solved = None
+        self.ik_chains = 0
+        if enabled_tips(arm):
+            # Sinew IK chains are solved first (their keys are not written here: bake_ik does
+            # that, before or after); spring chains on or below their bones ride on the solution
+            ik = IKBakeJob(context, arm, frame_start - pre_roll_frames(arm), frame_end, keep_pose=True)
+            while not ik.step():
+                pass
+            solved = ik.composed
+            self.ik_chains = len(ik.inputs)
+        self.data: SpringInput = read_springs(context, arm, frame_start, frame_end, solved)
         self.warnings.extend(self.data.notes)
         chains = [SpringChain(ci.chain, ci.rotations, ci.root_rotation, ci.root_position, ci.settings,
                               name=ci.tip, colliders=ci.colliders) for ci in self.data.chains]
@@ -92,8 +106,10 @@ class SpringBonesBakeJob(BakeJob):
         fps = self.data.fps
         speed = max(_angular_speed(r.rotations, fps) for r in self.results)
         bones = len(names)
+        on_ik = f", on {self.ik_chains} Sinew IK chain(s) solved first" if self.ik_chains else ""
         return (f"{len(self.results)} spring chain(s), {bones} bones, {len(frames)} frames, max length error "
-                f"{100 * length:.3f} %, max penetration {depth:.2e} m, max angular speed {np.degrees(speed):.0f} deg/s")
+                f"{100 * length:.3f} %, max penetration {depth:.2e} m, max angular speed {np.degrees(speed):.0f} deg/s"
+                f"{on_ik}")
 
 
 def _angular_speed(rotations: np.ndarray, fps: float) -> float:

@@ -22,7 +22,7 @@ from ..ik.pose import relative_rest
 from ..ik.read import _chain_geometry, _mat4
 from ..springs.read import collider_objects, kept_frame, read_colliders
 
-__all__ = ["SpringInput", "ChainInput", "spring_tips", "spring_chain_bones", "read_springs"]
+__all__ = ["SpringInput", "ChainInput", "spring_tips", "spring_chain_bones", "read_springs", "pre_roll_frames"]
 
 
 def spring_tips(obj: bpy.types.Object) -> list[bpy.types.PoseBone]:
@@ -136,9 +136,31 @@ def _world_scale(arm_name: str, world: np.ndarray, frames: np.ndarray) -> float:
     return s
 
 
-def read_springs(context: bpy.types.Context, arm: bpy.types.Object, frame_start: int, frame_end: int
-                 ) -> SpringInput:
+def pre_roll_frames(arm: bpy.types.Object) -> int:
+    """Frames read before the range: the largest ``pre_roll`` of the enabled chains."""
+    return max((max(int(pb.sinew_spring.pre_roll), 0) for pb in spring_tips(arm)), default=0)
+
+
+def _anchors(arm: bpy.types.Object, names: list[str], solved: dict[str, np.ndarray]) -> dict[str, str]:
+    """Of ``names``, those not solved themselves but below a solved bone: name -> nearest such bone."""
+    out = {}
+    for name in names:
+        if name not in solved:
+            hit = next((p.name for p in arm.pose.bones[name].parent_recursive if p.name in solved), None)
+            if hit is not None:
+                out[name] = hit
+    return out
+
+
+def read_springs(context: bpy.types.Context, arm: bpy.types.Object, frame_start: int, frame_end: int,
+                 solved: dict[str, np.ndarray] | None = None) -> SpringInput:
     """Read every enabled spring chain of ``arm`` (frames ``frame_start − max pre_roll .. frame_end``).
+
+    ``solved`` holds the armature-space matrices ``(T, 4, 4)`` over those frames of bones a Sinew
+    IK bake solves (:class:`..ik.operators.IKBakeJob` with ``keep_pose``): they replace the
+    evaluated ones, and a bone below one of them follows it with the offset it had before the
+    bake (as the IK bake places chains below other chains), so spring chains ride on the IK
+    solution whether or not its keys were written yet.
 
     Raises
     ------
@@ -169,8 +191,11 @@ def read_springs(context: bpy.types.Context, arm: bpy.types.Object, frame_start:
     index = {name: i for i, name in enumerate(names)}
     wanted = list(dict.fromkeys([pb.name for _, bones in chains for pb in bones]
                                 + [bones[0].parent.name for _, bones in chains if bones[0].parent is not None]))
+    solved = solved or {}
+    anchors = _anchors(arm, wanted, solved)
+    read = list(dict.fromkeys(wanted + list(anchors.values())))
     world = np.empty((t_count, 4, 4))
-    pose = {name: np.empty((t_count, 4, 4)) for name in wanted}
+    pose = {name: np.empty((t_count, 4, 4)) for name in read}
     colliders: list[list[tuple]] = []
     with kept_frame(scene):
         for k, f in enumerate(frames):
@@ -178,9 +203,14 @@ def read_springs(context: bpy.types.Context, arm: bpy.types.Object, frame_start:
             dg = context.evaluated_depsgraph_get()
             ev = arm.evaluated_get(dg)
             world[k] = _mat4(ev.matrix_world)
-            for name in wanted:
+            for name in read:
                 pose[name][k] = _mat4(ev.pose.bones[name].matrix)
             colliders.append(read_colliders([objects[n] for n in names], dg))
+    for name, a in anchors.items():  # below an IK-solved bone: its offset from it as evaluated
+        pose[name] = solved[a] @ np.linalg.solve(pose[a], pose[name])
+    for name in wanted:
+        if name in solved:
+            pose[name] = solved[name]
     scale = _world_scale(arm.name, world, frames)
     notes: list[str] = []
     out = []

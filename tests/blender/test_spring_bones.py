@@ -395,3 +395,51 @@ def test_panels_draw_every_contract_setting(spring, scene, addon):
     labels = [d[2] for d in drawn if d[0] == "label"]
     assert "T2" in labels and "6 frames baked" in labels
     assert any(d[0] == "operator" and d[1] == "sinew.bake_spring_bones" for d in drawn)
+
+
+def test_chain_on_an_ik_chain_rides_on_the_ik_solution(spring, scene):
+    """A strap hanging from the tip of a Sinew IK arm: the spring bake solves the IK chain first
+    (without writing its keys), so once the IK keys are baked too — after it, as here, or
+    before — the strap's root is exactly where the simulation carried it."""
+    from tests.blender import ik_rig as rig_
+
+    scene.frame_start, scene.frame_end = 1, 24
+    rig = rig_.make_chain(n=3)
+    target = rig_.make_target(frames=range(1, 25))
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="EDIT")
+    eb = rig.data.edit_bones
+    prev, at = eb["B2"], eb["B2"].tail.copy()
+    for i in range(2):
+        b = eb.new(f"S{i}")
+        b.head, b.tail = at, at + Vector((0.0, -0.15, -0.05))
+        b.parent, b.use_connect = prev, True
+        prev, at = b, b.tail.copy()
+    bpy.ops.object.mode_set(mode="OBJECT")
+    rig_.enable_chain(rig, "B2", target=target, solver="DLS")
+    s = rig.pose.bones["S1"].sinew_spring
+    s.enabled, s.chain_length, s.stiffness, s.damping = True, 2, 10.0, 1.0
+    job = spring.SpringBonesBakeJob(bpy.context, rig, 1, 24)
+    assert compat_keys(rig, "B0") == 0  # the IK chain is solved, not written
+    while not job.step():
+        pass
+    assert "on 1 Sinew IK chain(s) solved first" in job.commit(bpy.context)
+    assert compat_keys(rig, "B0") == 0
+    assert bpy.ops.sinew.bake_ik(frame_start=1, frame_end=24) == {"FINISHED"}
+    baked = []
+    for f in range(1, 25):
+        scene.frame_set(f)
+        ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        m = ev.matrix_world
+        baked.append([tuple(m @ ev.pose.bones["S0"].head), tuple(m @ ev.pose.bones["S0"].tail),
+                      tuple(m @ ev.pose.bones["S1"].tail)])
+    baked = np.array(baked)
+    np.testing.assert_allclose(baked[:, 0], job.results[0].joints[:, 0], atol=1e-5)
+    assert np.max(np.linalg.norm(baked - job.results[0].joints, axis=2)) < 1e-3 * 0.32
+    assert np.max(np.linalg.norm(job.results[0].joints - job.results[0].animated, axis=2)) > 0.01
+
+
+def compat_keys(rig, bone) -> int:
+    """How many F-curves animate ``bone``'s rotation."""
+    compat = importlib.import_module(ADDON_MODULE + ".compat")
+    return sum(1 for k in range(4) if compat.find_fcurve(rig, f'pose.bones["{bone}"].rotation_quaternion', k))
