@@ -141,8 +141,13 @@ def test_operator_reports_and_stores_its_figures(spring, scene):
     assert "1 spring chain(s), 3 bones, 24 frames" in report.summary
 
 
-def test_scaled_armature_bakes_in_world_units(spring, scene):
+def test_scaled_moving_armature_bakes_in_world_units(spring, scene):
+    """The armature object scaled 2x and carried by its own keys: the chains simulate in world
+    space (their lengths doubled) and Blender's evaluation of the keys is the simulation."""
     rig = make_rig(scale=2.0)
+    for f, x in ((1, 0.0), (8, -0.6), (24, -0.6)):
+        rig.location = (x, 0.3 * x, 0.0)
+        rig.keyframe_insert("location", frame=f)
     frames = np.arange(1, 25)
     job = spring.SpringBonesBakeJob(bpy.context, rig, 1, 24)
     while not job.step():
