@@ -200,7 +200,11 @@ class SpringResult:
     length_error : float
         Largest ``|ℓ/L − 1|`` of the chain's segments over the frames (simulated joints).
     penetration : float
-        m, the deepest a joint ended inside a collider's radius over the frames (0 is the goal).
+        m, the deepest a joint of ``pose`` is inside a collider's surface plus the chain's
+        radius over the frames (0 is the goal).
+    pose : numpy.ndarray
+        Shape ``(F, n+1, 3)``: the joints of the written pose (forward kinematics of
+        ``rotations`` with the bones' own lengths: what Blender evaluates), m.
     """
 
     rotations: np.ndarray
@@ -208,6 +212,7 @@ class SpringResult:
     animated: np.ndarray
     length_error: float
     penetration: float
+    pose: np.ndarray
 
 
 def axial_rate(settings: SpringSettings, h: float, length: np.ndarray, gravity: float) -> np.ndarray:
@@ -290,17 +295,15 @@ class _Group:
                              frame_start=start, state=State(anim[start].copy(), v0))
         self.positions = np.empty_like(anim)
         self.positions[start] = anim[start]
-        self.penetration = np.zeros(t)
 
     def advance(self, f: int, colliders: Sequence[Any]) -> None:
         """Simulate into frame index ``f``."""
         ext = self.external[f] if self.settings.damping > 0 else None
         if self.mask is not None:
             colliders = [colliders[i] for i in self.mask if i < len(colliders)]
-        d = self.sim.advance(self.targets[f], _thick(colliders, self.settings.radius), external=ext)
+        self.sim.advance(self.targets[f], _thick(colliders, self.settings.radius), external=ext)
         self._keep_lengths(self.sim.state.x)
         self.positions[f] = self.sim.state.x
-        self.penetration[f] = d.max_penetration
 
 
     def _keep_lengths(self, x: np.ndarray) -> None:
@@ -326,6 +329,11 @@ class _Group:
             length = np.sqrt(np.einsum("ij,ij->i", d, d))
             want = np.clip(length, low * rest, high * rest)
             x[b] = x[a] + d * (want / np.maximum(length, 1e-300))[:, None]
+
+
+def _depth(collider: Any, points: np.ndarray, radius: float) -> float:
+    """How far ``points`` ``(k, 3)`` are inside ``collider``'s surface plus ``radius``, m (0 if none)."""
+    return float(max(0.0, np.max(radius - collider.signed_distance(points))))
 
 
 class SpringBake:
@@ -387,6 +395,20 @@ class SpringBake:
         """Frame indices to simulate in all."""
         return self.total_frames - 1 - min(grp.start for grp in self.groups)
 
+    def _penetration(self, grp: _Group, pose: np.ndarray) -> float:
+        """The deepest any joint of ``pose`` ``(F, n+1, 3)`` (the written frames) is inside a
+        collider's surface plus the chain's radius, m."""
+        if self.colliders is None:
+            return 0.0
+        deepest = 0.0
+        for f in range(self.frames):
+            cols = self.colliders(self.lead + f)
+            if grp.mask is not None:
+                cols = [cols[i] for i in grp.mask if i < len(cols)]
+            for col in cols:
+                deepest = max(deepest, _depth(col, pose[f, 1:], grp.settings.radius))
+        return deepest
+
     def step(self) -> bool:
         """Simulate one frame index for every group that has started; True when finished."""
         if self.t >= self.total_frames - 1:
@@ -400,7 +422,11 @@ class SpringBake:
         return self.t >= self.total_frames - 1
 
     def results(self) -> list[SpringResult]:
-        """Per chain (in the order given), the written frames' rotations and measures."""
+        """Per chain (in the order given), the written frames' rotations and measures.
+
+        The measures are taken on the pose the rotations give (forward kinematics with the
+        bones' own lengths, what Blender evaluates from the keys), not on the rope: ``pose``,
+        and ``penetration`` of each collider's radius by its joints."""
         if self.t < self.total_frames - 1:
             raise SinewError("spring bones: the bake has not finished")
         out: list[SpringResult | None] = [None] * len(self.chains)
@@ -410,14 +436,15 @@ class SpringBake:
                 a, b = grp.offsets[k], grp.offsets[k + 1]
                 joints = grp.positions[lead:, a:b]
                 animated = grp.animated[k][lead:]
-                q = pose_from_joints(c.chain, joints, c.root_rotation[lead:], c.root_position[lead:],
-                                     base=c.rotations[lead:])
+                rr, rp = c.root_rotation[lead:], c.root_position[lead:]
+                q = pose_from_joints(c.chain, joints, rr, rp, base=c.rotations[lead:])
                 if not np.all(np.isfinite(q)):
                     raise SinewError(f"spring chain {c.name!r}: the simulation gave non-finite rotations")
+                q = quat.make_continuous(q, axis=0)
+                pose = forward_kinematics_batch(c.chain, q, RootTransform(rr, rp))
                 length = np.linalg.norm(np.diff(joints, axis=1), axis=2)
                 err = float(np.max(np.abs(length / c.chain.segment_lengths - 1.0)))
-                out[i] = SpringResult(quat.make_continuous(q, axis=0), joints.copy(), animated, err,
-                                      float(np.max(grp.penetration[lead:])))
+                out[i] = SpringResult(q, joints.copy(), animated, err, self._penetration(grp, pose), pose)
         return [r for r in out if r is not None]
 
 

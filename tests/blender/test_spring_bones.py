@@ -108,6 +108,8 @@ def test_bake_writes_keys_that_blender_plays_as_simulated(spring, scene):
     simulated = np.concatenate([r.joints for r in job.results], axis=1)
     # what Blender evaluates from the keys is the simulation (world space, the bones' own lengths)
     assert np.max(np.linalg.norm(baked - simulated, axis=2)) < 3 * SEGMENT * 1e-3
+    # and exactly the pose the bake reports on
+    np.testing.assert_allclose(baked, np.concatenate([r.pose for r in job.results], axis=1), atol=1e-5)
     lengths = np.linalg.norm(np.diff(baked, axis=1), axis=2)
     np.testing.assert_allclose(lengths, SEGMENT, rtol=1e-5)
     # the root is carried exactly; the tail lags behind the moving body and sags under gravity
@@ -170,6 +172,7 @@ def test_collider_sphere_keeps_the_tail_out(spring, scene):
     center = free[-1, 3]
     assert np.linalg.norm(free[0, 1:] - center, axis=1).min() > 0.3  # it starts well away
     bpy.ops.mesh.primitive_uv_sphere_add(radius=0.12, location=tuple(center), segments=32, ring_count=16)
+    ball = bpy.context.active_object
     bpy.ops.object.modifier_add(type="COLLISION")
     bpy.context.view_layer.objects.active = rig
     assert bpy.ops.sinew.bake_spring_bones(frame_start=1, frame_end=36) == {"FINISHED"}
@@ -177,6 +180,16 @@ def test_collider_sphere_keeps_the_tail_out(spring, scene):
     d = np.linalg.norm(baked[:, 1:] - center, axis=2)
     # outside the faceted ball (its flat faces lie up to 0.12 (1 − cos(π/16)) inside the sphere) by the radius
     assert d.min() > 0.12 * np.cos(np.pi / 16) + 0.03 * 0.99, d.min()
+    # the reported penetration is the one of the pose Blender evaluates, against the ball's faces
+    springs = importlib.import_module(ADDON_MODULE + ".core.springs")
+    me = ball.evaluated_get(bpy.context.evaluated_depsgraph_get()).to_mesh()
+    me.calc_loop_triangles()
+    co = np.array([v.co[:] for v in me.vertices]) + center
+    tris = np.array([t.vertices[:] for t in me.loop_triangles])
+    ball.evaluated_get(bpy.context.evaluated_depsgraph_get()).to_mesh_clear()
+    mesh = springs.TriangleMesh(co, tris)
+    depth = max(0.0, max(float(np.max(0.03 - mesh.signed_distance(baked[f, 1:]))) for f in range(36)))
+    assert rig.pose.bones["T2"].sinew_spring.last_penetration == pytest.approx(depth, abs=1e-6)
     assert np.linalg.norm(free[:, 1:] - center, axis=2).min() < 0.12  # without it the tail goes in
     assert rig.pose.bones["T2"].sinew_spring.last_length_error < 1e-3
 

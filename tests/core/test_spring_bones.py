@@ -213,6 +213,7 @@ def test_rotations_reproduce_the_simulated_joints():
     fk = forward_kinematics_batch(sc.chain, r.rotations, RootTransform(sc.root_rotation, sc.root_position))
     # directions match exactly; positions within the (tiny) length error along the chain
     np.testing.assert_allclose(fk, r.joints, atol=4 * 0.08 * 1e-3)
+    np.testing.assert_allclose(r.pose, fk, atol=1e-12)  # the written pose, as reported
     assert np.all(np.einsum("fij,fij->fi", r.rotations[1:], r.rotations[:-1]) >= 0)  # continuous
 
 
