@@ -14,7 +14,7 @@ integrator, its colliders and divergence checks; no solver of its own):
   ``stiffness`` is an acceleration per metre of offset, 1/s²: a lone joint would swing
   about its animated place at ``√stiffness`` rad/s);
 * consecutive joints are joined by a structural spring (the bone), stiff enough to hold
-  its length (axial frequency :data:`AXIAL_OMEGA_STEPS` / h), and by the solver's strain
+  its length (axial frequency :data:`AXIAL_OMEGA_FRAMES` × fps), and by the solver's strain
   limit (Goldenthal 2007 fast projection) at ``stretch`` (:data:`RIGID_STRETCH` for 0);
   with ``stretch`` > 0 the bone's axial spring is softened so that it stretches by
   ``stretch/2`` under its own weight (:func:`axial_rate`); after every frame a follow-the-
@@ -51,15 +51,17 @@ from .ik.chain import Chain, RootTransform, forward_kinematics_batch, pose_from_
 from .springs import Model, Plane, Simulator, Sphere, State, TriangleMesh
 
 __all__ = ["SpringSettings", "SpringChain", "SpringResult", "SpringBake", "animated_joints",
-           "bake_spring_chains", "axial_rate", "AXIAL_OMEGA_STEPS", "RIGID_STRETCH", "INTEGRATOR",
+           "bake_spring_chains", "axial_rate", "AXIAL_OMEGA_FRAMES", "RIGID_STRETCH", "INTEGRATOR",
            "LENGTH_TOLERANCE"]
 
 #: The spring solver's integrator for spring bones: linearised implicit Euler, stable at any
 #: stiffness and step.
 INTEGRATOR = "IMPLICIT"
-#: Axial frequency of a rigid bone's spring in units of 1/h (h the substep): ``ω h = 20``
-#: is far beyond anything the frame can show, and implicit Euler damps that mode within a step.
-AXIAL_OMEGA_STEPS = 5.0
+#: Axial frequency of a rigid bone's spring, rad/s per frame per second: ``ω = 10 fps`` is
+#: far beyond anything the frames can show (implicit Euler damps that mode within a frame);
+#: stiffer, the linearised step turned more of a swing into that mode's damped energy (a free
+#: pendulum kept 48 % of its swing after a second at 20 fps·rad, 93 % at 10).
+AXIAL_OMEGA_FRAMES = 10.0
 #: Strain limit used for ``stretch`` = 0 (the projection needs a bound above 0).
 RIGID_STRETCH = 1e-4
 #: Relative length error beyond ``stretch`` that the per-frame length projection removes
@@ -215,14 +217,17 @@ class SpringResult:
     pose: np.ndarray
 
 
-def axial_rate(settings: SpringSettings, h: float, length: np.ndarray, gravity: float) -> np.ndarray:
+def axial_rate(settings: SpringSettings, fps: float, length: np.ndarray, gravity: float) -> np.ndarray:
     """A bone's axial spring per unit mass, ``k/m`` (1/s²), shape of ``length``.
 
-    Rigid (``stretch`` 0): ``(AXIAL_OMEGA_STEPS / h)²``. Otherwise soft enough that the
-    bone stretches by ``stretch/2`` under its own weight plus its stiffness's pull over a
-    bone length, ``k/m = 2 (|g| + stiffness L) / (stretch L)``, but never stiffer than rigid.
+    Rigid (``stretch`` 0): ``(AXIAL_OMEGA_FRAMES · fps)²``, the same at any ``substeps`` (an
+    axial frequency tied to the substep made the swing's numerical damping jump with them: a
+    free pendulum kept 93 % of its swing after a second at 2 substeps, 70 % at 3). Otherwise
+    soft enough that the bone stretches by ``stretch/2`` under its own weight plus its
+    stiffness's pull over a bone length, ``k/m = 2 (|g| + stiffness L) / (stretch L)``, but
+    never stiffer than rigid.
     """
-    rigid = (AXIAL_OMEGA_STEPS / h) ** 2
+    rigid = (AXIAL_OMEGA_FRAMES * fps) ** 2
     if settings.stretch <= 0:
         return np.full(np.shape(length), rigid)
     soft = 2.0 * (max(gravity, 1.0) + settings.stiffness * length) / (settings.stretch * length)
@@ -234,7 +239,6 @@ def _build(group: Sequence[SpringChain], joints0: Sequence[np.ndarray], gravity:
     """One model for chains of equal settings: ``(model, offsets (c+1,), rest lengths (s,))``;
     chain ``c``'s joints are vertices ``offsets[c]:offsets[c+1]``."""
     s = group[0].settings
-    h = 1.0 / (fps * s.substeps)
     counts = [c.chain.n + 1 for c in group]
     offsets = np.concatenate(([0], np.cumsum(counts)))
     x = np.concatenate(joints0)
@@ -250,7 +254,7 @@ def _build(group: Sequence[SpringChain], joints0: Sequence[np.ndarray], gravity:
     pinned[offsets[:-1]] = True
     g = gravity * s.gravity
     pair = np.minimum(masses[springs[:, 0]], masses[springs[:, 1]])
-    k = pair * axial_rate(s, h, seg, float(np.linalg.norm(g)))
+    k = pair * axial_rate(s, fps, seg, float(np.linalg.norm(g)))
     anchors = s.stiffness * masses
     anchors[pinned] = 0.0
     model = Model(

@@ -44,7 +44,7 @@ class SINEW_PG_spring_chain(bpy.types.PropertyGroup):
         description="Mesh objects in this collection are colliders, beside objects with a Collision modifier")
     substeps: IntProperty(  # type: ignore[valid-type]
         name="Substeps", default=2, min=1, soft_max=32, max=1000,
-        description="Time steps per frame (more: less numerical damping, fewer missed collisions)")
+        description="Time steps per frame (more: closer contacts, less numerical damping of fast, stiff pulls)")
     pre_roll: IntProperty(  # type: ignore[valid-type]
         name="Pre-roll", default=0, min=0, soft_max=250, max=10000,
         description="Frames simulated before the start frame (following the animation there), not written")
