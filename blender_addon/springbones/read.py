@@ -17,6 +17,7 @@ from typing import Any
 import bpy
 import numpy as np
 
+from .. import compat
 from ..core import SinewError, quat
 from ..ik.pose import relative_rest
 from ..ik.read import _chain_geometry, _mat4
@@ -123,6 +124,26 @@ def _check_chains(arm: bpy.types.Object, chains: list[tuple[bpy.types.PoseBone, 
         if both is not None:
             raise SinewError(f"bone '{both}' is in the spring chain of '{tip.name}' and in the Sinew IK chain of "
                              f"'{ik_bones[both]}'; a bone is baked by one of them")
+
+
+def _keyed_every_frame(arm: bpy.types.Object, bones: list[bpy.types.PoseBone], start: int, end: int) -> str:
+    """The first of ``bones`` whose rotation (in its rotation mode) has a key on every frame of
+    ``start .. end`` (more than one frame), or ''."""
+    if end <= start:
+        return ""
+    paths = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}
+    for pb in bones:
+        path = f'pose.bones["{bpy.utils.escape_identifier(pb.name)}"].{paths.get(pb.rotation_mode, "rotation_euler")}'
+        fc = compat.find_fcurve(arm, path, 0)
+        if fc is None or len(fc.keyframe_points) < end - start + 1:
+            continue
+        co = np.empty(2 * len(fc.keyframe_points))
+        fc.keyframe_points.foreach_get("co", co)
+        keyed = co[0::2]
+        inside = keyed[(keyed >= start - 1e-3) & (keyed <= end + 1e-3)]
+        if len(inside) >= end - start + 1:
+            return f"bone '{pb.name}'"
+    return ""
 
 
 def _world_scale(arm_name: str, world: np.ndarray, frames: np.ndarray) -> float:
@@ -241,6 +262,11 @@ def read_springs(context: bpy.types.Context, arm: bpy.types.Object, frame_start:
         root_arm = m0 @ np.linalg.inv(rot0) @ np.linalg.inv(rel0)[None]
         root_world = world @ root_arm
         rr = quat.make_continuous(quat.from_matrix(root_world[:, :3, :3] / scale), axis=0)
+        baked = _keyed_every_frame(arm, bones, int(frame_start), int(frame_end))
+        if baked:
+            notes.append(f"spring chain of '{tip.name}': {baked} has a rotation key on every frame of the range "
+                         "(a previous bake?): the bake read those keys as the animation; undo, or clear them, to "
+                         "bake from the animation before it")
         moved = [pb.name for pb in bones[1:] if any(abs(v) > 1e-9 for v in pb.location)]
         if moved:
             notes.append(f"spring chain of '{tip.name}': the location of {', '.join(moved)} is not simulated")

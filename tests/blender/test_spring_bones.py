@@ -461,3 +461,11 @@ def compat_keys(rig, bone) -> int:
     """How many F-curves animate ``bone``'s rotation."""
     compat = importlib.import_module(ADDON_MODULE + ".compat")
     return sum(1 for k in range(4) if compat.find_fcurve(rig, f'pose.bones["{bone}"].rotation_quaternion', k))
+
+
+def test_baking_again_warns_that_it_reads_the_last_bakes_keys(spring, scene):
+    rig = make_rig()
+    assert bpy.ops.sinew.bake_spring_bones(frame_start=1, frame_end=12) == {"FINISHED"}
+    assert "previous bake" not in rig.sinew_report.warnings
+    assert bpy.ops.sinew.bake_spring_bones(frame_start=1, frame_end=12) == {"FINISHED"}
+    assert "previous bake?" in rig.sinew_report.warnings and "'T0'" in rig.sinew_report.warnings
