@@ -287,7 +287,6 @@ class _Group:
         model, self.offsets, self.rest = _build(chains, [a[start] for a in self.animated], gravity, fps)
         self.model = model
         anim = np.concatenate(self.animated, axis=1)  # (T, N, 3)
-        self.anim = anim
         self.targets = anim[:, model.target_index]
         t = len(anim)
         v0 = (anim[min(start + 1, t - 1)] - anim[start]) * fps
@@ -308,7 +307,6 @@ class _Group:
         self.sim.advance(self.targets[f], _thick(colliders, self.settings.radius), external=ext)
         self._keep_lengths(self.sim.state.x)
         self.positions[f] = self.sim.state.x
-
 
     def _keep_lengths(self, x: np.ndarray) -> None:
         """Follow the leader (Müller et al. 2012), in place on ``x`` ``(N, 3)``: from each root
