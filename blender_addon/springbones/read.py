@@ -5,7 +5,7 @@ the armature's evaluated pose (its keys, constraints, drivers and any IK keys ba
 its world matrix, and the colliders. The bones' evaluated matrices give each chain bone's
 animated local rotation and the frame its parent carries the chain in; the simulation runs in
 world space, where gravity and the colliders are (an armature scaled uniformly has its chains
-scaled with it). Chain geometry comes from :func:`..ik.read._chain_geometry` and colliders
+scaled with it). Chain geometry comes from :func:`..ik.read.chain_geometry` and colliders
 from :mod:`..springs.read`, as the IK and spring bakes read them.
 """
 
@@ -20,7 +20,8 @@ import numpy as np
 from .. import compat
 from ..core import SinewError, quat
 from ..ik.pose import relative_rest
-from ..ik.read import _chain_geometry, _mat4
+from ..ik.read import chain_geometry
+from ..ik.sampling import mat4
 from ..springs.read import collider_objects, kept_frame, read_colliders
 
 __all__ = ["SpringInput", "ChainInput", "spring_tips", "spring_chain_bones", "read_springs", "pre_roll_frames"]
@@ -223,9 +224,9 @@ def read_springs(context: bpy.types.Context, arm: bpy.types.Object, frame_start:
             scene.frame_set(int(f))
             dg = context.evaluated_depsgraph_get()
             ev = arm.evaluated_get(dg)
-            world[k] = _mat4(ev.matrix_world)
+            world[k] = mat4(ev.matrix_world)
             for name in read:
-                pose[name][k] = _mat4(ev.pose.bones[name].matrix)
+                pose[name][k] = mat4(ev.pose.bones[name].matrix)
             colliders.append(read_colliders([objects[n] for n in names], dg))
     for name, a in anchors.items():  # below an IK-solved bone: its offset from it as evaluated
         pose[name] = solved[a] @ np.linalg.solve(pose[a], pose[name])
@@ -236,13 +237,13 @@ def read_springs(context: bpy.types.Context, arm: bpy.types.Object, frame_start:
     notes: list[str] = []
     out = []
     for (tip, bones), s, obs in zip(chains, settings, per_chain):
-        chain_parent, parent = _chain_geometry(bones)
+        chain_parent, parent = chain_geometry(bones)
         chain = Chain(chain_parent.rest_rotations, chain_parent.rest_offsets * scale, chain_parent.lengths * scale)
         local = []
         prev = np.broadcast_to(np.eye(4), (t_count, 4, 4)) if parent is None else pose[parent]
-        prev_rest = None if parent is None else _mat4(arm.pose.bones[parent].bone.matrix_local)
+        prev_rest = None if parent is None else mat4(arm.pose.bones[parent].bone.matrix_local)
         for pb in bones:
-            rest = _mat4(pb.bone.matrix_local)
+            rest = mat4(pb.bone.matrix_local)
             rel = relative_rest(rest, prev_rest)
             # Blender's M = M_parent · inv(R_parent) · R · B, so B = inv(rel) · inv(M_parent) · M
             basis = np.linalg.inv(rel)[None] @ np.linalg.solve(prev, pose[pb.name])
@@ -252,8 +253,8 @@ def read_springs(context: bpy.types.Context, arm: bpy.types.Object, frame_start:
         q = quat.make_continuous(np.stack(local, axis=1), axis=0)
         # the frame the parent carries the chain in: bone 0's posed matrix without its own
         # rotation and rest offset (a bone 0 moved by location keys carries its chain along)
-        rel0 = relative_rest(_mat4(bones[0].bone.matrix_local), None if parent is None else
-                             _mat4(arm.pose.bones[parent].bone.matrix_local))
+        rel0 = relative_rest(mat4(bones[0].bone.matrix_local), None if parent is None else
+                             mat4(arm.pose.bones[parent].bone.matrix_local))
         rot0 = np.zeros((t_count, 4, 4))
         rot0[:, :3, :3] = quat.to_matrix(q[:, 0])
         rot0[:, 3, 3] = 1.0
