@@ -21,9 +21,9 @@ from ..bakejob import BakeJob, BakeOperator
 from ..core import SinewError
 from ..deps import scipy_problem
 from ..ik.operators import IKBakeJob
-from ..ik.read import enabled_tips
+from ..ik.read import chain_bones, enabled_tips
 from ..ik.write import write_rotation_keys
-from .read import SpringInput, pre_roll_frames, read_springs
+from .read import SpringInput, check_springs, pre_roll_frames, read_springs
 
 __all__ = ["SpringBonesBakeJob", "SINEW_OT_bake_spring_bones", "classes"]
 
@@ -41,14 +41,20 @@ class SpringBonesBakeJob(BakeJob):
         self.started = time.perf_counter()
         self.arm_name = self.object_name = arm.name
         self.label = f"Spring bones {arm.name}"
+        chains, _settings = check_springs(arm)  # the spring chains' own problems first
         solved = None
         self.ik_chains = 0
-        if enabled_tips(arm):
+        riding = _riding_on_ik(arm, chains)
+        if riding:
             # Sinew IK chains are solved first (their keys are not written here: bake_ik does
-            # that, before or after); spring chains on or below their bones ride on the solution
-            ik = IKBakeJob(context, arm, frame_start - pre_roll_frames(arm), frame_end, keep_pose=True)
-            while not ik.step():
-                pass
+            # that, before or after); spring chains below their bones ride on the solution
+            try:
+                ik = IKBakeJob(context, arm, frame_start - pre_roll_frames(arm), frame_end, keep_pose=True)
+                while not ik.step():
+                    pass
+            except SinewError as exc:
+                raise SinewError(f"spring chain of '{riding}' hangs below a Sinew IK chain, solved first: {exc}"
+                                 ) from None
             solved = ik.composed
             self.ik_chains = len(ik.inputs)
         self.data: SpringInput = read_springs(context, arm, frame_start, frame_end, solved)
@@ -110,6 +116,20 @@ class SpringBonesBakeJob(BakeJob):
         return (f"{len(self.results)} spring chain(s), {bones} bones, {len(frames)} frames, max length error "
                 f"{100 * length:.3f} %, max penetration {depth:.2e} m, max angular speed {np.degrees(speed):.0f} deg/s"
                 f"{on_ik}")
+
+
+def _riding_on_ik(arm: bpy.types.Object, chains: list) -> str:
+    """The tip of the first spring chain that hangs below a bone of an enabled Sinew IK chain, or ''."""
+    ik_bones: set[str] = set()
+    for tip in enabled_tips(arm):
+        try:
+            ik_bones.update(pb.name for pb in chain_bones(tip))
+        except SinewError:
+            ik_bones.add(tip.name)  # the IK bake names its problem when it runs
+    for tip, bones in chains:
+        if any(p.name in ik_bones for p in bones[0].parent_recursive):
+            return tip.name
+    return ""
 
 
 def _angular_speed(rotations: np.ndarray, fps: float) -> float:

@@ -24,7 +24,8 @@ from ..ik.read import chain_geometry
 from ..ik.sampling import mat4
 from ..springs.read import collider_objects, kept_frame, read_colliders
 
-__all__ = ["SpringInput", "ChainInput", "spring_tips", "spring_chain_bones", "read_springs", "pre_roll_frames"]
+__all__ = ["SpringInput", "ChainInput", "spring_tips", "spring_chain_bones", "read_springs", "pre_roll_frames",
+           "check_springs"]
 
 
 def spring_tips(obj: bpy.types.Object) -> list[bpy.types.PoseBone]:
@@ -158,6 +159,18 @@ def _world_scale(arm_name: str, world: np.ndarray, frames: np.ndarray) -> float:
     return s
 
 
+def check_springs(arm: bpy.types.Object) -> tuple[list[tuple[bpy.types.PoseBone, list[bpy.types.PoseBone]]], list]:
+    """The enabled chains of ``arm`` (tip, bones root first) and their core settings, or the
+    :class:`SinewError` naming what is wrong (no chain, a chain beyond the root, shared or nested
+    chains, bones not inheriting fully, a bone in an IK chain too, a setting out of range)."""
+    tips = spring_tips(arm)
+    if not tips:
+        raise SinewError(f"'{arm.name}' has no enabled spring chain (enable one in the bone's Sinew Spring panel)")
+    chains = [(tip, spring_chain_bones(tip)) for tip in tips]
+    _check_chains(arm, chains)
+    return chains, [_settings(tip) for tip, _ in chains]
+
+
 def pre_roll_frames(arm: bpy.types.Object) -> int:
     """Frames read before the range: the largest ``pre_roll`` of the enabled chains."""
     return max((max(int(pb.sinew_spring.pre_roll), 0) for pb in spring_tips(arm)), default=0)
@@ -193,12 +206,7 @@ def read_springs(context: bpy.types.Context, arm: bpy.types.Object, frame_start:
     """
     from ..core.ik import Chain
 
-    tips = spring_tips(arm)
-    if not tips:
-        raise SinewError(f"'{arm.name}' has no enabled spring chain (enable one in the bone's Sinew Spring panel)")
-    chains = [(tip, spring_chain_bones(tip)) for tip in tips]
-    _check_chains(arm, chains)
-    settings = [_settings(tip) for tip, _ in chains]
+    chains, settings = check_springs(arm)
     scene = context.scene
     lead = max(s.pre_roll for s in settings)
     frames = np.arange(int(frame_start) - lead, int(frame_end) + 1)

@@ -469,3 +469,24 @@ def test_baking_again_warns_that_it_reads_the_last_bakes_keys(spring, scene):
     assert "previous bake" not in rig.sinew_report.warnings
     assert bpy.ops.sinew.bake_spring_bones(frame_start=1, frame_end=12) == {"FINISHED"}
     assert "previous bake?" in rig.sinew_report.warnings and "'T0'" in rig.sinew_report.warnings
+
+
+def test_ik_chains_are_solved_only_for_chains_below_them(spring, scene):
+    """A broken Sinew IK chain elsewhere on the armature does not stop the spring bake; one that
+    a spring chain hangs below does, with its own message, and nothing is changed."""
+    rig = make_rig()
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="EDIT")
+    arm = rig.data.edit_bones.new("Arm")
+    arm.head, arm.tail = (0.5, 0.0, 1.0), (0.8, 0.0, 1.0)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    s = rig.pose.bones["Arm"].sinew_ik
+    s.enabled, s.chain_length = True, 1  # no target: the IK bake would refuse it
+    assert bpy.ops.sinew.bake_spring_bones(frame_start=1, frame_end=6) == {"FINISHED"}
+    assert "solved first" not in rig.sinew_report.summary
+    s = rig.pose.bones["Body"].sinew_ik
+    s.enabled, s.chain_length = True, 1
+    before = snapshot()
+    with pytest.raises(RuntimeError, match="hangs below a Sinew IK chain, solved first: .*no target"):
+        bpy.ops.sinew.bake_spring_bones(frame_start=1, frame_end=6)
+    assert snapshot() == before
