@@ -1,4 +1,4 @@
-"""Sinew: bake IK chains and mass-spring meshes to keyframes.
+"""Sinew: bake IK chains, spring bones and mass-spring meshes to keyframes.
 
 All maths lives in ``core`` (numpy/scipy, no bpy), shipped inside this package. The
 modules here only read scenes, call ``core`` and write results back. Registration goes
@@ -12,7 +12,7 @@ bl_info = {
     "version": (0, 1, 0),
     "blender": (3, 4, 0),
     "location": "Properties > Bone / Physics, 3D Viewport > Sidebar > Sinew",
-    "description": "Bake IK chains (CCD, FABRIK, DLS) and mass-spring cloth, flags and ropes to keyframes",
+    "description": "Bake IK chains (CCD, FABRIK, DLS), spring bones and mass-spring cloth, flags and ropes to keyframes",
     "category": "Animation",
     "doc_url": "",
     "tracker_url": "",
@@ -21,7 +21,7 @@ bl_info = {
 import importlib
 
 # Feature modules in registration order (property groups before the panels using them).
-_MODULE_NAMES = ("preferences", "bakejob", "ik", "springs")
+_MODULE_NAMES = ("preferences", "bakejob", "ik", "springbones", "springs")
 
 
 def _modules():

@@ -1,4 +1,5 @@
-"""Sinew's command line: bake every enabled IK chain and spring mesh of a .blend.
+"""Sinew's command line: bake every enabled IK chain, spring chain and spring mesh of a .blend
+(in that order).
 
 In a Blender binary::
 
@@ -37,7 +38,8 @@ class CliError(Exception):
 def _parser(standalone: bool) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sinew" if not standalone else "python blender_addon/cli.py",
-        description="Bake every enabled Sinew IK chain and spring mesh of a .blend file, then save it.",
+        description="Bake every enabled Sinew IK chain, spring chain and spring mesh of a .blend file "
+                    "(in that order), then save it.",
         epilog=USAGE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -98,6 +100,17 @@ def _enabled_chains(ob) -> list[str]:
     return [pb.name for pb in ob.pose.bones if pb.sinew_ik.enabled]
 
 
+def _enabled_spring_chains(ob) -> list[str]:
+    if ob.type != "ARMATURE" or ob.pose is None:
+        return []
+    return [pb.name for pb in ob.pose.bones if pb.sinew_spring.enabled]
+
+
+#: Bake order: IK chains, then spring bones (on top of the IK keys), then spring meshes (which
+#: may collide with a body that those bones deform).
+_ORDER = {"IK": 0, "spring bones": 1, "springs": 2}
+
+
 def _bake_all(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     import bpy
 
@@ -115,14 +128,17 @@ def _bake_all(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     for ob in objects:
         if _enabled_chains(ob):
             jobs.append((ob, "IK", bpy.ops.sinew.bake_ik))
+        if _enabled_spring_chains(ob):
+            jobs.append((ob, "spring bones", bpy.ops.sinew.bake_spring_bones))
         if ob.type == "MESH" and ob.sinew_springs.enabled:
             jobs.append((ob, "springs", bpy.ops.sinew.bake_springs))
+    jobs.sort(key=lambda job: _ORDER[job[1]])  # stable: object order within a kind
     if args.objects:
         idle = [ob.name for ob in objects if not any(j[0] is ob for j in jobs)]
         if idle:
-            raise CliError(f"{', '.join(idle)}: no enabled Sinew IK chain or spring mesh on this object")
+            raise CliError(f"{', '.join(idle)}: no enabled Sinew IK chain, spring chain or spring mesh on this object")
     if not jobs:
-        raise CliError("nothing to bake: no enabled Sinew IK chain or spring mesh in this file")
+        raise CliError("nothing to bake: no enabled Sinew IK chain, spring chain or spring mesh in this file")
 
     start, end = (args.frames if args.frames else (scene.frame_start, scene.frame_end))
     if end < start:

@@ -47,6 +47,8 @@ SECTIONS = [
     ("Cloth contact: Sinew against Blender's Cloth (drape over a sphere on the ground, skirt on a moving body)",
      "bench.springs_contact"),
     ("Self-collision: a strip folding over a box, Sinew against Blender's Cloth", "bench.selfcollision_blender"),
+    ("Spring bones in core: the presets' look, and three characters with 80 spring bones over 250 frames",
+     "bench.spring_bones"),
 ]
 
 
@@ -168,6 +170,7 @@ def headline(all_rows: dict[str, list[dict]]) -> list[str]:
     """The goals of issues 3-6, each with the figure measured in this run."""
     out: list[str] = []
     out += _goals("bench.shot", all_rows)
+    out += _goals("bench.spring_bones", all_rows)
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "NOT met"

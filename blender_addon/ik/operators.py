@@ -64,9 +64,13 @@ class IKBakeJob(BakeJob):
         The armature.
     frame_start, frame_end : int
         Inclusive range, ``frame_end >= frame_start``.
+    keep_pose : bool
+        Keep every baked bone's armature-space matrices as Blender will compose them,
+        ``composed`` (bone -> (F, 4, 4)), for a bake that builds on this one (spring bones).
     """
 
-    def __init__(self, context: bpy.types.Context, arm: bpy.types.Object, frame_start: int, frame_end: int) -> None:
+    def __init__(self, context: bpy.types.Context, arm: bpy.types.Object, frame_start: int, frame_end: int,
+                 keep_pose: bool = False) -> None:
         super().__init__()
         if frame_end < frame_start:
             raise SinewError(f"frame_end ({frame_end}) is before frame_start ({frame_start})")
@@ -82,6 +86,8 @@ class IKBakeJob(BakeJob):
         self.rotations: dict[str, np.ndarray] = {}   # bone -> (F, 4), as solved
         self.posed: dict[str, np.ndarray] = {}       # anchor bone -> (F, 4, 4), armature space, as Blender composes
         self.anchors = {ci.anchor for ci in self.inputs if ci.anchor is not None}
+        self.keep_pose = keep_pose
+        self.composed: dict[str, np.ndarray] = {}    # bone -> (F, 4, 4) of every baked bone, with keep_pose
         self.chain_stats: dict[int, dict] = {}
         self._finished = 0
         self._gen: Iterator | None = None
@@ -135,6 +141,8 @@ class IKBakeJob(BakeJob):
         order = sorted(own, key=lambda b: self.depth[b])
         mats = compose(order, rest, parents, rotations, outside, len(self.frames))
         self.posed.update((b, m) for b, m in mats.items() if b in self.anchors)
+        if self.keep_pose:
+            self.composed.update(mats)
         self.rotations.update(rotations)
         for i, res in zip(group, per_member):
             ci = self.inputs[i]
@@ -167,7 +175,7 @@ class IKBakeJob(BakeJob):
         if self._gen is not None:
             self._gen.close()
             self._gen = None
-        self.rotations, self.posed, self.chain_stats = {}, {}, {}
+        self.rotations, self.posed, self.chain_stats, self.composed = {}, {}, {}, {}
         self._finished = 0
         self.warnings = []
 

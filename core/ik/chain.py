@@ -250,15 +250,20 @@ def _fk(chain: Chain, q: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray
     return np.concatenate((heads, tip[:, None]), axis=1), glob
 
 
-def pose_from_joints(chain: Chain, joints: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray
-                     ) -> np.ndarray:
-    """Pose rotations that point each bone at the next of ``joints``, with minimal swing from rest.
+def pose_from_joints(chain: Chain, joints: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray,
+                     base: np.ndarray | None = None) -> np.ndarray:
+    """Pose rotations that point each bone at the next of ``joints``, with minimal swing from rest
+    (or from a given ``base`` pose).
 
     From the root outwards, bone ``i``'s rotation is the shortest arc taking its rest segment
     (head to next head, in its rest frame under its already posed parent) onto the direction
     from its head to ``joints[i+1]``. For a connected bone the segment is its own +Y axis, so
     the rotation is a pure swing: no twist. A zero desired direction keeps the rest rotation; a
     direction opposite to the rest one is a half turn about the bone's X axis.
+
+    With ``base`` (e.g. an animated pose that spring bones swing away from), the swing is
+    taken from each bone's ``base`` rotation instead of from rest: bone ``i`` gets
+    ``base[i] · swing``, so whatever twist ``base`` has is kept and none is added.
 
     Parameters
     ----------
@@ -267,6 +272,8 @@ def pose_from_joints(chain: Chain, joints: np.ndarray, root_rot: np.ndarray, roo
         Desired joints (heads, then the tip), metres; index 0 is ignored (the first head
         follows the root).
     root_rot, root_pos : ndarray, shapes (B, 4), (B, 3)
+    base : ndarray, shape (B, n, 4), optional
+        Unit pose rotations the swings start from; default the rest pose (identity).
 
     Returns
     -------
@@ -279,11 +286,15 @@ def pose_from_joints(chain: Chain, joints: np.ndarray, root_rot: np.ndarray, roo
     for i in range(n):
         h = h + quat.rotate(g, chain.rest_offsets[i])
         par = quat.multiply(g, chain.rest_rotations[i])
+        if base is not None:
+            par = quat.multiply(par, base[:, i])
         d = quat.rotate(quat.conjugate(par), joints[:, i + 1] - h)
         # A half turn (antiparallel) is taken about the bone's X axis, the canonical curl's.
         q[:, i] = (quat.between(chain.segments[i], d, fallback_axis=np.array([1.0, 0.0, 0.0]))
                    if chain.segment_lengths[i] > 0 else quat.identity(()))
         g = quat.multiply(par, q[:, i])
+        if base is not None:
+            q[:, i] = quat.multiply(base[:, i], q[:, i])
     return q
 
 

@@ -60,7 +60,7 @@ def snapshot(folder: str | None = None) -> dict:
                              for kb in key.key_blocks])
         if ob.type == "ARMATURE":
             d["pose"] = [(pb.name, tuple(pb.location), tuple(pb.rotation_quaternion), tuple(pb.rotation_euler),
-                          pb.rotation_mode, tuple(pb.scale), _props(pb.sinew_ik),
+                          pb.rotation_mode, tuple(pb.scale), _props(pb.sinew_ik), _props(pb.sinew_spring),
                           [(c.name, c.mute) for c in pb.constraints]) for pb in ob.pose.bones]
         snap[ob.name] = d
     if folder is not None:

@@ -1,0 +1,106 @@
+"""Panels: the tip bone's Sinew Spring settings (Bone properties) and the sidebar's chain list.
+
+Only layout calls available since Blender 3.4 are used (no ``layout.panel``).
+"""
+
+from __future__ import annotations
+
+import bpy
+
+from .. import bakejob
+from ..preferences import draw_failure
+from .read import spring_tips
+
+
+def draw_report(layout: bpy.types.UILayout, obj: bpy.types.Object) -> None:
+    """The object's last spring-bone bake report: its summary and warnings, or why it failed."""
+    report = bakejob.read_report(obj)
+    if report["operator"] != "sinew.bake_spring_bones":
+        return
+    if report["state"] == "FAILED":
+        draw_failure(layout, report["error"])
+    for text in filter(None, report["warnings"].split("\n")):
+        layout.label(text=text, icon="ERROR")
+
+
+def draw_stats(layout: bpy.types.UILayout, s: bpy.types.PropertyGroup) -> None:
+    if s.last_frames <= 0:
+        layout.label(text="Not baked yet")
+        return
+    col = layout.column(align=True)
+    col.label(text=f"{s.last_frames} frames baked")
+    col.label(text=f"Max length error: {100 * s.last_length_error:.3f} %")
+    col.label(text=f"Max penetration: {s.last_penetration:.2e} m")
+
+
+class SINEW_PT_bone_spring(bpy.types.Panel):
+    """Sinew Spring settings of the active pose bone (the chain's tip)."""
+
+    bl_label = "Sinew Spring"
+    bl_idname = "SINEW_PT_bone_spring"
+    bl_space_type = "PROPERTIES"
+    bl_region_type = "WINDOW"
+    bl_context = "bone"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        obj = context.object
+        return obj is not None and obj.type == "ARMATURE" and getattr(context, "active_pose_bone", None) is not None
+
+    def draw_header(self, context: bpy.types.Context) -> None:
+        self.layout.prop(context.active_pose_bone.sinew_spring, "enabled", text="")
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+        s = context.active_pose_bone.sinew_spring
+        layout.operator_menu_enum("sinew.spring_bones_preset", "preset", text="Preset", icon="PRESET")
+        col = layout.column()
+        col.active = s.enabled
+        for name in ("chain_length", "stiffness", "damping", "drag", "gravity", "stretch", "radius",
+                     "collision_collection", "substeps", "pre_roll"):
+            col.prop(s, name)
+        box = layout.box()
+        box.label(text="Last bake")
+        draw_stats(box, s)
+        layout.operator("sinew.bake_spring_bones", icon="REC")
+        draw_report(layout, context.object)
+
+
+class SINEW_PT_spring_chains(bpy.types.Panel):
+    """The active armature's spring chains, their last bake, and the Bake button."""
+
+    bl_label = "Spring Bones"
+    bl_idname = "SINEW_PT_spring_chains"
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "Sinew"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        obj = context.active_object
+        return obj is not None and obj.type == "ARMATURE"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        obj = context.active_object
+        tips = spring_tips(obj)
+        if not tips:
+            layout.label(text="No spring chains: enable one on its tip bone", icon="INFO")
+        for pb in tips:
+            s = pb.sinew_spring
+            box = layout.box()
+            row = box.row()
+            row.label(text=pb.name, icon="BONE_DATA")
+            row.label(text=f"{s.chain_length} bone(s)")
+            draw_stats(box, s)
+        scene = context.scene
+        layout.label(text=f"Range: {scene.frame_start}-{scene.frame_end}")
+        row = layout.row()
+        row.enabled = bool(tips)
+        row.operator("sinew.bake_spring_bones", icon="REC")
+        draw_report(layout, obj)
+
+
+classes = (SINEW_PT_bone_spring, SINEW_PT_spring_chains)
