@@ -33,8 +33,7 @@ from typing import Any
 import numpy as np
 
 from . import forces as F
-from .base import (CONVERGENCE_RTOL, Integrator, Objective, StepInfo, converged, force_scale,
-                   pin_targets, split_targets)
+from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, converged, force_scale, pin_targets, split_targets
 from .linsolve import factor_spd, pcg
 from .model import Model, State
 

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from core.springs import Plane, Simulator, Sphere, TriangleMesh, build_model, build_springs
-from core.springs import forces as F
 from core.springs.shapes import box, grid, triangulate, uv_sphere
 from core.springs.vbd import VertexBlockDescent
 
@@ -40,7 +39,7 @@ def segment_hits_triangles(p0, p1, a, b, c):
         tv = p0 - a[k]
         u = np.einsum("ij,ij->i", tv, pv) * inv
         qv = np.cross(tv, e1[k])
-        v = (qv @ d.T if False else np.einsum("ij,ij->i", d, qv)) * inv
+        v = np.einsum("ij,ij->i", d, qv) * inv
         t = (qv @ e2[k]) * inv
         hit |= ok & (u >= 0) & (v >= 0) & (u + v <= 1) & (t >= 0) & (t <= 1)
     return hit
