@@ -183,6 +183,18 @@ class ColliderSoup:
             cursor.ctypes.data, entries.ctypes.data), "grid fill")
         return cell, table, offsets, entries, big
 
+    def detect_some(self, x: np.ndarray, rows: np.ndarray, radius: np.ndarray,
+                    out: Contacts) -> None:
+        """Detection again for the vertices ``rows`` (indices) of ``out`` only, at their
+        positions in ``x`` ``(n, 3)`` with query radii ``radius`` ``(len(rows),)``."""
+        part = self.detect(np.ascontiguousarray(x[rows]), radius)
+        out.ids[rows] = part.ids
+        out.count[rows] = part.count
+        out.distance[rows] = part.distance
+        out.anchor[rows] = part.anchor
+        out.bound[rows] = part.bound
+        out.slot_distance[rows] = part.slot_distance
+
     def detect(self, x: np.ndarray, radius: np.ndarray, out: Contacts | None = None) -> Contacts:
         """Detection at positions ``x`` ``(n, 3)`` with query radii ``radius`` ``(n,)`` (m):
         fills (or makes) a :class:`Contacts` record."""

@@ -325,8 +325,8 @@ class VertexBlockDescent(Integrator):
         r = r0
         its = 0
         for its in range(1, iterations + 1):
-            kernels.check_status(lib.sinew_vbd_sweep(pb.struct, lay.ncolors, co, cv, ptr,
-                                                     clipped.ctypes.data), "VBD sweep")
+            kernels.check_status(lib.sinew_vbd_sweep(pb.struct, lay.ncolors, co, cv,
+                                                     ptr, clipped.ctypes.data), "VBD sweep")
             held = int(clipped[0])
             for level in lay.levels:
                 kernels.check_status(lib.sinew_vbd_shift(
@@ -335,9 +335,13 @@ class VertexBlockDescent(Integrator):
                 held += int(clipped[0])
             clipped[0] = held
             if clipped[0] and soup is not None:
-                # a vertex reached its bound: detection again where the cloth is now
-                reach = np.linalg.norm(x - pb.get("x_prev"), axis=1)
-                soup.detect(x, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
+                # vertices at their bound: detection again for them, where they are now (the
+                # others' balls still hold: their anchors have not changed)
+                moved = np.linalg.norm(x - contacts.anchor, axis=1)
+                at = np.flatnonzero(moved >= 0.98 * contacts.bound)
+                if len(at):
+                    reach = np.linalg.norm(x[at] - pb.get("x_prev")[at], axis=1)
+                    soup.detect_some(x, at, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
             if its == iterations or (self.check_every and its % self.check_every == 0):
                 r = residual()
                 history.append(r)

@@ -876,7 +876,8 @@ def test_shift_is_the_clusters_newton_translation(lib, seed):
     assert np.allclose(xs[:2] - x[:2], [[F / Hs, 0, 0]] * 2, atol=1e-12)
     assert np.array_equal(xs[2], x[2]) and held[0] == 0
     bad = i64([0, 2])            # vertex 2 is not in cluster 0
-    assert lib.sinew_vbd_shift(pb.struct, 1, P(i64([0, 2])), P(bad), P(cluster), P(xs), P(held)) == -1
+    assert lib.sinew_vbd_shift(pb.struct, 1, P(i64([0, 2])), P(bad), P(cluster), P(xs),
+                               P(held)) == -1
 
 
 # --------------------------------------------------------------------------- 6 strain limit

@@ -7,6 +7,8 @@
 
 /* m: a pass that moves no vertex further than this has stalled (the guard holds it). */
 #define STALL 1e-9
+/* Passes without the largest excess shrinking by a hundredth that end the projection. */
+#define STALL_PASSES 16
 #ifndef OMEGA
 #define OMEGA 1.5
 #endif
@@ -17,9 +19,10 @@
  * SINEW_E_ARGUMENT. */
 static int64_t strain_pass(int64_t s, const int64_t *springs, const double *limit,
                            const double *inv_mass, double tolerance, const SinewVbdProblem *guard,
-                           double *x, int reverse, int project, double *moved) {
+                           double *x, int reverse, int project, double *moved, double *worst) {
     int64_t over = 0;
     *moved = 0.0;
+    *worst = 0.0;
     for (int64_t jj = 0; jj < s; ++jj) {
         int64_t j = reverse ? s - 1 - jj : jj;
         double lim = limit[j];
@@ -32,6 +35,7 @@ static int64_t strain_pass(int64_t s, const int64_t *springs, const double *limi
         double l = sqrt(dot3(d, d));
         if (!(l > lim)) continue;
         if (l > lim * (1.0 + tolerance)) ++over;
+        if (l / lim - 1.0 > *worst) *worst = l / lim - 1.0;
         if (!project) continue;
         double wa = inv_mass[a], wb = inv_mass[b], wsum = wa + wb;
         if (!(wsum > 0.0)) continue;
@@ -52,8 +56,9 @@ static int64_t strain_pass(int64_t s, const int64_t *springs, const double *limi
 }
 
 /* Up to rounds passes over the springs, alternately forward and backward, (s,2) with limit
- * lengths limit (s,) (0 = none); stops after a pass that moved nothing (the guard holds every
- * end that would move), or once a pass finds no spring longer than limit * (1 + tolerance)
+ * lengths limit (s,) (0 = none); stops after a pass that moved nothing, or after STALL_PASSES
+ * passes that did not shrink the largest excess (the guard holds the ends that would move), or
+ * once a pass finds no spring longer than limit * (1 + tolerance)
  * and a count after it (the pass's own moves within the tolerance can stretch a spring it
  * had passed) confirms it. guard (may be NULL): the VBD problem whose contacts guard the
  * moves. Returns the springs still longer than that after the last pass, or
@@ -62,16 +67,26 @@ int64_t sinew_strain_project(int64_t s, const int64_t *springs, const double *li
                              const double *inv_mass, int64_t rounds, double tolerance,
                              const SinewVbdProblem *guard, double *x) {
     int64_t over = 0;
+    double best = INFINITY, worst = 0.0;
+    int64_t idle = 0;
     for (int64_t round = 0; round <= rounds; ++round) {
         double moved = 0.0;
         int project = round < rounds;
         over = strain_pass(s, springs, limit, inv_mass, tolerance, guard, x, (int)(round & 1),
-                           project, &moved);
+                           project, &moved, &worst);
         if (over < 0 || !project) break;
         if (!(moved > STALL)) break;
         if (over == 0) {
-            over = strain_pass(s, springs, limit, inv_mass, tolerance, guard, x, 0, 0, &moved);
+            over = strain_pass(s, springs, limit, inv_mass, tolerance, guard, x, 0, 0, &moved, &worst);
             if (over <= 0) break;
+        }
+        /* stalled: the largest excess has not shrunk by a hundredth in STALL_PASSES passes
+         * (the guard holds the ends it would move against a collider) */
+        if (worst < 0.99 * best) {
+            best = worst;
+            idle = 0;
+        } else if (++idle >= STALL_PASSES) {
+            break;
         }
     }
     return over;
