@@ -73,7 +73,7 @@ class _VbdStruct(ctypes.Structure):
         ("n", _I64), ("h", _F64), ("x_prev", _P), ("w", _P), ("y", _P),
         ("adj_off", _P), ("adj_spring", _P), ("adj_other", _P),
         ("k", _P), ("rest", _P), ("kd", _P), ("dir0", _P), ("limit", _P), ("k_limit", _F64),
-        ("cv", _P), ("cdisp", _P), ("tris", _P), ("closed_tri", _P), ("tri_radius", _P),
+        ("cv", _P), ("cdisp", _P), ("tris", _P), ("closed_tri", _P), ("tri_normal", _P), ("tri_radius", _P),
         ("tri_mu", _P), ("np", _I64), ("prim_type", _P), ("prim", _P),
         ("kslots", _I64), ("c_id", _P), ("c_count", _P), ("kc", _P), ("eps_u", _F64),
         ("anchor", _P), ("bound", _P),
@@ -93,7 +93,7 @@ _SIGNATURES = {
     "sinew_vbd_sweep": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
     "sinew_vbd_push_out": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P]),
     "sinew_vbd_guard": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _P, _P]),
-    "sinew_vbd_shift": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P]),
+    "sinew_vbd_shift": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P, _P]),
     "sinew_vbd_forces": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
     "sinew_strain_project": (_I64, [_I64, _P, _P, _P, _I64, _F64, ctypes.POINTER(_VbdStruct), _P]),
 }
@@ -183,7 +183,7 @@ class VbdProblem:
 
     _FLOAT = {"x_prev": (-1, 3), "w": (-1,), "y": (-1, 3), "k": (-1,), "rest": (-1,),
               "kd": (-1,), "dir0": (-1, 3), "limit": (-1,), "cv": (-1, 3), "cdisp": (-1, 3),
-              "tri_radius": (-1,), "tri_mu": (-1,), "prim": (-1, 8), "kc": (-1,),
+              "tri_radius": (-1,), "tri_mu": (-1,), "tri_normal": (-1, 3), "prim": (-1, 8), "kc": (-1,),
               "anchor": (-1, 3), "bound": (-1,)}
     _INT = {"adj_off": (-1,), "adj_spring": (-1,), "adj_other": (-1,), "tris": (-1, 3),
             "c_id": (-1, -1), "c_count": (-1,)}

@@ -105,6 +105,8 @@ class ColliderSoup:
         ``(t,)`` uint8: the triangle belongs to a closed mesh (behind it is inside).
     radius, mu : numpy.ndarray
         ``(t,)``: contact radius (the collider's thickness, m) and Coulomb coefficient.
+    normals : numpy.ndarray
+        ``(t, 3)`` the triangles' unit normals at the end of the step (zero if collapsed).
     prim_type : numpy.ndarray
         ``(p,)`` int32: 0 plane, 1 sphere.
     prim : numpy.ndarray
@@ -150,6 +152,12 @@ class ColliderSoup:
         self.closed = np.ascontiguousarray(np.concatenate(closed) if closed else np.zeros(0, np.uint8))
         self.radius = np.ascontiguousarray(np.concatenate(radius) if radius else np.zeros(0))
         self.mu = np.ascontiguousarray(np.concatenate(mu) if mu else np.zeros(0))
+        corners = self.cv[self.tris] if len(self.tris) else np.zeros((0, 3, 3))
+        nrm = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+        size = np.linalg.norm(nrm, axis=1)
+        # (the kernels' triangle_normal: zero for a collapsed triangle)
+        self.normals = np.ascontiguousarray(
+            np.where(size[:, None] > 0, nrm / np.where(size > 0, size, 1.0)[:, None], 0.0))
         self.prim_type = np.asarray(ptype, dtype=np.int32)
         self.prim = kernels.array(np.array(prims) if prims else np.zeros((0, 8)), np.float64,
                                   (-1, 8), "collider primitives")

@@ -66,21 +66,26 @@ _LIMIT_TOLERANCE = 4e-3
 class _Level(NamedTuple):
     """One level of the coarse correction: clusters of free vertices that translate together
     (``cluster`` ``(n,)``: each vertex's cluster, -1 for pinned ones; the clusters' vertices
-    ``vertices`` in order, ``offsets`` ``(count + 1,)`` into them)."""
+    ``vertices`` in order, ``offsets`` ``(count + 1,)`` into them; ``interior`` ``(n,)`` uint8:
+    no spring leaves the vertex's cluster)."""
 
     count: int
     cluster: np.ndarray
     offsets: np.ndarray
     vertices: np.ndarray
+    interior: np.ndarray
 
 
-def _level(cluster: np.ndarray) -> _Level:
+def _level(cluster: np.ndarray, springs: np.ndarray) -> _Level:
     free = np.flatnonzero(cluster >= 0)
     order = free[np.argsort(cluster[free], kind="stable")]
     count = int(cluster.max(initial=-1)) + 1
     offsets = np.searchsorted(cluster[order], np.arange(count + 1)).astype(np.int64)
+    leaving = springs[cluster[springs[:, 0]] != cluster[springs[:, 1]]]
+    interior = np.ones(len(cluster), np.uint8)
+    interior[leaving.reshape(-1)] = 0
     return _Level(count, np.ascontiguousarray(cluster, np.int64), offsets,
-                  np.ascontiguousarray(order, np.int64))
+                  np.ascontiguousarray(order, np.int64), interior)
 
 
 def _clusters(model: Model, free: np.ndarray) -> list[_Level]:
@@ -91,7 +96,8 @@ def _clusters(model: Model, free: np.ndarray) -> list[_Level]:
         return []
     whole = np.full(n, -1, np.int64)
     whole[free] = 0
-    levels = [_level(whole)]
+    sp = np.asarray(model.springs, dtype=np.int64).reshape(-1, 2)
+    levels = [_level(whole, sp)]
     e = model.structural_count
     if len(free) > 2 * CLUSTER_SIZE and e:
         cell = np.sqrt(CLUSTER_SIZE) * float(np.median(model.rest_lengths[:e]))
@@ -100,7 +106,7 @@ def _clusters(model: Model, free: np.ndarray) -> list[_Level]:
         fine = np.full(n, -1, np.int64)
         fine[free] = ids.reshape(-1)
         if fine.max() > 0:
-            levels.append(_level(fine))
+            levels.append(_level(fine, sp))
     return levels
 
 
@@ -237,7 +243,7 @@ class VertexBlockDescent(Integrator):
             reach = np.linalg.norm(x - start, axis=1)
             soup.detect(start, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
             pb.set(cv=soup.cv, cdisp=soup.cdisp, tris=soup.tris, closed_tri=soup.closed,
-                   tri_radius=soup.radius, tri_mu=soup.mu, prim_type=soup.prim_type,
+                   tri_normal=soup.normals, tri_radius=soup.radius, tri_mu=soup.mu, prim_type=soup.prim_type,
                    prim=soup.prim, c_id=contacts.ids, c_count=contacts.count)
             resting = np.flatnonzero((contacts.distance < 1.5 * soup.max_radius) & lay.movable)
             kernels.check_status(pb.lib.sinew_vbd_push_out(
@@ -332,7 +338,8 @@ class VertexBlockDescent(Integrator):
             for level in lay.levels:
                 kernels.check_status(lib.sinew_vbd_shift(
                     pb.struct, level.count, level.offsets.ctypes.data, level.vertices.ctypes.data,
-                    level.cluster.ctypes.data, ptr, clipped.ctypes.data), "VBD shift")
+                    level.cluster.ctypes.data, level.interior.ctypes.data, ptr, clipped.ctypes.data),
+                    "VBD shift")
                 held += int(clipped[0])
             clipped[0] = held
             if clipped[0] and soup is not None:

@@ -868,15 +868,15 @@ def test_shift_is_the_clusters_newton_translation(lib, seed):
     cluster = i64([0, 0, -1])
     xs = x.copy()
     held = np.zeros(1, np.int64)
-    assert lib.sinew_vbd_shift(pb.struct, 1, P(i64([0, 2])), P(i64([0, 1])), P(cluster), P(xs),
-                               P(held)) == 0
+    assert lib.sinew_vbd_shift(pb.struct, 1, P(i64([0, 2])), P(i64([0, 1])), P(cluster), None,
+                               P(xs), P(held)) == 0
     # along x: f = sum w (y - x) + k1 (l - L) (spring 1-2 stretched 0.7 > 0.5); H = sum w + k1
     F = np.sum(w[:2] * (y[:2, 0] - x[:2, 0])) + k[1] * (0.7 - 0.5)
     Hs = w[0] + w[1] + k[1]
     assert np.allclose(xs[:2] - x[:2], [[F / Hs, 0, 0]] * 2, atol=1e-12)
     assert np.array_equal(xs[2], x[2]) and held[0] == 0
     bad = i64([0, 2])            # vertex 2 is not in cluster 0
-    assert lib.sinew_vbd_shift(pb.struct, 1, P(i64([0, 2])), P(bad), P(cluster), P(xs),
+    assert lib.sinew_vbd_shift(pb.struct, 1, P(i64([0, 2])), P(bad), P(cluster), None, P(xs),
                                P(held)) == -1
 
 

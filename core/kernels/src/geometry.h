@@ -113,18 +113,20 @@ static inline void triangle_normal(const double *a, const double *b, const doubl
     else { n[0] = n[1] = n[2] = 0.0; }
 }
 
-/* Signed contact of point p with collider triangle (a, b, c): the outward direction dir and
+/* Signed contact of point p with collider triangle (a, b, c), whose unit normal is normal (NULL:
+ * computed here): the outward direction dir and
  * the signed distance (negative only behind the face of a closed mesh, with the nearest
  * point inside the face or on its border straight below p). Returns the region; bary as
  * closest_on_triangle. */
 static inline int triangle_contact(const double *p, const double *a, const double *b,
-                                   const double *c, int closed, double *dir, double *sd,
-                                   double *bary) {
+                                   const double *c, const double *normal, int closed, double *dir,
+                                   double *sd, double *bary) {
     double q[3], diff[3], n[3];
     int region = closest_on_triangle(p, a, b, c, q, bary);
     sub3(p, q, diff);
     double dist = sqrt(dot3(diff, diff));
-    triangle_normal(a, b, c, n);
+    if (normal) { n[0] = normal[0]; n[1] = normal[1]; n[2] = normal[2]; }
+    else triangle_normal(a, b, c, n);
     double along = dot3(diff, n);
     /* behind the face: the nearest point inside it, or on its border straight below p (a
      * point behind the shared edge of two coplanar triangles, as a box's face centre) */

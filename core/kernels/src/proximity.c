@@ -135,7 +135,7 @@ int sinew_collider_query(
                 if (t < 0 || t >= nt) return SINEW_E_ARGUMENT;
                 const int64_t *tv = tris + 3 * t;
                 double dir[3], sd, bary[3];
-                triangle_contact(p, cv + 3 * tv[0], cv + 3 * tv[1], cv + 3 * tv[2], closed_tri[t],
+                triangle_contact(p, cv + 3 * tv[0], cv + 3 * tv[1], cv + 3 * tv[2], NULL, closed_tri[t],
                                  dir, &sd, bary);
                 double d = fabs(sd);
                 if (d < nearest) {

@@ -70,6 +70,7 @@ typedef struct SinewVbdProblem {
     const double *cdisp;    /* (nv,3) their displacement over the step (friction), or NULL */
     const int64_t *tris;    /* (nt,3) */
     const uint8_t *closed_tri; /* (nt,) the triangle belongs to a closed (solid) mesh */
+    const double *tri_normal;  /* (nt,3) unit normals of the triangles, or NULL (computed) */
     const double *tri_radius;  /* (nt,) contact radius (thickness) */
     const double *tri_mu;      /* (nt,) Coulomb coefficient */
     int64_t np;
@@ -92,8 +93,8 @@ SINEW_API int sinew_vbd_push_out(const SinewVbdProblem *pb, int64_t m, const int
                                  double *x);
 SINEW_API int sinew_vbd_guard(const SinewVbdProblem *pb, double *x, int64_t *clipped);
 SINEW_API int sinew_vbd_shift(const SinewVbdProblem *pb, int64_t nclusters, const int64_t *cluster_off,
-                              const int64_t *cluster_vertices, const int64_t *cluster, double *x,
-                              int64_t *clipped);
+                              const int64_t *cluster_vertices, const int64_t *cluster,
+                              const uint8_t *interior, double *x, int64_t *clipped);
 SINEW_API int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
                                const double *x, double *force, double *contact_force);
 

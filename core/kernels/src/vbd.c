@@ -14,6 +14,9 @@
  * goes through the displacement guard (guard.h), so no vertex can cross a collider surface. */
 #include "guard.h"
 
+/* The precomputed unit normal of collider triangle t, or NULL when the problem has none. */
+#define TRI_NORMAL(pb, t) ((pb)->tri_normal ? (pb)->tri_normal + 3 * (t) : NULL)
+
 /* Symmetric 3x3 stored as xx, yy, zz, xy, xz, yz. */
 static inline void add_outer(double *H, const double *u, double s) {
     H[0] += s * u[0] * u[0]; H[1] += s * u[1] * u[1]; H[2] += s * u[2] * u[2];
@@ -66,16 +69,18 @@ static inline int contact_term(const SinewVbdProblem *pb, int64_t i, const doubl
 /* The local force f and Hessian H of vertex i at positions x; the collider normal force
  * summed into cf (may be NULL). Returns the number of contacts in force. With cluster (n,),
  * the springs to vertices of i's own cluster are left out: what i feels when its whole
- * cluster translates (inertia, pins, contact, friction, the springs leaving the cluster). */
+ * cluster translates (inertia, pins, contact, friction, the springs leaving the cluster);
+ * interior (n,), may be NULL, marks the vertices with no spring leaving their cluster. */
 static int assemble(const SinewVbdProblem *pb, int64_t i, const double *x, double *f, double *H,
-                     double *cf, const int64_t *cluster) {
+                     double *cf, const int64_t *cluster, const uint8_t *interior) {
     const double *xi = x + 3 * i, *yi = pb->y + 3 * i, *xpi = pb->x_prev + 3 * i;
     double w = pb->w[i];
     f[0] = -w * (xi[0] - yi[0]); f[1] = -w * (xi[1] - yi[1]); f[2] = -w * (xi[2] - yi[2]);
     H[0] = H[1] = H[2] = w;
     H[3] = H[4] = H[5] = 0.0;
     double inv_h = 1.0 / pb->h;
-    for (int64_t e = pb->adj_off[i]; e < pb->adj_off[i + 1]; ++e) {
+    int64_t e_end = (cluster && interior && interior[i]) ? pb->adj_off[i] : pb->adj_off[i + 1];
+    for (int64_t e = pb->adj_off[i]; e < e_end; ++e) {
         int64_t s = pb->adj_spring[e], o = pb->adj_other[e];
         if (cluster && cluster[o] == cluster[i]) continue; /* moves with i in its cluster's translation */
         const double *xo = x + 3 * o;
@@ -105,7 +110,7 @@ static int assemble(const SinewVbdProblem *pb, int64_t i, const double *x, doubl
         const int64_t *tv = pb->tris + 3 * t;
         double dir[3], sd, bary[3];
         triangle_contact(xi, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2],
-                         pb->closed_tri[t], dir, &sd, bary);
+                         TRI_NORMAL(pb, t), pb->closed_tri[t], dir, &sd, bary);
         double disp[3] = {0.0, 0.0, 0.0};
         if (pb->cdisp)
             for (int c = 0; c < 3; ++c)
@@ -146,7 +151,7 @@ static double thickness_gap(const SinewVbdProblem *pb, int64_t i, const double *
         const int64_t *tv = pb->tris + 3 * t;
         double dir[3], sd, bary[3];
         triangle_contact(p, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2],
-                         pb->closed_tri[t], dir, &sd, bary);
+                         TRI_NORMAL(pb, t), pb->closed_tri[t], dir, &sd, bary);
         if (sd - pb->tri_radius[t] < gap) gap = sd - pb->tri_radius[t];
     }
     for (int64_t q = 0; q < pb->np; ++q) {
@@ -183,7 +188,7 @@ int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *c
             double *xi = x + 3 * i;
             int stopped = 0;
             double f[3], H[6], dx[3];
-            int active = assemble(pb, i, x, f, H, NULL, NULL);
+            int active = assemble(pb, i, x, f, H, NULL, NULL, NULL);
             int touchable = pb->np > 0 || (pb->c_count && pb->c_count[i] > 0);
             double gap0 = touchable ? thickness_gap(pb, i, xi) : INFINITY;
             for (int it = 0; it < LOCAL_NEWTON; ++it) {
@@ -206,7 +211,7 @@ int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *c
                                + (nx[2] - xi[2]) * (nx[2] - xi[2]);
                 xi[0] = nx[0]; xi[1] = nx[1]; xi[2] = nx[2];
                 if (!touchable || it + 1 == LOCAL_NEWTON || !(moved > LOCAL_STEP * LOCAL_STEP)) break;
-                active = assemble(pb, i, x, f, H, NULL, NULL);
+                active = assemble(pb, i, x, f, H, NULL, NULL, NULL);
                 if (!active) break; /* clear of every thickness: the step was a free one */
             }
             (void)active;
@@ -227,7 +232,7 @@ int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertic
         double H[6];
         double *cf = contact_force + 3 * j;
         cf[0] = cf[1] = cf[2] = 0.0;
-        assemble(pb, i, x, force + 3 * j, H, cf, NULL);
+        assemble(pb, i, x, force + 3 * j, H, cf, NULL, NULL);
     }
     return SINEW_OK;
 }
@@ -252,10 +257,11 @@ int sinew_vbd_push_out(const SinewVbdProblem *pb, int64_t m, const int64_t *vert
         double *xi = x + 3 * i;
         int64_t nc = pb->c_count ? pb->c_count[i] : 0;
         for (int64_t k = 0; k < nc; ++k) {
-            const int64_t *tv = pb->tris + 3 * pb->c_id[pb->kslots * i + k];
-            double dir[3], sd, bary[3], r = pb->tri_radius[pb->c_id[pb->kslots * i + k]];
+            int64_t t = pb->c_id[pb->kslots * i + k];
+            const int64_t *tv = pb->tris + 3 * t;
+            double dir[3], sd, bary[3], r = pb->tri_radius[t];
             triangle_contact(xi, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2],
-                             pb->closed_tri[pb->c_id[pb->kslots * i + k]], dir, &sd, bary);
+                             TRI_NORMAL(pb, t), pb->closed_tri[t], dir, &sd, bary);
             if (sd < r) for (int a = 0; a < 3; ++a) xi[a] += (r - sd) * dir[a];
         }
         for (int64_t p = 0; p < pb->np; ++p) {
@@ -272,13 +278,14 @@ int sinew_vbd_push_out(const SinewVbdProblem *pb, int64_t m, const int64_t *vert
  * cluster_vertices; cluster (n,) gives every vertex's cluster, -1 for pinned ones) takes one
  * Newton step as a rigid translation, delta = (sum H_i)^-1 sum f_i over the terms such a
  * translation changes (springs inside the cluster cancel), applied through the guard,
- * cluster after cluster. Gauss-Seidel moves a cloth as a whole very slowly when its springs
+ * cluster after cluster; interior (n,), may be NULL, marks vertices whose springs all stay in
+ * their cluster (their springs are not visited). Gauss-Seidel moves a cloth as a whole very slowly when its springs
  * are stiff against its inertia (k h^2/m ~ 10^4 for cloth at 24 fps): a sheet sliding,
  * sticking or slowing by drag, or one side of a cloth swinging, is such a motion.
  * clipped receives the number of vertices the guard's ball bound held back. */
 int sinew_vbd_shift(const SinewVbdProblem *pb, int64_t nclusters, const int64_t *cluster_off,
-                    const int64_t *cluster_vertices, const int64_t *cluster, double *x,
-                    int64_t *clipped) {
+                    const int64_t *cluster_vertices, const int64_t *cluster,
+                    const uint8_t *interior, double *x, int64_t *clipped) {
     int64_t held = 0;
     for (int64_t c = 0; c < nclusters; ++c) {
         double F[3] = {0.0, 0.0, 0.0}, Hs[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, delta[3];
@@ -286,7 +293,7 @@ int sinew_vbd_shift(const SinewVbdProblem *pb, int64_t nclusters, const int64_t 
             int64_t i = cluster_vertices[j];
             if (i < 0 || i >= pb->n || cluster[i] != c) return SINEW_E_ARGUMENT;
             double f[3], H[6];
-            assemble(pb, i, x, f, H, NULL, cluster);
+            assemble(pb, i, x, f, H, NULL, cluster, interior);
             for (int a = 0; a < 3; ++a) F[a] += f[a];
             for (int a = 0; a < 6; ++a) Hs[a] += H[a];
         }
