@@ -36,6 +36,20 @@ class SINEW_AP_preferences(bpy.types.AddonPreferences):
             layout.label(text="Compiled kernels: ready.", icon="CHECKMARK")
 
 
+def draw_report(layout: bpy.types.UILayout, obj: bpy.types.Object, operator: str) -> None:
+    """The object's last bake report written by ``operator`` (e.g. ``"sinew.bake_ik"``): its
+    warnings, or why it failed."""
+    from . import bakejob
+
+    report = bakejob.read_report(obj)
+    if report["operator"] != operator:
+        return
+    if report["state"] == "FAILED":
+        draw_failure(layout, report["error"])
+    for text in filter(None, report["warnings"].split("\n")):
+        layout.label(text=text, icon="ERROR")
+
+
 def draw_failure(layout: bpy.types.UILayout, message: str) -> None:
     """An alert box with a failed bake's message, wrapped to the panel."""
     box = layout.box()

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import bpy
 
-from .. import bakejob
 from ..core.errors import ExpressionError
 from ..core.expr import compile_expression
-from ..preferences import draw_failure
+from ..preferences import draw_report
 from .read import enabled_tips
 
 
@@ -46,17 +45,6 @@ def draw_targets(layout: bpy.types.UILayout, s: bpy.types.PropertyGroup) -> None
         row = layout.row()
         row.active = s.use_rotation
         row.prop(s, "rotation_weight")
-
-
-def draw_report(layout: bpy.types.UILayout, obj: bpy.types.Object) -> None:
-    """The object's last IK bake report: its warnings, or why it failed."""
-    report = bakejob.read_report(obj)
-    if report["operator"] != "sinew.bake_ik":
-        return
-    if report["state"] == "FAILED":
-        draw_failure(layout, report["error"])
-    for text in filter(None, report["warnings"].split("\n")):
-        layout.label(text=text, icon="ERROR")
 
 
 def draw_stats(layout: bpy.types.UILayout, s: bpy.types.PropertyGroup) -> None:
@@ -116,7 +104,7 @@ class SINEW_PT_bone_ik(bpy.types.Panel):
         box = layout.box()
         box.label(text="Last bake")
         draw_stats(box, s)
-        draw_report(layout, context.object)
+        draw_report(layout, context.object, "sinew.bake_ik")
 
 
 class SINEW_PT_ik_chains(bpy.types.Panel):
@@ -159,7 +147,7 @@ class SINEW_PT_ik_chains(bpy.types.Panel):
         row = layout.row()
         row.enabled = bool(tips)
         row.operator("sinew.bake_ik", icon="REC")
-        draw_report(layout, obj)
+        draw_report(layout, obj, "sinew.bake_ik")
 
 
 classes = (SINEW_PT_bone_ik, SINEW_PT_ik_chains)

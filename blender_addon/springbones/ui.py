@@ -7,20 +7,8 @@ from __future__ import annotations
 
 import bpy
 
-from .. import bakejob
-from ..preferences import draw_failure
+from ..preferences import draw_report
 from .read import spring_tips
-
-
-def draw_report(layout: bpy.types.UILayout, obj: bpy.types.Object) -> None:
-    """The object's last spring-bone bake report: its summary and warnings, or why it failed."""
-    report = bakejob.read_report(obj)
-    if report["operator"] != "sinew.bake_spring_bones":
-        return
-    if report["state"] == "FAILED":
-        draw_failure(layout, report["error"])
-    for text in filter(None, report["warnings"].split("\n")):
-        layout.label(text=text, icon="ERROR")
 
 
 def draw_stats(layout: bpy.types.UILayout, s: bpy.types.PropertyGroup) -> None:
@@ -65,7 +53,7 @@ class SINEW_PT_bone_spring(bpy.types.Panel):
         box.label(text="Last bake")
         draw_stats(box, s)
         layout.operator("sinew.bake_spring_bones", icon="REC")
-        draw_report(layout, context.object)
+        draw_report(layout, context.object, "sinew.bake_spring_bones")
 
 
 class SINEW_PT_spring_chains(bpy.types.Panel):
@@ -100,7 +88,7 @@ class SINEW_PT_spring_chains(bpy.types.Panel):
         row = layout.row()
         row.enabled = bool(tips)
         row.operator("sinew.bake_spring_bones", icon="REC")
-        draw_report(layout, obj)
+        draw_report(layout, obj, "sinew.bake_spring_bones")
 
 
 classes = (SINEW_PT_bone_spring, SINEW_PT_spring_chains)
