@@ -211,8 +211,10 @@ int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *c
                                + (nx[2] - xi[2]) * (nx[2] - xi[2]);
                 xi[0] = nx[0]; xi[1] = nx[1]; xi[2] = nx[2];
                 if (!touchable || it + 1 == LOCAL_NEWTON || !(moved > LOCAL_STEP * LOCAL_STEP)) break;
+                /* clear of every thickness: the step was a free one (checked on the contacts
+                 * alone, before assembling the springs again) */
+                if (thickness_gap(pb, i, xi) >= 0.0) break;
                 active = assemble(pb, i, x, f, H, NULL, NULL, NULL);
-                if (!active) break; /* clear of every thickness: the step was a free one */
             }
             (void)active;
             held += stopped;
