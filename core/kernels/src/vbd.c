@@ -70,9 +70,10 @@ static inline int contact_term(const SinewVbdProblem *pb, int64_t i, const doubl
  * summed into cf (may be NULL). Returns the number of contacts in force. With cluster (n,),
  * the springs to vertices of i's own cluster are left out: what i feels when its whole
  * cluster translates (inertia, pins, contact, friction, the springs leaving the cluster);
- * interior (n,), may be NULL, marks the vertices with no spring leaving their cluster. */
+ * interior (n,), may be NULL, marks the vertices with no spring leaving their cluster. gap
+ * (may be NULL) receives thickness_gap's value at x[i], computed on the way. */
 static int assemble(const SinewVbdProblem *pb, int64_t i, const double *x, double *f, double *H,
-                     double *cf, const int64_t *cluster, const uint8_t *interior) {
+                     double *cf, const int64_t *cluster, const uint8_t *interior, double *gap) {
     const double *xi = x + 3 * i, *yi = pb->y + 3 * i, *xpi = pb->x_prev + 3 * i;
     double w = pb->w[i];
     f[0] = -w * (xi[0] - yi[0]); f[1] = -w * (xi[1] - yi[1]); f[2] = -w * (xi[2] - yi[2]);
@@ -104,6 +105,7 @@ static int assemble(const SinewVbdProblem *pb, int64_t i, const double *x, doubl
         }
     }
     int active = 0;
+    double least = INFINITY;
     int64_t nc = pb->c_count ? pb->c_count[i] : 0;
     for (int64_t j = 0; j < nc; ++j) {
         int64_t t = pb->c_id[pb->kslots * i + j];
@@ -115,14 +117,17 @@ static int assemble(const SinewVbdProblem *pb, int64_t i, const double *x, doubl
         if (pb->cdisp)
             for (int c = 0; c < 3; ++c)
                 for (int a = 0; a < 3; ++a) disp[a] += bary[c] * pb->cdisp[3 * tv[c] + a];
+        if (sd - pb->tri_radius[t] < least) least = sd - pb->tri_radius[t];
         active += contact_term(pb, i, xi, dir, sd, pb->tri_radius[t], pb->tri_mu[t], disp, f, H, cf);
     }
     for (int64_t p = 0; p < pb->np; ++p) {
         const double *pr = pb->prim + 8 * p;
         double dir[3], sd;
         primitive_contact(xi, pb->prim_type[p], pr, dir, &sd);
+        if (sd - pr[6] < least) least = sd - pr[6];
         active += contact_term(pb, i, xi, dir, sd, pr[6], pr[7], NULL, f, H, cf);
     }
+    if (gap) *gap = least;
     return active;
 }
 
@@ -187,25 +192,25 @@ int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *c
             if (i < 0 || i >= pb->n) return SINEW_E_ARGUMENT;
             double *xi = x + 3 * i;
             int stopped = 0;
-            double f[3], H[6], dx[3];
-            int active = assemble(pb, i, x, f, H, NULL, NULL, NULL);
+            double f[3], H[6], dx[3], gap;
+            assemble(pb, i, x, f, H, NULL, NULL, NULL, &gap);
             int touchable = pb->np > 0 || (pb->c_count && pb->c_count[i] > 0);
-            double gap0 = touchable ? thickness_gap(pb, i, xi) : INFINITY;
             for (int it = 0; it < LOCAL_NEWTON; ++it) {
                 if (!solve3(H, f, dx)) break;
                 double nx[3] = {xi[0] + dx[0], xi[1] + dx[1], xi[2] + dx[2]};
                 stopped |= guard_move(pb, i, nx);
-                if (touchable && gap0 >= 0.0) {
+                double gap1 = NAN;
+                if (touchable && it == 0 && gap >= 0.0) {
                     /* a free step into a thickness stops where it enters it: the next Newton
                      * step has the contact's stiffness */
-                    double gap1 = thickness_gap(pb, i, nx);
+                    gap1 = thickness_gap(pb, i, nx);
                     if (gap1 < 0.0) {
                         /* (a millionth of the step further: inside, not on the edge) */
-                        double s = gap0 / (gap0 - gap1) + 1e-6;
+                        double s = gap / (gap - gap1) + 1e-6;
                         if (s < 1.0)
                             for (int a = 0; a < 3; ++a) nx[a] = xi[a] + s * (nx[a] - xi[a]);
+                        gap1 = -1.0;
                     }
-                    gap0 = -1.0;
                 }
                 double moved = (nx[0] - xi[0]) * (nx[0] - xi[0]) + (nx[1] - xi[1]) * (nx[1] - xi[1])
                                + (nx[2] - xi[2]) * (nx[2] - xi[2]);
@@ -213,10 +218,10 @@ int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *c
                 if (!touchable || it + 1 == LOCAL_NEWTON || !(moved > LOCAL_STEP * LOCAL_STEP)) break;
                 /* clear of every thickness: the step was a free one (checked on the contacts
                  * alone, before assembling the springs again) */
-                if (thickness_gap(pb, i, xi) >= 0.0) break;
-                active = assemble(pb, i, x, f, H, NULL, NULL, NULL);
+                if (isnan(gap1)) gap1 = thickness_gap(pb, i, xi);
+                if (gap1 >= 0.0) break;
+                assemble(pb, i, x, f, H, NULL, NULL, NULL, &gap);
             }
-            (void)active;
             held += stopped;
         }
     }
@@ -234,7 +239,7 @@ int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertic
         double H[6];
         double *cf = contact_force + 3 * j;
         cf[0] = cf[1] = cf[2] = 0.0;
-        assemble(pb, i, x, force + 3 * j, H, cf, NULL, NULL);
+        assemble(pb, i, x, force + 3 * j, H, cf, NULL, NULL, NULL);
     }
     return SINEW_OK;
 }
@@ -295,7 +300,7 @@ int sinew_vbd_shift(const SinewVbdProblem *pb, int64_t nclusters, const int64_t 
             int64_t i = cluster_vertices[j];
             if (i < 0 || i >= pb->n || cluster[i] != c) return SINEW_E_ARGUMENT;
             double f[3], H[6];
-            assemble(pb, i, x, f, H, NULL, cluster, interior);
+            assemble(pb, i, x, f, H, NULL, cluster, interior, NULL);
             for (int a = 0; a < 3; ++a) F[a] += f[a];
             for (int a = 0; a < 6; ++a) Hs[a] += H[a];
         }
