@@ -39,12 +39,14 @@ def test_demo(tmp_path):
     # Every bake reported its summary line.
     for name in ("Hero", "ArmCCD", "ArmFABRIK", "Cape", "Flag", "Drape"):
         assert any(line.startswith(name + " ") for line in proc.stdout.splitlines()), name
+    assert any(line.split()[:2] == ["Hero", "bones"] for line in proc.stdout.splitlines()), "the tail's bake"
     # Every check was measured on the saved file without the add-on; each one not pending passed.
     table = proc.stdout.split("played back without the add-on:\n", 1)[1].split("\n\n", 1)[0]
     rows = {m.group(1).strip(): m.group(2) for m in re.finditer(r"^  (.{45}) (\S+)", table, re.M)}
     expected = {"IK tips on their targets", "cape outside the body", "cape free of self-crossings",
                 "cape stretch under 10 %", "drape outside the ball and above the floor", "drape at rest on the ball",
-                "flag moved by the wind", "flag stretch under 10 %", "drape stretch under 10 %"}
+                "flag moved by the wind", "flag stretch under 10 %", "drape stretch under 10 %",
+                "tail keyed, bone lengths kept", "tail swings behind the hips"}
     assert set(rows) == expected, rows
     for name, state in rows.items():
         if name in checks.PENDING_CHECKS and not full:
@@ -100,3 +102,21 @@ def test_flag_check_wants_a_streaming_flag_beside_a_hanging_twin():
     assert not verdict(0.3 * length, 0.3 * length)      # the wind did nothing
     assert not verdict(0.9 * length, 0.9 * length)      # the reference does not hang: the flag is just stiff
     assert not verdict(-0.9 * length, 0.3 * length)     # blown the wrong way
+
+
+def test_tail_check_wants_a_swinging_tail_of_kept_lengths():
+    """The tail checks fail for a tail that only follows the hips, loses a key, stretches or is not finite."""
+    n, bones = 48, len(checks.shot.TAIL_BONES)
+    a = np.radians(10.0) * np.sin(np.linspace(0.0, 4 * np.pi, n))        # ±10° about the hips' x axis
+    swinging = {"tail keyed": np.full(n, bones), "tail length error": np.full(n, 1e-6),
+                "tail x": np.zeros(n), "tail y": -np.cos(a), "tail z": -np.sin(a)}
+
+    def verdicts(**changed) -> list[bool]:
+        return [c.ok for c in checks.tail_checks(dict(swinging, **changed))]
+
+    assert verdicts() == [True, True]
+    assert abs(checks.tail_swing(swinging)[1] - 20.0) < 0.1
+    assert verdicts(**{"tail y": np.full(n, -1.0), "tail z": np.zeros(n)}) == [True, False]   # rigid
+    assert verdicts(**{"tail keyed": np.r_[np.full(n - 1, bones), bones - 1]})[0] is False
+    assert verdicts(**{"tail length error": np.full(n, 0.01)})[0] is False
+    assert verdicts(**{"tail x": np.r_[np.zeros(n - 1), np.nan]}) == [False, False]

@@ -4,11 +4,13 @@ Run by ``python3 build.py demo`` inside the bpy 5.2 environment::
 
     python -m tools.demo --out out [--quick] [--zip dist/sinew-...-linux_x64.zip]
 
-1. Builds the shot (``shot.py``: a Rigify metarig character walking with IK legs and a
-   reaching arm, a cape, a flag in a Wind field, a cloth draped on a ball on the floor) and
-   the lab inset (``lab.py``: two arms writing SINEW), with the add-on installed from its zip.
-2. Bakes every IK armature and spring mesh through the add-on's operators, plots the lab's
-   core figures and saves ``out/demo.blend``.
+1. Builds the shot (``shot.py``: a Rigify metarig character walking with IK legs, a
+   reaching arm and a swinging tail, a cape, a flag in a Wind field, a cloth draped on a ball
+   on the floor) and the lab inset (``lab.py``: two arms writing SINEW), with the add-on
+   installed from its zip.
+2. Bakes every IK armature, then the tail's spring bones, then every spring mesh through the
+   add-on's operators (``cli.py``'s order), plots the lab's core figures and saves
+   ``out/demo.blend``.
 3. Disables the add-on, reopens the saved file and measures it frame by frame as Blender
    plays it back (``checks.py``), renders the contact sheet and the animated strip with the
    lab inset (``pictures.py``) and plots the measured figures.
@@ -46,36 +48,49 @@ def install_addon(zip_path: Path):
     return sys.modules[ADDON]
 
 
-def summary(ob) -> str:
+#: Bake kind -> the add-on's operator (``cli.py``'s order: IK, spring bones, spring meshes).
+OPERATORS = {"IK": "bake_ik", "bones": "bake_spring_bones", "springs": "bake_springs"}
+
+
+def summary(ob, kind: str) -> str:
     """What the bake left on the object (the panels' figures)."""
-    if ob.type == "ARMATURE":
+    if kind == "IK":
         parts = []
         for pb in ob.pose.bones:
             s = pb.sinew_ik
             if s.enabled:
                 parts.append(f"{pb.name} {s.solver} it {s.last_iterations_mean:.1f} err {s.last_error_max:.1e} m")
         return "; ".join(parts)
+    if kind == "bones":
+        parts = []
+        for pb in ob.pose.bones:
+            s = pb.sinew_spring
+            if s.enabled:
+                parts.append(f"{pb.name} chain of {s.chain_length}, length error {100 * s.last_length_error:.3f} %, "
+                             f"penetration {s.last_penetration:.1e} m")
+        return "; ".join(parts)
     s = ob.sinew_springs
     return f"{s.solver}, {s.bake_iterations:.0f} it/frame, max strain {100 * s.bake_max_strain:.1f} %"
 
 
-def bake(objects: list, frames: int) -> list[dict]:
-    """Bake each object through the add-on's operator; stop with the operator's message on failure."""
+def bake(jobs: list[tuple[object, str]], frames: int) -> list[dict]:
+    """Bake each (object, kind) through the add-on's operator, in order; stop with the operator's
+    message on failure."""
     import bpy
 
     rows = []
-    for ob in objects:
+    for ob, kind in jobs:
         bpy.context.view_layer.objects.active = ob
-        op = bpy.ops.sinew.bake_ik if ob.type == "ARMATURE" else bpy.ops.sinew.bake_springs
+        op = getattr(bpy.ops.sinew, OPERATORS[kind])
         t0 = time.perf_counter()
         try:
             result = op(frame_start=1, frame_end=frames)
         except RuntimeError as exc:
-            raise SystemExit(f"demo: baking {ob.name} failed: {exc}") from None
+            raise SystemExit(f"demo: baking {ob.name} ({kind}) failed: {exc}") from None
         if result != {"FINISHED"}:
-            raise SystemExit(f"demo: baking {ob.name} failed ({result}); its message is printed above")
-        rows.append({"object": ob.name, "kind": "IK" if ob.type == "ARMATURE" else "springs",
-                     "seconds": time.perf_counter() - t0, "summary": summary(ob)})
+            raise SystemExit(f"demo: baking {ob.name} ({kind}) failed ({result}); its message is printed above")
+        rows.append({"object": ob.name, "kind": kind, "seconds": time.perf_counter() - t0,
+                     "summary": summary(ob, kind)})
     return rows
 
 
@@ -102,7 +117,8 @@ def main() -> int:
 
     the_shot = shot.build_shot(frames)
     the_lab = lab.build_lab(frames)
-    rows = bake([the_shot.armature, *(ob for ob, _ in the_lab["arms"]), *the_shot.springs], frames)
+    rows = bake([(the_shot.armature, "IK"), *((ob, "IK") for ob, _ in the_lab["arms"]),
+                 (the_shot.armature, "bones"), *((ob, "springs") for ob in the_shot.springs)], frames)
     lab.style_traces(the_lab, frames)
     problems = lab.check_lab(the_lab)
     ik_plot, ik_rows = lab.plot_ik(out, addon, the_lab["word"], the_lab["knots"], frames)

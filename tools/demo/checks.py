@@ -34,6 +34,8 @@ REST_SPEED = 0.05            # m/s, largest vertex speed of a cloth "at rest"
 STRAIN_LIMIT = 0.10
 FLAG_STREAMS = 0.6           # the windy flag's free edge reaches this fraction of its length downwind
 FLAG_HANGS = 0.5             # the calm twin's free edge stays within this fraction of it (it hangs)
+TAIL_LENGTH_TOLERANCE = 1e-3  # relative: the tail's bones keep their rest lengths (stretch 0)
+TAIL_SWING = 3.0             # degrees: the tail tip, seen from the hips, swings through more than this
 
 
 @dataclass
@@ -75,6 +77,26 @@ def _signed_to_mesh(points: np.ndarray, verts: np.ndarray, polys: list) -> np.nd
     return out
 
 
+def _action_fcurves(action) -> list:
+    """The F-curves of an action: its layers' channelbags (4.4+, the only place in 5.x), or
+    ``action.fcurves`` (before 4.4)."""
+    layers = getattr(action, "layers", None)
+    if layers:
+        return [fc for layer in layers for strip in layer.strips for bag in strip.channelbags for fc in bag.fcurves]
+    return list(action.fcurves)
+
+
+def _keyed_frames(arm, bones: list[str]) -> dict[str, set[int]]:
+    """Frames at which each bone has a key on every channel of its rotation (quaternion)."""
+    action = arm.animation_data.action if arm.animation_data else None
+    channels: dict[str, list[set[int]]] = {b: [] for b in bones}
+    for fc in _action_fcurves(action) if action else []:
+        for b in bones:
+            if fc.data_path == f'pose.bones["{b}"].rotation_quaternion':
+                channels[b].append({round(k.co[0]) for k in fc.keyframe_points})
+    return {b: set.intersection(*c) if len(c) == 4 else set() for b, c in channels.items()}
+
+
 def _self_crossings(verts: np.ndarray, polys: list) -> int:
     """Pairs of faces of one mesh that intersect and share no vertex."""
     from mathutils.bvhtree import BVHTree
@@ -109,7 +131,13 @@ def measure(frames: int) -> dict[str, np.ndarray]:
     radius = max(v.co.length for v in ball.data.vertices)
     out: dict[str, list] = {k: [] for k in (
         "tip shin.L", "tip shin.R", f"tip {arm_tip}", "cape clearance", "cape crossings", "drape clearance",
-        "drape speed", "drape top gap", "flag reach", "calm reach", "strain Cape", "strain Flag", "strain Drape")}
+        "drape speed", "drape top gap", "flag reach", "calm reach", "strain Cape", "strain Flag", "strain Drape",
+        "tail keyed", "tail length error", "tail x", "tail y", "tail z")}
+    # The tail: its rotation keys, its bones' rest lengths, and its root-to-tip direction seen
+    # from the hips (the parent's pose axes), per frame.
+    tail = shot.TAIL_BONES
+    keyed = _keyed_frames(arm, tail)
+    tail_rest = np.array([arm.data.bones[b].length for b in tail])
     prev_drape = None
     frame0 = scene.frame_current
     for f in range(1, frames + 1):
@@ -123,6 +151,15 @@ def measure(frames: int) -> dict[str, np.ndarray]:
             out[f"tip {tip}"].append((got - want).length)
         got = mw @ ev.pose.bones[arm_tip].tail
         out[f"tip {arm_tip}"].append((got - obs[shot.LANTERN].evaluated_get(dg).matrix_world.translation).length)
+        pose = ev.pose.bones
+        out["tail keyed"].append(sum(f in keyed[b] for b in tail))
+        lengths = np.array([(pose[b].tail - pose[b].head).length for b in tail])
+        out["tail length error"].append(float(np.abs(lengths / tail_rest - 1.0).max()))
+        hips = np.array([list(r) for r in pose[shot.TAIL_PARENT].matrix.to_3x3()])
+        d = np.array(pose[tail[-1]].tail - pose[tail[0]].head) @ hips    # hips' axes: rows of hips.T
+        d /= np.linalg.norm(d)
+        for axis, value in zip("xyz", d):
+            out[f"tail {axis}"].append(float(value))
         xs = {ob.name: _world_vertices(ob, dg) for ob in (body, cape, flag, drape, ball, calm)}
         out["cape clearance"].append(_signed_to_mesh(xs[shot.CAPE], xs[shot.BODY], body_polys).min())
         out["cape crossings"].append(_self_crossings(xs[shot.CAPE], cape_polys))
@@ -183,6 +220,8 @@ def evaluate(m: dict[str, np.ndarray]) -> list[Check]:
         worst = int(m[f"strain {name}"].argmax())
         checks.append(Check(f"{name.lower()} stretch under 10 %", bool(m[f"strain {name}"].max() < STRAIN_LIMIT),
                             f"max {100 * m[f'strain {name}'][worst]:.1f} % at frame {worst + 1}"))
+    if "tail keyed" in m:
+        checks.extend(tail_checks(m))
     names = {c.name for c in checks}
     stale = set(PENDING_CHECKS) - names
     if stale:
@@ -191,6 +230,38 @@ def evaluate(m: dict[str, np.ndarray]) -> list[Check]:
         for c in checks:
             c.pending = PENDING_CHECKS.get(c.name)
     return checks
+
+
+def tail_swing(m: dict[str, np.ndarray]) -> tuple[np.ndarray, float]:
+    """The tail tip's angle (degrees) off its mean direction per frame, seen from the hips, and
+    the largest angle between its directions at any two frames (its swing)."""
+    d = np.stack([m["tail x"], m["tail y"], m["tail z"]], axis=1)
+    mean = d.mean(axis=0)
+    mean /= np.linalg.norm(mean)
+    off = np.degrees(np.arccos(np.clip(d @ mean, -1.0, 1.0)))
+    span = np.degrees(np.arccos(np.clip(d @ d.T, -1.0, 1.0))).max()
+    return off, float(span)
+
+
+def tail_checks(m: dict[str, np.ndarray]) -> list[Check]:
+    """The spring-bone tail: keyed on every frame with its bones at their rest lengths, swinging."""
+    n, bones = len(m["tail keyed"]), len(shot.TAIL_BONES)
+    figures = np.concatenate([m[k] for k in ("tail length error", "tail x", "tail y", "tail z")])
+    finite = bool(np.isfinite(figures).all())
+    missing = int(np.count_nonzero(m["tail keyed"] < bones))
+    worst = int(np.nanargmax(m["tail length error"])) if finite else 0
+    error = float(m["tail length error"][worst])
+    keyed = Check("tail keyed, bone lengths kept",
+                  bool(finite and missing == 0 and error < TAIL_LENGTH_TOLERANCE),
+                  f"{bones} bones keyed on {n - missing} of {n} frames, worst length error {100 * error:.4f} % "
+                  f"at frame {worst + 1} (limit {100 * TAIL_LENGTH_TOLERANCE:.1f} %)" + ("" if finite else ", NOT FINITE"))
+    if not finite:
+        return [keyed, Check("tail swings behind the hips", False, "the tail's pose is not finite")]
+    off, span = tail_swing(m)
+    swings = Check("tail swings behind the hips", bool(span > TAIL_SWING),
+                   f"tip seen from the hips swings {span:.1f}° (limit > {TAIL_SWING:.0f}°), "
+                   f"at most {off.max():.1f}° off its mean direction")
+    return [keyed, swings]
 
 
 def report(checks: list[Check]) -> tuple[list[str], list[str]]:

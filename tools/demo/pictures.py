@@ -107,8 +107,12 @@ def plot_shot(out: Path, m: dict[str, np.ndarray], pending: dict[str, str]) -> P
     ax.plot(frames, m["flag reach"], label="flag: free edge downwind of the pole (m)")
     ax.plot(frames, m["calm reach"], label="its windless twin: the same (m)")
     ax.plot(frames, m["drape speed"], label="drape: fastest vertex (m/s)")
+    if "tail x" in m:
+        from .checks import tail_swing
+
+        ax.plot(frames, np.radians(tail_swing(m)[0]), label="tail: tip off its mean direction from the hips (rad)")
     ax.set_xlabel("frame")
-    ax.set_title("Wind and rest")
+    ax.set_title("Wind, rest and the tail's swing")
     ax.legend(fontsize=8)
     if pending:
         fig.text(0.5, 0.005, "Pending: " + "; ".join(sorted(pending)), ha="center", fontsize=7,

@@ -7,13 +7,16 @@ Everything is built from Blender's own data (no input file):
   to the root and keyed in a walk cycle, and a body of capsules (one per limb or spine bone,
   joined into one mesh, each capsule weighted 1.0 to its bone) deformed by the armature. The
   left arm reaches for a lantern that circles in front of the character.
+* ``build_tail``: a tail of :data:`TAIL_BONES` bones on the hips (``spine``), pointing back and
+  down from the back of the pelvis, with a tapered mesh of capsules skinned to it; a Sinew spring
+  chain (the TAIL preset) on its tip swings it behind the walk.
 * ``build_cape``: a cape whose top row is pinned to the chest bone, colliding with the body.
 * ``build_flag``: a flag on a pole, in a Wind force field.
 * ``build_drape``: a cloth falling onto a sphere that rests on the floor.
 
-The add-on's settings of the elements are in ``configure_ik_chains`` and
-``configure_springs`` only. All positions of the character are in the
-armature's space (Rigify's: the character faces −Y, Z up); the armature object is turned so
+The add-on's settings of the elements are in ``configure_ik_chains``,
+``configure_spring_bones`` and ``configure_springs`` only. All positions of the character are
+in the armature's space (Rigify's: the character faces −Y, Z up); the armature object is turned so
 that it walks along world −X, its left side to the camera.
 """
 
@@ -28,6 +31,7 @@ FPS = 24
 
 ARMATURE = "Hero"
 BODY = "HeroBody"
+TAIL = "HeroTail"
 LANTERN = "Lantern"
 CAPE = "Cape"
 FLAG = "Flag"
@@ -57,6 +61,21 @@ for _side in ("L", "R"):
         f"foot.{_side}": (0.045, 0.035, 1.0), f"toe.{_side}": (0.035, 0.03, 1.0),
     })
 
+#: The tail: its bones, root first, parented to the hips (the metarig's ``spine``); it leaves
+#: the back of the pelvis at TAIL_ROOT (armature space, 3 cm outside the body's skin: the body
+#: is a collider of the chain, and a root within the chain's radius of it made the bake diverge
+#: at its first frame) and each bone points back (+Y) and down by its angle below the horizontal
+#: (degrees), curling up toward the tip; bone lengths (m) and the radii of its mesh at each
+#: joint (m). The tail hangs below the cape's hem.
+TAIL_BONES = [f"tail.{i:03d}" for i in range(1, 7)]
+TAIL_TIP = TAIL_BONES[-1]
+TAIL_PARENT = "spine"
+TAIL_ROOT = (0.0, 0.2, 0.93)
+TAIL_ANGLES = (58.0, 50.0, 42.0, 34.0, 26.0, 18.0)
+TAIL_LENGTHS = (0.12, 0.11, 0.10, 0.09, 0.08, 0.07)
+TAIL_RADII = (0.04, 0.034, 0.029, 0.024, 0.019, 0.015, 0.011)
+TAIL_PRESET = "TAIL"
+
 # Walk: hips lowered so the knees bend, one step every STEP frames, WALK_SPEED m/s.
 STEP = 30
 WALK_SPEED = 0.2
@@ -81,6 +100,7 @@ class Shot:
     frames: int
     armature: object = None
     ik_tips: list[str] = field(default_factory=list)
+    spring_bone_tips: list[str] = field(default_factory=list)
     springs: list[object] = field(default_factory=list)
     camera: object = None
 
@@ -331,6 +351,48 @@ def build_character(frames: int):
     return arm, body, lantern
 
 
+def build_tail(arm):
+    """The tail's bones on the hips (:data:`TAIL_BONES`) and its mesh, skinned to them.
+
+    Each bone carries one capsule (:func:`capsule`, tapering from joint to joint), weighted 1.0
+    to its bone: the mesh follows the baked bones with nothing but Blender's Armature modifier.
+    The mesh has no Collision modifier, so the tail's own chain does not collide with it.
+    """
+    import bpy
+    from mathutils import Matrix, Vector
+
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode="EDIT")
+    eb = arm.data.edit_bones
+    parent, head = eb[TAIL_PARENT], Vector(TAIL_ROOT)
+    for name, angle, length in zip(TAIL_BONES, TAIL_ANGLES, TAIL_LENGTHS):
+        a = math.radians(angle)
+        b = eb.new(name)
+        b.head, b.tail, b.roll = head, head + length * Vector((0.0, math.cos(a), -math.sin(a))), 0.0
+        b.parent, b.use_connect = parent, parent.name != TAIL_PARENT
+        parent, head = b, b.tail.copy()
+    rest = {name: (Matrix(eb[name].matrix), eb[name].length) for name in TAIL_BONES}
+    bpy.ops.object.mode_set(mode="OBJECT")
+    for name in TAIL_BONES:
+        arm.pose.bones[name].rotation_mode = "QUATERNION"
+    verts, faces, groups = [], [], []
+    for k, name in enumerate(TAIL_BONES):
+        mat, length = rest[name]
+        v, fs = capsule(mat, length, TAIL_RADII[k], TAIL_RADII[k + 1], 1.0, seg=10, cap=2)
+        faces += [tuple(len(verts) + i for i in f) for f in fs]
+        groups.append(range(len(verts), len(verts) + len(v)))
+        verts += v
+    tail = mesh_object(TAIL, verts, faces)
+    for poly in tail.data.polygons:
+        poly.use_smooth = True
+    tail.parent = arm
+    for name, members in zip(TAIL_BONES, groups):
+        tail.vertex_groups.new(name=name).add(list(members), 1.0, "REPLACE")
+    tail.modifiers.new("Armature", "ARMATURE").object = arm
+    tail.color = (0.62, 0.38, 0.2, 1.0)
+    return tail
+
+
 def build_cape(arm, body):
     """A cape hanging from the shoulders: top row pinned, every vertex riding the chest bone."""
     nx, ny = 12, 18
@@ -517,6 +579,27 @@ def blender_pole_angle(arm, tip: str, chain_length: int, target, target_bone: st
     return math.radians(best[1])
 
 
+def configure_spring_bones(arm) -> list[str]:
+    """Set up the Sinew spring chain of the tail; returns its tip bone.
+
+    The chain is the whole tail (tip and its ``chain_length − 1`` parents), set from the TAIL
+    preset through the add-on's preset operator with the tip as the active pose bone, as a
+    user clicks it in Bone properties. Its colliders are the scene's Collision objects (the
+    body among them); the tail's own mesh is not one.
+    """
+    import bpy
+
+    bpy.context.view_layer.objects.active = arm
+    pb = arm.pose.bones[TAIL_TIP]
+    arm.data.bones.active = pb.bone
+    with bpy.context.temp_override(active_object=arm, object=arm, active_pose_bone=pb):
+        if bpy.ops.sinew.spring_bones_preset(preset=TAIL_PRESET) != {"FINISHED"}:
+            raise RuntimeError(f"the {TAIL_PRESET} preset did not apply to {TAIL_TIP}")
+    s = pb.sinew_spring
+    s.enabled, s.chain_length = True, len(TAIL_BONES)
+    return [TAIL_TIP]
+
+
 #: Spring settings per element: a preset of the Cloth panel (DENSITY + MATERIAL, with a
 #: strain limit, and the preset's own solver), then these overrides.
 SPRINGS: dict[str, dict[str, object]] = {
@@ -583,11 +666,13 @@ def build_shot(frames: int) -> Shot:
     scene.render.fps = FPS
     shot = Shot(frames)
     arm, body, lantern = build_character(frames)
+    build_tail(arm)
     cape = build_cape(arm, body)
     flag, calm, _wind = build_flag(frames)
     drape, ball, floor = build_drape()
     shot.armature = arm
     shot.ik_tips = configure_ik_chains(arm, lantern)
+    shot.spring_bone_tips = configure_spring_bones(arm)
     shot.springs = configure_springs(cape, flag, calm, drape, body, ball, floor)
     arm.hide_render = True
 
