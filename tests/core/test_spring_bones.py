@@ -237,7 +237,7 @@ def test_tail_meets_a_moving_deforming_body_and_stays_outside_by_its_radius():
     """A body (a closed mesh, as an armature-deformed character's) travels into a hanging tail
     while it breathes (scaled ±15 % along X): every frame the tail's joints are outside its
     surface by the chain's radius (the mesh's own signed distance)."""
-    from tests.core.test_springs_colliders import uv_sphere
+    from core.springs.shapes import uv_sphere
 
     frames, radius = 48, 0.02
     verts, tris = uv_sphere(0.1)
