@@ -261,7 +261,7 @@ def _build(group: Sequence[SpringChain], joints0: Sequence[np.ndarray], gravity:
         rest_positions=x, springs=springs, rest_lengths=seg.copy(), stiffness=k,
         damping=np.zeros(len(springs)), masses=masses, pinned=pinned,
         air_drag=s.drag + s.damping, gravity=g, wind=np.zeros(3), anchors=anchors,
-        max_stretch=s.stretch if s.stretch > 0 else RIGID_STRETCH)
+        max_stretch=s.stretch if s.stretch > 0 else RIGID_STRETCH, edge_contact=False)
     return model, offsets, seg
 
 

@@ -590,7 +590,7 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
     n = len(x)
     if model is not None:
         e = model.edge_springs if model.edge_springs >= 0 else model.spring_count
-        edges = model.springs[:e]
+        edges = model.springs[:e] if getattr(model, "edge_contact", True) else model.springs[:0]
         movable = ~np.asarray(model.pinned, dtype=bool)
     else:
         edges, movable = np.zeros((0, 2), np.int64), np.ones(n, bool)

@@ -62,6 +62,10 @@ class Model:
     max_stretch : float
         Strain limit (fraction, 0 = off): after every step no structural spring is
         longer than ``(1 + max_stretch) L`` (:mod:`.strainlimit`).
+    edge_contact : bool
+        The structural springs collide as edges with colliders' ridges and points (cloth);
+        False: only the vertices collide (spring bones' joints: a chain's first bone starts
+        at its root, often inside the body it hangs from, and cannot be kept outside it).
 
     The remaining attributes are caches built in ``__post_init__``:
     ``uid`` (int), ``pinned_index`` ``(p,)``, ``free_index`` ``(f,)``,
@@ -89,6 +93,7 @@ class Model:
     edge_springs: int = -1
     anchors: np.ndarray = field(default_factory=lambda: np.zeros(0))
     max_stretch: float = 0.0
+    edge_contact: bool = True
     uid: int = field(init=False)
     pinned_index: np.ndarray = field(init=False, repr=False)
     free_index: np.ndarray = field(init=False, repr=False)

@@ -347,3 +347,23 @@ def test_bad_input_is_refused_with_clear_messages():
         SpringBake([], fps=FPS, gravity=G, frames=1)
     with pytest.raises(SinewError, match="gravity"):
         SpringBake([still(chain, 4, s)], fps=FPS, gravity=[0, 0], frames=4)
+
+
+def test_a_tail_rooted_inside_the_body_it_hangs_from_bakes_and_its_joints_stay_out():
+    """A tail's root usually sits inside the body (a collider): only the joints collide, so the
+    first bone may start inside; every joint but the root stays outside by the radius (it
+    diverged at its first frame when the bones collided as edges too)."""
+    from core.springs.shapes import uv_sphere
+
+    frames, radius = 24, 0.03
+    verts, tris = uv_sphere(0.15)
+    body = TriangleMesh(verts + [0.0, 0.0, 1.0], tris)
+    s = SpringSettings(stiffness=10.0, damping=2.0, gravity=1.0, radius=radius, substeps=4)
+    sc = still(straight(5, 0.06, (0, 1, -1)), frames, s,
+               root_pos=np.tile([0.0, 0.14, 1.0], (frames, 1)))  # 1 cm inside the 0.15 m body
+    assert body.signed_distance(sc.root_position[:1])[0] < 0
+    (r,) = bake_spring_chains([sc], fps=FPS, gravity=G, frames=frames, colliders=lambda f: [body])
+    assert np.all(np.isfinite(r.joints))
+    gap = np.array([body.signed_distance(r.joints[f, 1:]).min() for f in range(frames)])
+    assert gap.min() >= radius * (1 - 1e-3), gap.min()
+    assert r.length_error < 1e-3
