@@ -75,7 +75,7 @@ class _VbdStruct(ctypes.Structure):
         ("k", _P), ("rest", _P), ("kd", _P), ("dir0", _P), ("limit", _P), ("k_limit", _F64),
         ("cv", _P), ("cdisp", _P), ("tris", _P), ("closed_tri", _P), ("tri_normal", _P), ("tri_radius", _P),
         ("tri_mu", _P), ("np", _I64), ("prim_type", _P), ("prim", _P),
-        ("kslots", _I64), ("c_id", _P), ("c_count", _P), ("kc", _P), ("eps_u", _F64),
+        ("kslots", _I64), ("c_id", _P), ("c_count", _P), ("c_dist", _P), ("kc", _P), ("eps_u", _F64),
         ("anchor", _P), ("bound", _P),
     ]
 
@@ -184,13 +184,13 @@ class VbdProblem:
     _FLOAT = {"x_prev": (-1, 3), "w": (-1,), "y": (-1, 3), "k": (-1,), "rest": (-1,),
               "kd": (-1,), "dir0": (-1, 3), "limit": (-1,), "cv": (-1, 3), "cdisp": (-1, 3),
               "tri_radius": (-1,), "tri_mu": (-1,), "tri_normal": (-1, 3), "prim": (-1, 8), "kc": (-1,),
-              "anchor": (-1, 3), "bound": (-1,)}
+              "anchor": (-1, 3), "bound": (-1,), "c_dist": (-1, -1)}
     _INT = {"adj_off": (-1,), "adj_spring": (-1,), "adj_other": (-1,), "tris": (-1, 3),
             "c_id": (-1, -1), "c_count": (-1,)}
     #: Arrays read for every vertex: their length is n (adj_off n + 1), else the kernels
     #: would read past their end.
     _ROWS = {"x_prev": 0, "w": 0, "y": 0, "kc": 0, "anchor": 0, "bound": 0, "c_id": 0,
-             "c_count": 0, "adj_off": 1}
+             "c_count": 0, "c_dist": 0, "adj_off": 1}
 
     def __init__(self, n: int, h: float) -> None:
         self.lib = library()

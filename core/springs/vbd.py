@@ -253,7 +253,7 @@ class VertexBlockDescent(Integrator):
                    closed_tri=np.zeros(0, np.uint8), tri_radius=np.zeros(0), tri_mu=np.zeros(0),
                    prim_type=np.zeros(0, np.int32), prim=np.zeros((0, 8)))
         pb.set(c_id=contacts.ids, c_count=contacts.count, anchor=contacts.anchor,
-               bound=contacts.bound)
+               bound=contacts.bound, c_dist=contacts.slot_distance)
         if soup is not None:  # the guess goes through the guard too
             held = np.zeros(1, np.int64)
             kernels.check_status(pb.lib.sinew_vbd_guard(pb.struct, x.ctypes.data, held.ctypes.data),

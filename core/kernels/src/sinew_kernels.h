@@ -79,6 +79,7 @@ typedef struct SinewVbdProblem {
     int64_t kslots;            /* contact slots per vertex */
     const int64_t *c_id;       /* (n,kslots) collider triangles near each vertex */
     const int64_t *c_count;    /* (n,) */
+    const double *c_dist;      /* (n,kslots) each slot's distance at detection, or NULL */
     const double *kc;          /* (n,) contact stiffness N/m */
     double eps_u;              /* friction's static-to-sliding displacement, m */
     /* the displacement guard (guard.h) */

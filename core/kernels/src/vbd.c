@@ -66,8 +66,26 @@ static inline int contact_term(const SinewVbdProblem *pb, int64_t i, const doubl
     return 1;
 }
 
+/* A lower bound of slot j's (sd - r) for vertex i at p, from the slot's distance at detection
+ * and how far i has moved from its anchor since (moved, computed on first use; negative until
+ * then), or -1 when there is none to give (no slot distances, or i was inside a collider at
+ * detection: its signed distance is not bounded by the unsigned one). A vertex outside at
+ * detection cannot get behind a face without crossing it, which the guard forbids, so its
+ * signed distance to a slot is the unsigned one, at least the detected one less the move. */
+static inline double slot_floor(const SinewVbdProblem *pb, int64_t i, int64_t j, const double *p,
+                                double r, double *moved) {
+    if (!pb->c_dist || !isfinite(pb->bound[i])) return -1.0;
+    if (*moved < 0.0) {
+        double d[3];
+        sub3(p, pb->anchor + 3 * i, d);
+        *moved = sqrt(dot3(d, d));
+    }
+    return pb->c_dist[pb->kslots * i + j] - *moved - r;
+}
+
 /* The local force f and Hessian H of vertex i at positions x; the collider normal force
- * summed into cf (may be NULL). Returns the number of contacts in force. With cluster (n,),
+ * summed into cf (may be NULL). Returns the number of contacts in force. Slots out of reach
+ * for sure are skipped (slot_floor). With cluster (n,),
  * the springs to vertices of i's own cluster are left out: what i feels when its whole
  * cluster translates (inertia, pins, contact, friction, the springs leaving the cluster);
  * interior (n,), may be NULL, marks the vertices with no spring leaving their cluster. gap
@@ -105,10 +123,15 @@ static int assemble(const SinewVbdProblem *pb, int64_t i, const double *x, doubl
         }
     }
     int active = 0;
-    double least = INFINITY;
+    double least = INFINITY, moved = -1.0;
     int64_t nc = pb->c_count ? pb->c_count[i] : 0;
     for (int64_t j = 0; j < nc; ++j) {
         int64_t t = pb->c_id[pb->kslots * i + j];
+        double floor_gap = slot_floor(pb, i, j, xi, pb->tri_radius[t], &moved);
+        if (floor_gap >= 0.0) { /* out of this triangle's thickness for sure: no force */
+            if (floor_gap < least) least = floor_gap;
+            continue;
+        }
         const int64_t *tv = pb->tris + 3 * t;
         double dir[3], sd, bary[3];
         triangle_contact(xi, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2],
@@ -147,12 +170,20 @@ static inline int solve3(const double *H, const double *f, double *dx) {
 }
 
 /* The smallest signed distance of p beyond the thickness of the colliders vertex i is tested
- * against (negative inside a thickness), m. */
-static double thickness_gap(const SinewVbdProblem *pb, int64_t i, const double *p) {
-    double gap = INFINITY;
+ * against (negative inside a thickness), m; without exact, a positive value may be a lower
+ * bound (slot_floor; its sign, and any negative value, is exact). */
+static double thickness_gap(const SinewVbdProblem *pb, int64_t i, const double *p, int exact) {
+    double gap = INFINITY, moved = -1.0;
     int64_t nc = pb->c_count ? pb->c_count[i] : 0;
     for (int64_t j = 0; j < nc; ++j) {
         int64_t t = pb->c_id[pb->kslots * i + j];
+        if (!exact) {
+            double floor_gap = slot_floor(pb, i, j, p, pb->tri_radius[t], &moved);
+            if (floor_gap >= 0.0) {
+                if (floor_gap < gap) gap = floor_gap;
+                continue;
+            }
+        }
         const int64_t *tv = pb->tris + 3 * t;
         double dir[3], sd, bary[3];
         triangle_contact(p, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2],
@@ -203,9 +234,10 @@ int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *c
                 if (touchable && it == 0 && gap >= 0.0) {
                     /* a free step into a thickness stops where it enters it: the next Newton
                      * step has the contact's stiffness */
-                    gap1 = thickness_gap(pb, i, nx);
+                    gap1 = thickness_gap(pb, i, nx, 0);
                     if (gap1 < 0.0) {
                         /* (a millionth of the step further: inside, not on the edge) */
+                        gap = thickness_gap(pb, i, xi, 1);
                         double s = gap / (gap - gap1) + 1e-6;
                         if (s < 1.0)
                             for (int a = 0; a < 3; ++a) nx[a] = xi[a] + s * (nx[a] - xi[a]);
@@ -218,7 +250,7 @@ int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *c
                 if (!touchable || it + 1 == LOCAL_NEWTON || !(moved > LOCAL_STEP * LOCAL_STEP)) break;
                 /* clear of every thickness: the step was a free one (checked on the contacts
                  * alone, before assembling the springs again) */
-                if (isnan(gap1)) gap1 = thickness_gap(pb, i, xi);
+                if (isnan(gap1)) gap1 = thickness_gap(pb, i, xi, 0);
                 if (gap1 >= 0.0) break;
                 assemble(pb, i, x, f, H, NULL, NULL, NULL, &gap);
             }
