@@ -4,30 +4,36 @@ The step minimises the same backward-Euler objective ``g`` as NEWTON and FAST
 (:mod:`.base`: inertia, gravity, drag, force fields, soft pins, springs, spring damping),
 plus, inside the same minimisation,
 
-* **contact**: ``½ k_c (r − d)²`` for a vertex closer than the collider's thickness ``r``
-  to a collider triangle, plane or sphere (``d`` its distance, signed behind the face of a
-  closed mesh), with ``k_c`` :data:`CONTACT_STIFFNESS` times the vertex's own inertia and
-  spring stiffness, so contact dominates its local problem;
+* **contact**: a barrier ``k_c r (r ln(r/d) − (r − d))`` for a vertex closer than the
+  collider's thickness ``r`` to a collider triangle, plane or sphere (``d`` its distance,
+  signed behind the face of a closed mesh), with ``k_c`` :data:`CONTACT_STIFFNESS` times the
+  vertex's own inertia and spring stiffness;
 * **friction**: Coulomb, ``μ λ`` against the displacement relative to the collider over the
   step, smoothed below :data:`STATIC_SPEED` × ``h`` as in IPC (Li et al. 2020), lagged on
   the normal force ``λ`` of the same iteration: it only ever takes energy out;
 * **the strain limit**: ``½ k_lim (ℓ − (1 + s) L)²₊`` on structural springs stretched past
   their limit, with ``k_lim`` :data:`LIMIT_STIFFNESS` times the springs' own.
 
-Gauss–Seidel over graph-coloured vertex sets: each vertex takes one 3×3 Newton step on
-its local energy with its neighbours held (the compiled ``sinew_vbd_sweep``). Every step
-of a vertex is clipped to its displacement bound from its position at the last detection
-(:mod:`.detection`, Offset Geometric Contact, Chen et al. 2025): a vertex never moves
-further than a fraction of its distance to the nearest collider surface it was tested
-against, so no iteration can carry it through a collider, however thin or fast; a vertex
-that reaches its bound has detection run again at the next iteration. Moving colliders
-carry the vertices resting on them into the step's start (the collider's displacement at
-the nearest point), so a body moving sideways takes its cloth along and friction decides
-whether it slides.
+Gauss–Seidel over graph-coloured vertex sets: each vertex takes a 3×3 Newton step on its
+local energy with its neighbours held (the compiled ``sinew_vbd_sweep``; more local steps,
+and an active-set stop at the edge of a thickness, where a step enters one). Every move
+goes through the displacement guard (``src/guard.h``, :mod:`.detection`): it stays inside
+a ball around the vertex's position at the last detection that holds no collider triangle
+but the ones it was tested against (as Offset Geometric Contact bounds moves, Chen et al.
+2025) and stops short of the first of those its path crosses, so no iteration carries a
+vertex through a collider, however thin or fast; a vertex that reaches its ball has
+detection run again. After every sweep, clusters of vertices take a Newton step as rigid
+translations (all free vertices, then cells of about :data:`CLUSTER_SIZE`; ``sinew_vbd_shift``):
+Gauss–Seidel alone barely moves a stiff cloth as a whole (sliding, sticking, drag). The
+iterations start from VBD's adaptive initialisation (:meth:`VertexBlockDescent._guess`).
+Moving colliders carry the vertices resting on them into the step's start (the collider's
+displacement at the nearest point), so a body moving sideways takes its cloth along and
+friction decides whether it slides.
 
-The strain limit is then made exact by Gauss–Seidel projection of the structural springs
-still past it (``sinew_strain_project``, clipped to the same bounds): no sparse
-factorisation in any step. Velocities are ``(x − x₀)/h``.
+The strain limit is then made exact (within :data:`_LIMIT_TOLERANCE`) by Gauss–Seidel
+projection of the structural springs still past it (``sinew_strain_project``, through the
+same guard): no sparse factorisation in any step. Velocities are ``(x − x₀)/h``.
+docs/CONTACT.md has the design's reasons and measurements.
 """
 
 from __future__ import annotations

@@ -207,13 +207,9 @@ static double thickness_gap(const SinewVbdProblem *pb, int64_t i, const double *
  * thickness, and one step from its edge would stop on the surface, deep in the barrier, or
  * leave the contact's pull on the sliding motion half done.
  * clipped receives the number of vertices the guard's ball bound held back. */
-#ifndef LOCAL_NEWTON
 #define LOCAL_NEWTON 4
-#endif
 /* m: a local step shorter than this ends the local Newton iterations. */
-#ifndef LOCAL_STEP
 #define LOCAL_STEP 1e-4
-#endif
 int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *color_off,
                     const int64_t *color_vertices, double *x, int64_t *clipped) {
     int64_t held = 0;
