@@ -36,6 +36,32 @@ class SINEW_AP_preferences(bpy.types.AddonPreferences):
             layout.label(text="Compiled kernels: ready.", icon="CHECKMARK")
 
 
+class BonePanel:
+    """Mixin: a panel in Bone properties for the active pose bone of an armature."""
+
+    bl_space_type = "PROPERTIES"
+    bl_region_type = "WINDOW"
+    bl_context = "bone"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        obj = context.object
+        return obj is not None and obj.type == "ARMATURE" and getattr(context, "active_pose_bone", None) is not None
+
+
+class ArmatureSidebarPanel:
+    """Mixin: a panel in the 3D view sidebar's Sinew tab for the active armature."""
+
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "Sinew"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        obj = context.active_object
+        return obj is not None and obj.type == "ARMATURE"
+
+
 def draw_report(layout: bpy.types.UILayout, obj: bpy.types.Object, operator: str) -> None:
     """The object's last bake report written by ``operator`` (e.g. ``"sinew.bake_ik"``): its
     warnings, or why it failed."""

@@ -9,7 +9,7 @@ import bpy
 
 from ..core.errors import ExpressionError
 from ..core.expr import compile_expression
-from ..preferences import draw_report
+from ..preferences import ArmatureSidebarPanel, BonePanel, draw_report
 from .read import enabled_tips
 
 
@@ -57,20 +57,11 @@ def draw_stats(layout: bpy.types.UILayout, s: bpy.types.PropertyGroup) -> None:
     col.label(text=f"Max tip error: {s.last_error_max:.2e} m")
 
 
-class SINEW_PT_bone_ik(bpy.types.Panel):
+class SINEW_PT_bone_ik(BonePanel, bpy.types.Panel):
     """Sinew IK settings of the active pose bone (the chain's tip)."""
 
     bl_label = "Sinew IK"
     bl_idname = "SINEW_PT_bone_ik"
-    bl_space_type = "PROPERTIES"
-    bl_region_type = "WINDOW"
-    bl_context = "bone"
-
-    @classmethod
-    def poll(cls, context: bpy.types.Context) -> bool:
-        obj = context.object
-        return obj is not None and obj.type == "ARMATURE" and getattr(context, "active_pose_bone", None) is not None
-
     def draw_header(self, context: bpy.types.Context) -> None:
         self.layout.prop(context.active_pose_bone.sinew_ik, "enabled", text="")
 
@@ -107,20 +98,11 @@ class SINEW_PT_bone_ik(bpy.types.Panel):
         draw_report(layout, context.object, "sinew.bake_ik")
 
 
-class SINEW_PT_ik_chains(bpy.types.Panel):
+class SINEW_PT_ik_chains(ArmatureSidebarPanel, bpy.types.Panel):
     """The active armature's Sinew IK chains, their last bake, and the Bake button."""
 
     bl_label = "IK Chains"
     bl_idname = "SINEW_PT_ik_chains"
-    bl_space_type = "VIEW_3D"
-    bl_region_type = "UI"
-    bl_category = "Sinew"
-
-    @classmethod
-    def poll(cls, context: bpy.types.Context) -> bool:
-        obj = context.active_object
-        return obj is not None and obj.type == "ARMATURE"
-
     def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
         obj = context.active_object

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bpy
 
-from ..preferences import draw_report
+from ..preferences import ArmatureSidebarPanel, BonePanel, draw_report
 from .read import spring_tips
 
 
@@ -21,20 +21,11 @@ def draw_stats(layout: bpy.types.UILayout, s: bpy.types.PropertyGroup) -> None:
     col.label(text=f"Max penetration: {s.last_penetration:.2e} m")
 
 
-class SINEW_PT_bone_spring(bpy.types.Panel):
+class SINEW_PT_bone_spring(BonePanel, bpy.types.Panel):
     """Sinew Spring settings of the active pose bone (the chain's tip)."""
 
     bl_label = "Sinew Spring"
     bl_idname = "SINEW_PT_bone_spring"
-    bl_space_type = "PROPERTIES"
-    bl_region_type = "WINDOW"
-    bl_context = "bone"
-
-    @classmethod
-    def poll(cls, context: bpy.types.Context) -> bool:
-        obj = context.object
-        return obj is not None and obj.type == "ARMATURE" and getattr(context, "active_pose_bone", None) is not None
-
     def draw_header(self, context: bpy.types.Context) -> None:
         self.layout.prop(context.active_pose_bone.sinew_spring, "enabled", text="")
 
@@ -56,20 +47,11 @@ class SINEW_PT_bone_spring(bpy.types.Panel):
         draw_report(layout, context.object, "sinew.bake_spring_bones")
 
 
-class SINEW_PT_spring_chains(bpy.types.Panel):
+class SINEW_PT_spring_chains(ArmatureSidebarPanel, bpy.types.Panel):
     """The active armature's spring chains, their last bake, and the Bake button."""
 
     bl_label = "Spring Bones"
     bl_idname = "SINEW_PT_spring_chains"
-    bl_space_type = "VIEW_3D"
-    bl_region_type = "UI"
-    bl_category = "Sinew"
-
-    @classmethod
-    def poll(cls, context: bpy.types.Context) -> bool:
-        obj = context.active_object
-        return obj is not None and obj.type == "ARMATURE"
-
     def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
         obj = context.active_object
