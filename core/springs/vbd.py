@@ -238,7 +238,9 @@ class VertexBlockDescent(Integrator):
         x = self._guess(model, state, obj, reference, h)
         if len(pi):
             x[pi] = hard
-        contacts = Contacts.empty(n)
+        contacts = Contacts.empty(n)  # detection fills it in place: the kernels keep its addresses
+        pb.set(c_id=contacts.ids, c_count=contacts.count, anchor=contacts.anchor,
+               bound=contacts.bound, c_dist=contacts.slot_distance)
         if soup is not None:
             start = x0.copy()
             if soup.cdisp is not None:
@@ -249,8 +251,8 @@ class VertexBlockDescent(Integrator):
             reach = np.linalg.norm(x - start, axis=1)
             soup.detect(start, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
             pb.set(cv=soup.cv, cdisp=soup.cdisp, tris=soup.tris, closed_tri=soup.closed,
-                   tri_normal=soup.normals, tri_radius=soup.radius, tri_mu=soup.mu, prim_type=soup.prim_type,
-                   prim=soup.prim, c_id=contacts.ids, c_count=contacts.count)
+                   tri_normal=soup.normals, tri_radius=soup.radius, tri_mu=soup.mu,
+                   prim_type=soup.prim_type, prim=soup.prim)
             resting = np.flatnonzero((contacts.distance < 1.5 * soup.max_radius) & lay.movable)
             kernels.check_status(pb.lib.sinew_vbd_push_out(
                 pb.struct, len(resting), resting.ctypes.data, x.ctypes.data), "VBD push-out")
@@ -258,8 +260,6 @@ class VertexBlockDescent(Integrator):
             pb.set(cv=np.zeros((0, 3)), cdisp=None, tris=np.zeros((0, 3), np.int64),
                    closed_tri=np.zeros(0, np.uint8), tri_radius=np.zeros(0), tri_mu=np.zeros(0),
                    prim_type=np.zeros(0, np.int32), prim=np.zeros((0, 8)))
-        pb.set(c_id=contacts.ids, c_count=contacts.count, anchor=contacts.anchor,
-               bound=contacts.bound, c_dist=contacts.slot_distance)
         if soup is not None:  # the guess goes through the guard too
             held = np.zeros(1, np.int64)
             kernels.check_status(pb.lib.sinew_vbd_guard(pb.struct, x.ctypes.data, held.ctypes.data),
