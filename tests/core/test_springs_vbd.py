@@ -11,6 +11,7 @@ import pytest
 from core.springs import Plane, Simulator, Sphere, TriangleMesh, build_model, build_springs
 from core.springs.shapes import box, grid, triangulate, uv_sphere
 from core.springs.vbd import VertexBlockDescent
+from tests.core.test_kernels import segment_crosses
 
 FPS = 24
 
@@ -23,26 +24,6 @@ def cotton(n, size, z, *, max_stretch=0.03, x=0.0, y=0.0, pinned=None, stiffness
                        bending_stiffness=2.0, damping=1.0, density=0.15, stiffness_mode="MATERIAL",
                        triangles=triangulate(g), air_drag=0.5, max_stretch=max_stretch,
                        pinned=pinned)
-
-
-def segment_hits_triangles(p0, p1, a, b, c):
-    """``(n,)`` bool: segment ``p0 → p1`` (rows) crosses any triangle ``(a, b, c)`` (each
-    ``(t, 3)``): Möller–Trumbore on every pair, brute force."""
-    d = p1 - p0
-    e1, e2 = b - a, c - a
-    hit = np.zeros(len(p0), bool)
-    for k in range(len(a)):
-        pv = np.cross(d, e2[k])
-        det = pv @ e1[k]
-        ok = np.abs(det) > 1e-14
-        inv = np.where(ok, 1.0 / np.where(ok, det, 1.0), 0.0)
-        tv = p0 - a[k]
-        u = np.einsum("ij,ij->i", tv, pv) * inv
-        qv = np.cross(tv, e1[k])
-        v = np.einsum("ij,ij->i", d, qv) * inv
-        t = (qv @ e2[k]) * inv
-        hit |= ok & (u >= 0) & (v >= 0) & (u + v <= 1) & (t >= 0) & (t <= 1)
-    return hit
 
 
 def test_vbd_is_an_integrator_with_contact_inside():
@@ -117,7 +98,7 @@ def test_fast_cloth_never_passes_through_a_thin_plate():
     for f in range(12):
         before = sim.state.x.copy()
         sim.advance(colliders=[plate])
-        assert not np.any(segment_hits_triangles(before, sim.state.x, a, b, c)), f"frame {f}"
+        assert not np.any(segment_crosses(before, sim.state.x, a, b, c)), f"frame {f}"
         assert sim.state.x[:, 2].min() > 0.0
 
 
