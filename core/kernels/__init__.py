@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 import platform
 import sys
 from pathlib import Path
@@ -28,10 +30,10 @@ import numpy as np
 from ..errors import SinewError
 
 __all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_path", "array",
-           "address", "VbdProblem", "check_status"]
+           "address", "VbdProblem", "check_status", "Workers", "thread_count"]
 
 #: Must equal ``SINEW_ABI_VERSION`` in ``src/sinew_kernels.h``.
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 _HERE = Path(__file__).resolve().parent
 _SUFFIX = {"linux": "so", "windows": "dll", "macos": "dylib"}
@@ -93,7 +95,8 @@ _SIGNATURES = {
     "sinew_vbd_sweep": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
     "sinew_vbd_push_out": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P]),
     "sinew_vbd_guard": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _P, _P]),
-    "sinew_vbd_shift": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P, _P]),
+    "sinew_vbd_cluster_sums": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P, _P]),
+    "sinew_vbd_translate": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P, _P]),
     "sinew_vbd_forces": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
     "sinew_strain_project": (_I64, [_I64, _P, _P, _P, _I64, _F64, ctypes.POINTER(_VbdStruct), _P]),
 }
@@ -237,3 +240,43 @@ class VbdProblem:
     def get(self, name: str) -> np.ndarray:
         """The array held for ``name``."""
         return self._keep[name]
+
+
+def thread_count() -> int:
+    """The threads the kernels may use: the ``SINEW_THREADS`` environment variable when it
+    is a positive integer, else the CPUs this process may run on."""
+    env = os.environ.get("SINEW_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return max(os.cpu_count() or 1, 1)
+
+
+class Workers:
+    """Runs independent kernel calls on several threads. ctypes releases the GIL for the
+    length of a foreign call, so calls on disjoint parts of the arrays (the vertices of one
+    colour, clusters that share no spring) run on as many cores; Python waits for all of a
+    stage's calls before the next stage. One thread: the calls run in turn, in this thread."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = max(int(threads), 1)
+        self._pool: ThreadPoolExecutor | None = None
+
+    def run(self, calls: Sequence[Callable[[], int]], what: str) -> None:
+        """Runs ``calls`` (each returns a kernel status) and raises on the first error code."""
+        if self.threads == 1 or len(calls) < 2:
+            for call in calls:
+                check_status(call(), what)
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="sinew-kernels")
+        for code in self._pool.map(lambda call: call(), calls):
+            check_status(code, what)
+
+    def close(self) -> None:
+        """Stops the threads (they also stop when the object is collected)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None

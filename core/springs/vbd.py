@@ -23,8 +23,11 @@ but the ones it was tested against (as Offset Geometric Contact bounds moves, Ch
 2025) and stops short of the first of those its path crosses, so no iteration carries a
 vertex through a collider, however thin or fast; a vertex that reaches its ball has
 detection run again. After every sweep, clusters of vertices take a Newton step as rigid
-translations (all free vertices, then cells of about :data:`CLUSTER_SIZE`; ``sinew_vbd_shift``):
-Gauss–Seidel alone barely moves a stiff cloth as a whole (sliding, sticking, drag). The
+translations (all free vertices, then cells of about :data:`CLUSTER_SIZE`, coloured so that
+cells of one colour share no spring; ``sinew_vbd_cluster_sums``, ``sinew_vbd_translate``):
+Gauss–Seidel alone barely moves a stiff cloth as a whole (sliding, sticking, drag). A
+colour's vertices, or cells, can go to several threads (:class:`~core.kernels.Workers`) with
+the same result as one. The
 iterations start from VBD's adaptive initialisation (:meth:`VertexBlockDescent._guess`).
 Moving colliders carry the vertices resting on them into the step's start (the collider's
 displacement at the nearest point), so a body moving sideways takes its cloth along and
@@ -39,6 +42,7 @@ docs/CONTACT.md has the design's reasons and measurements.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -60,6 +64,12 @@ LIMIT_STIFFNESS = 1.0
 STATIC_SPEED = 1e-3
 #: Free vertices per cluster of the finer coarse level (:func:`_clusters`).
 CLUSTER_SIZE = 64
+#: Vertices per part of the all-free-vertices cluster, whose sums are added in a fixed order
+#: (the same for any number of threads).
+_PART = 2048
+#: Fewest vertices a thread is handed in one call (a call and its wait cost about 30 µs;
+#: a vertex's local step 0.1–0.5 µs).
+_MIN_PART = 1024
 #: Gauss–Seidel passes of the strain-limit projection after the solve, at most.
 _LIMIT_ROUNDS = 200
 #: Detections the projection may ask for when contact bounds hold it back.
@@ -69,32 +79,100 @@ _LIMIT_DETECTIONS = 4
 _LIMIT_TOLERANCE = 4e-3
 
 
+class _Stage(NamedTuple):
+    """Groups of a level's vertices whose cluster sums are taken together and then
+    translated: the clusters of one colour (no spring joins two of them, so they can go to
+    several threads), or the parts of the one cluster of all free vertices (``whole``: their
+    sums are added in a fixed order before the translation, whatever the thread count).
+    ``off`` ``(groups + 1,)`` into the level's ``vertices``; ``splits`` the ranges of groups
+    for each thread; ``sums`` ``(groups, 9)`` and, when whole, ``total`` ``(1, 9)`` and
+    ``rows`` ``(groups,)`` zeros: scratch."""
+
+    off: np.ndarray
+    splits: list[tuple[int, int]]
+    sums: np.ndarray
+    whole: bool
+    total: np.ndarray
+    rows: np.ndarray
+
+
+class _Total(NamedTuple):
+    """The sums of a cluster's parts (``parts`` ``(groups, 9)``) and their total
+    (``sums`` ``(1, 9)``)."""
+
+    parts: np.ndarray
+    sums: np.ndarray
+
+
 class _Level(NamedTuple):
     """One level of the coarse correction: clusters of free vertices that translate together
-    (``cluster`` ``(n,)``: each vertex's cluster, -1 for pinned ones; the clusters' vertices
-    ``vertices`` in order, ``offsets`` ``(count + 1,)`` into them; ``interior`` ``(n,)`` uint8:
-    no spring leaves the vertex's cluster)."""
+    (``cluster`` ``(n,)``: each vertex's cluster, -1 for pinned ones, numbered colour by
+    colour; the clusters' vertices ``vertices`` in order; ``interior`` ``(n,)`` uint8: no
+    spring leaves the vertex's cluster), in ``stages`` run one after the other."""
 
     count: int
     cluster: np.ndarray
-    offsets: np.ndarray
     vertices: np.ndarray
     interior: np.ndarray
+    stages: list[_Stage]
 
 
-def _level(cluster: np.ndarray, springs: np.ndarray) -> _Level:
-    free = np.flatnonzero(cluster >= 0)
-    order = free[np.argsort(cluster[free], kind="stable")]
+def _splits(off: np.ndarray, threads: int) -> list[tuple[int, int]]:
+    """Contiguous ranges of the groups ``off`` bounds, one per thread, of about equal
+    vertex counts and at least :data:`_MIN_PART` vertices each (fewer ranges when small)."""
+    groups, total = len(off) - 1, int(off[-1] - off[0])
+    parts = max(min(threads, total // _MIN_PART, groups), 1)
+    cuts = np.searchsorted(off, off[0] + total * np.arange(1, parts) / parts)
+    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, groups), [groups]]))
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def _stage(off: np.ndarray, threads: int, whole: bool) -> _Stage:
+    off = np.ascontiguousarray(off, np.int64)
+    groups = len(off) - 1
+    return _Stage(off, _splits(off, threads), np.zeros((groups, 9)), whole, np.zeros((1, 9)),
+                  np.zeros(groups, np.int64))
+
+
+def _level(cluster: np.ndarray, springs: np.ndarray, threads: int) -> _Level:
+    """A level from each free vertex's cluster: the clusters coloured so that no spring joins
+    two of one colour, renumbered colour by colour; the one cluster of all free vertices
+    (count 1) cut into parts of :data:`_PART` vertices."""
+    lib = kernels.library()
     count = int(cluster.max(initial=-1)) + 1
-    offsets = np.searchsorted(cluster[order], np.arange(count + 1)).astype(np.int64)
-    leaving = springs[cluster[springs[:, 0]] != cluster[springs[:, 1]]]
+    ca, cb = cluster[springs[:, 0]], cluster[springs[:, 1]]
+    leaving = springs[ca != cb]
     interior = np.ones(len(cluster), np.uint8)
     interior[leaving.reshape(-1)] = 0
-    return _Level(count, np.ascontiguousarray(cluster, np.int64), offsets,
-                  np.ascontiguousarray(order, np.int64), interior)
+    if count > 1:
+        # the clusters' graph: two clusters are neighbours when a spring joins them
+        pairs = np.unique(np.concatenate([np.c_[ca, cb], np.c_[cb, ca]]), axis=0)
+        pairs = pairs[(pairs[:, 0] != pairs[:, 1]) & (pairs[:, 0] >= 0) & (pairs[:, 1] >= 0)]
+        adj_off = np.ascontiguousarray(np.searchsorted(pairs[:, 0], np.arange(count + 1)), np.int64)
+        adj = np.ascontiguousarray(pairs[:, 1], np.int64)
+        degree = int(np.diff(adj_off).max(initial=0))
+        colour = np.empty(count, np.int64)
+        scratch = np.zeros(degree + 2, np.uint8)
+        ncol = kernels.check_status(lib.sinew_color_greedy(
+            count, adj_off.ctypes.data, adj.ctypes.data, np.ones(count, np.uint8).ctypes.data,
+            colour.ctypes.data, scratch.ctypes.data, len(scratch)), "colouring")
+        order = np.lexsort((np.arange(count), colour))
+        renumber = np.empty(count, np.int64)
+        renumber[order] = np.arange(count)
+        cluster = np.where(cluster >= 0, renumber[np.maximum(cluster, 0)], -1)
+        colour_off = np.searchsorted(colour[order], np.arange(ncol + 1))
+    free = np.flatnonzero(cluster >= 0)
+    vertices = np.ascontiguousarray(free[np.argsort(cluster[free], kind="stable")], np.int64)
+    offsets = np.searchsorted(cluster[vertices], np.arange(count + 1))
+    if count > 1:
+        stages = [_stage(offsets[a:b + 1], threads, False)
+                  for a, b in zip(colour_off[:-1], colour_off[1:])]
+    else:
+        stages = [_stage(np.r_[np.arange(0, len(vertices), _PART), len(vertices)], threads, True)]
+    return _Level(count, np.ascontiguousarray(cluster, np.int64), vertices, interior, stages)
 
 
-def _clusters(model: Model, free: np.ndarray) -> list[_Level]:
+def _clusters(model: Model, free: np.ndarray, threads: int) -> list[_Level]:
     """The coarse levels: all free vertices as one cluster, then cells of a grid over the rest
     shape holding about :data:`CLUSTER_SIZE` vertices each (when that makes more than one)."""
     n = model.vertex_count
@@ -103,7 +181,7 @@ def _clusters(model: Model, free: np.ndarray) -> list[_Level]:
     whole = np.full(n, -1, np.int64)
     whole[free] = 0
     sp = np.asarray(model.springs, dtype=np.int64).reshape(-1, 2)
-    levels = [_level(whole, sp)]
+    levels = [_level(whole, sp, threads)]
     e = model.structural_count
     if len(free) > 2 * CLUSTER_SIZE and e:
         cell = np.sqrt(CLUSTER_SIZE) * float(np.median(model.rest_lengths[:e]))
@@ -112,7 +190,7 @@ def _clusters(model: Model, free: np.ndarray) -> list[_Level]:
         fine = np.full(n, -1, np.int64)
         fine[free] = ids.reshape(-1)
         if fine.max() > 0:
-            levels.append(_level(fine, sp))
+            levels.append(_level(fine, sp, threads))
     return levels
 
 
@@ -120,7 +198,7 @@ class _Layout:
     """What never changes for a model: the spring adjacency of each vertex and the colour
     sets of the free vertices (built once per model)."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, threads: int) -> None:
         lib = kernels.library()
         n, s = model.vertex_count, model.spring_count
         sp = np.asarray(model.springs, dtype=np.int64).reshape(-1, 2)
@@ -141,12 +219,20 @@ class _Layout:
             color.ctypes.data, scratch.ctypes.data, len(scratch)), "colouring")
         self.free = np.flatnonzero(free).astype(np.int64)
         self.movable = free.astype(bool)
-        self.levels = _clusters(model, self.free)
+        self.levels = _clusters(model, self.free, threads)
         by_color = self.free[np.argsort(color[self.free], kind="stable")]
         self.color_vertices = np.ascontiguousarray(by_color, np.int64)
         self.color_off = np.ascontiguousarray(
             np.searchsorted(color[by_color], np.arange(ncolors + 1)), np.int64)
         self.ncolors = ncolors
+        # each colour's vertices cut into parts for the threads: (2,) offsets per part
+        self.sweep_parts = [
+            [np.ascontiguousarray(self.color_off[c] + np.array(r), np.int64)
+             for r in _splits(np.arange(self.color_off[c + 1] - self.color_off[c] + 1), threads)]
+            for c in range(ncolors)]
+        self.threads = max((len(p) for p in self.sweep_parts), default=1)
+        for level in self.levels:
+            self.threads = max([self.threads] + [len(st.splits) for st in level.stages])
         e = model.structural_count
         limit = np.zeros(s)
         if model.max_stretch > 0:
@@ -173,6 +259,12 @@ class VertexBlockDescent(Integrator):
         Also evaluate ``‖∇g‖`` after every this many iterations and stop early once it
         meets the tolerance (0: only after the last iteration; an evaluation costs about
         one sweep, and VBD rarely meets a tight tolerance early).
+    threads : int, optional
+        Threads for the sweeps and the coarse correction (default
+        :func:`~core.kernels.thread_count`: ``SINEW_THREADS`` or the CPUs this process may
+        use). Each colour's vertices, and each colour of clusters, are cut into parts of at
+        least :data:`_MIN_PART` vertices, so small cloth runs on one thread. The result does
+        not depend on the number of threads (the same arithmetic in the same order).
     """
 
     name = "VBD"
@@ -184,9 +276,12 @@ class VertexBlockDescent(Integrator):
     #: Contact is part of the solve: the simulator runs no contact stage after it.
     contact_inside = True
 
-    def __init__(self, tolerance: float | None = None, check_every: int = 0) -> None:
+    def __init__(self, tolerance: float | None = None, check_every: int = 0,
+                 threads: int | None = None) -> None:
         self.tolerance = CONVERGENCE_RTOL if tolerance is None else float(tolerance)
         self.check_every = max(int(check_every), 0)
+        self.threads = kernels.thread_count() if threads is None else max(int(threads), 1)
+        self._workers = kernels.Workers(self.threads)
         #: ``(f, 3)`` the collider normal force on each free vertex at the end of the last
         #: step's iterations (N).
         self.contact_force = np.zeros((0, 3))
@@ -200,7 +295,7 @@ class VertexBlockDescent(Integrator):
     def layout(self, model: Model) -> _Layout:
         """The model's adjacency and colours (built once per model)."""
         if self._layout is None or self._layout[0] != model.uid:
-            self._layout = (model.uid, _Layout(model))
+            self._layout = (model.uid, _Layout(model, self.threads))
         return self._layout[1]
 
     def soup(self, colliders: Sequence[Any]) -> ColliderSoup:
@@ -320,11 +415,10 @@ class VertexBlockDescent(Integrator):
         """Sweeps on ``x`` in place (detection again after a sweep where a vertex reached its
         bound); returns (iterations, ``‖∇g‖`` at the end, ``‖∇g(reference)‖``)."""
         lib = pb.lib
-        clipped = np.zeros(1, np.int64)
         ptr = kernels.address(x)
-        co, cv = lay.color_off.ctypes.data, lay.color_vertices.ctypes.data
         force = np.empty((len(lay.free), 3))
         cforce = np.empty_like(force)
+        held, stages = self._plan(pb, lay, ptr)
 
         def residual(at: int = ptr) -> float:
             kernels.check_status(lib.sinew_vbd_forces(
@@ -338,17 +432,11 @@ class VertexBlockDescent(Integrator):
         r = r0
         its = 0
         for its in range(1, iterations + 1):
-            kernels.check_status(lib.sinew_vbd_sweep(pb.struct, lay.ncolors, co, cv,
-                                                     ptr, clipped.ctypes.data), "VBD sweep")
-            held = int(clipped[0])
-            for level in lay.levels:
-                kernels.check_status(lib.sinew_vbd_shift(
-                    pb.struct, level.count, level.offsets.ctypes.data, level.vertices.ctypes.data,
-                    level.cluster.ctypes.data, level.interior.ctypes.data, ptr, clipped.ctypes.data),
-                    "VBD shift")
-                held += int(clipped[0])
-            clipped[0] = held
-            if clipped[0] and soup is not None:
+            for calls, what, total in stages:
+                self._workers.run(calls, what)
+                if total is not None:  # the parts of the one cluster, added in order
+                    total.sums[0] = total.parts.sum(axis=0)
+            if held.any() and soup is not None:  # (each call wrote its own count)
                 # vertices at their bound: detection again for them, where they are now (the
                 # others' balls still hold: their anchors have not changed)
                 moved = np.linalg.norm(x - contacts.anchor, axis=1)
@@ -364,6 +452,51 @@ class VertexBlockDescent(Integrator):
         self.residual_history = history
         self.contact_force = cforce
         return its, r, r0
+
+    @staticmethod
+    def _plan(pb: kernels.VbdProblem, lay: _Layout, ptr: int) -> tuple[np.ndarray, list]:
+        """An iteration's kernel calls on ``x`` at ``ptr``, stage by stage: the sweep (colour
+        by colour, each colour's parts on the threads; one call for all colours on one
+        thread), then each level's cluster sums and translations (colour by colour of
+        clusters). Each call writes its clipped count into its own slot of the first array
+        returned; a stage is ``(calls, what, total)``, ``total`` the sums to add after it
+        (the parts of the one cluster of all free vertices) or None."""
+        lib = pb.lib
+        slots = 1 + sum(len(p) for p in lay.sweep_parts) + sum(
+            len(st.splits) for level in lay.levels for st in level.stages)
+        held = np.zeros(slots, np.int64)
+        slot = iter(range(slots))
+
+        def count() -> int:
+            return held.ctypes.data + 8 * next(slot)
+
+        cv = lay.color_vertices.ctypes.data
+        stages: list = []
+        if lay.threads == 1:
+            stages.append(([partial(lib.sinew_vbd_sweep, pb.struct, lay.ncolors,
+                                    lay.color_off.ctypes.data, cv, ptr, count())], "VBD sweep", None))
+        else:
+            for parts in lay.sweep_parts:
+                stages.append(([partial(lib.sinew_vbd_sweep, pb.struct, 1, part.ctypes.data, cv, ptr,
+                                        count()) for part in parts], "VBD sweep", None))
+        for level in lay.levels:
+            verts, cl, inner = (level.vertices.ctypes.data, level.cluster.ctypes.data,
+                                level.interior.ctypes.data)
+            for st in level.stages:
+                sums, moves = [], []
+                added = st.whole and len(st.off) > 2
+                for a, b in st.splits:
+                    off = st.off.ctypes.data + 8 * a
+                    sums.append(partial(lib.sinew_vbd_cluster_sums, pb.struct, b - a, off, verts,
+                                        cl, inner, ptr, st.sums.ctypes.data + 72 * a))
+                    rows = ((st.total if added else st.sums).ctypes.data, st.rows.ctypes.data) \
+                        if st.whole else (st.sums.ctypes.data + 72 * a, None)
+                    moves.append(partial(lib.sinew_vbd_translate, pb.struct, b - a, off, verts,
+                                         *rows, ptr, count()))
+                stages.append((sums, "VBD cluster sums",
+                               _Total(st.sums, st.total) if added else None))
+                stages.append((moves, "VBD translate", None))
+        return held, stages
 
     @staticmethod
     def _limit(model: Model, lay: _Layout, pb: kernels.VbdProblem, x: np.ndarray,

@@ -858,7 +858,9 @@ def test_push_out_leaves_the_thickness(lib, seed):
 @given(seed=SEEDS)
 def test_shift_is_the_clusters_newton_translation(lib, seed):
     """A cluster's rigid step: springs inside it cancel; inertia and a spring to a vertex
-    outside it give delta = (sum H)^-1 sum f, here along one line for a check by hand."""
+    outside it give delta = (sum H)^-1 sum f, here along one line for a check by hand. The
+    sums of a cluster's parts add up to its sums; a part translated by a shared row moves as
+    the whole cluster does."""
     rng = np.random.default_rng(seed)
     w = rng.uniform(1, 5, 3)
     x = c64([[0, 0, 0], [0.3, 0, 0], [1.0, 0, 0]])
@@ -866,18 +868,33 @@ def test_shift_is_the_clusters_newton_translation(lib, seed):
     k = rng.uniform(10, 50, 2)
     pb = vbd_problem(x, [(0, 1), (1, 2)], w=w, y=y, k=k, rest=c64([0.3, 0.5]))
     cluster = i64([0, 0, -1])
-    xs = x.copy()
-    held = np.zeros(1, np.int64)
-    assert lib.sinew_vbd_shift(pb.struct, 1, P(i64([0, 2])), P(i64([0, 1])), P(cluster), None,
-                               P(xs), P(held)) == 0
+    sums = np.full((1, 9), np.nan)
+    assert lib.sinew_vbd_cluster_sums(pb.struct, 1, P(i64([0, 2])), P(i64([0, 1])), P(cluster),
+                                      None, P(x), P(sums)) == 0
     # along x: f = sum w (y - x) + k1 (l - L) (spring 1-2 stretched 0.7 > 0.5); H = sum w + k1
     F = np.sum(w[:2] * (y[:2, 0] - x[:2, 0])) + k[1] * (0.7 - 0.5)
     Hs = w[0] + w[1] + k[1]
+    side = w[0] + w[1] + k[1] * (1 - 0.5 / 0.7)  # the stretched spring's projected Hessian
+    assert np.allclose(sums[0], [F, 0, 0, Hs, side, side, 0, 0, 0], atol=1e-12)
+    parts = np.full((2, 9), np.nan)
+    assert lib.sinew_vbd_cluster_sums(pb.struct, 2, P(i64([0, 1, 2])), P(i64([0, 1])), P(cluster),
+                                      None, P(x), P(parts)) == 0
+    assert np.allclose(parts.sum(axis=0), sums[0], atol=1e-12)
+    xs = x.copy()
+    held = np.zeros(1, np.int64)
+    assert lib.sinew_vbd_translate(pb.struct, 1, P(i64([0, 2])), P(i64([0, 1])), P(sums), None,
+                                   P(xs), P(held)) == 0
     assert np.allclose(xs[:2] - x[:2], [[F / Hs, 0, 0]] * 2, atol=1e-12)
     assert np.array_equal(xs[2], x[2]) and held[0] == 0
-    bad = i64([0, 2])            # vertex 2 is not in cluster 0
-    assert lib.sinew_vbd_shift(pb.struct, 1, P(i64([0, 2])), P(bad), P(cluster), None, P(xs),
-                               P(held)) == -1
+    xp = x.copy()                # the two vertices as two parts sharing row 0
+    assert lib.sinew_vbd_translate(pb.struct, 2, P(i64([0, 1, 2])), P(i64([0, 1])), P(sums),
+                                   P(i64([0, 0])), P(xp), P(held)) == 0
+    assert np.array_equal(xp, xs)
+    bad = i64([0, 2])            # vertex 2 is pinned (cluster -1)
+    assert lib.sinew_vbd_cluster_sums(pb.struct, 1, P(i64([0, 2])), P(bad), P(cluster), None,
+                                      P(x), P(sums)) == -1
+    assert lib.sinew_vbd_translate(pb.struct, 1, P(i64([0, 1])), P(i64([3])), P(sums), None,
+                                   P(xs), P(held)) == -1
 
 
 # --------------------------------------------------------------------------- 6 strain limit

@@ -262,3 +262,29 @@ def test_messy_collider_bakes_without_complaint():
         sim.advance(colliders=[col])
         assert np.all(np.isfinite(sim.state.x))
         assert good.signed_distance(sim.state.x).min() >= 0.0
+
+
+def test_threads_change_nothing(monkeypatch):
+    """The sweeps' colours and the coarse correction's clusters cut into parts for several
+    threads (parts of at least 16 vertices here, so a small cloth is cut too): the same
+    positions, bit for bit, as one thread, on a tablecloth landing on a moving table."""
+    import core.springs.vbd as vbd
+
+    monkeypatch.setattr(vbd, "_MIN_PART", 16)
+    monkeypatch.setattr(vbd, "_PART", 40)
+    v, t = box((-0.3, -0.3, 0.0), (0.3, 0.3, 0.5))
+    runs = []
+    for threads in (1, 3):
+        sim = Simulator(cotton(14, 0.8, 0.6), VertexBlockDescent(threads=threads), fps=FPS,
+                        substeps=2, iterations=6)
+        lay = sim.integrator.layout(sim.model)
+        assert lay.threads == threads
+        for f in range(12):
+            prev, cur = v + [0.01 * f, 0, 0], v + [0.01 * (f + 1), 0, 0]
+            sim.advance(colliders=[TriangleMesh(cur, t, thickness=0.02, friction=0.3, previous=prev),
+                                   Plane((0, 0, 0), (0, 0, 1), thickness=0.02)])
+        runs.append(sim.state.x.copy())
+    assert np.array_equal(runs[0], runs[1])
+    x = runs[1]                                # it landed on the table: contact was in play
+    top = (np.abs(x[:, 0] - 0.12) < 0.25) & (np.abs(x[:, 1]) < 0.25)
+    assert top.sum() > 20 and np.all(x[top, 2] > 0.5) and x[top, 2].min() < 0.53

@@ -19,7 +19,7 @@
 #endif
 
 /* Bumped whenever an entry point's arguments change; the loader checks it. */
-#define SINEW_ABI_VERSION 1
+#define SINEW_ABI_VERSION 2
 
 #define SINEW_OK 0
 #define SINEW_E_ARGUMENT (-1) /* an index out of range or a size that does not fit */
@@ -93,9 +93,14 @@ SINEW_API int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const 
 SINEW_API int sinew_vbd_push_out(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
                                  double *x);
 SINEW_API int sinew_vbd_guard(const SinewVbdProblem *pb, double *x, int64_t *clipped);
-SINEW_API int sinew_vbd_shift(const SinewVbdProblem *pb, int64_t nclusters, const int64_t *cluster_off,
-                              const int64_t *cluster_vertices, const int64_t *cluster,
-                              const uint8_t *interior, double *x, int64_t *clipped);
+SINEW_API int sinew_vbd_cluster_sums(const SinewVbdProblem *pb, int64_t nclusters,
+                                     const int64_t *cluster_off, const int64_t *cluster_vertices,
+                                     const int64_t *cluster, const uint8_t *interior,
+                                     const double *x, double *sums);
+SINEW_API int sinew_vbd_translate(const SinewVbdProblem *pb, int64_t nclusters,
+                                  const int64_t *cluster_off, const int64_t *cluster_vertices,
+                                  const double *sums, const int64_t *step_row, double *x,
+                                  int64_t *clipped);
 SINEW_API int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
                                const double *x, double *force, double *contact_force);
 

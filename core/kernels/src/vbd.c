@@ -309,34 +309,58 @@ int sinew_vbd_push_out(const SinewVbdProblem *pb, int64_t m, const int64_t *vert
     return SINEW_OK;
 }
 
-/* The coarse correction: each cluster of free vertices (cluster_off (nclusters+1) into
- * cluster_vertices; cluster (n,) gives every vertex's cluster, -1 for pinned ones) takes one
- * Newton step as a rigid translation, delta = (sum H_i)^-1 sum f_i over the terms such a
- * translation changes (springs inside the cluster cancel), applied through the guard,
- * cluster after cluster; interior (n,), may be NULL, marks vertices whose springs all stay in
- * their cluster (their springs are not visited). Gauss-Seidel moves a cloth as a whole very slowly when its springs
- * are stiff against its inertia (k h^2/m ~ 10^4 for cloth at 24 fps): a sheet sliding,
- * sticking or slowing by drag, or one side of a cloth swinging, is such a motion.
- * clipped receives the number of vertices the guard's ball bound held back. */
-int sinew_vbd_shift(const SinewVbdProblem *pb, int64_t nclusters, const int64_t *cluster_off,
-                    const int64_t *cluster_vertices, const int64_t *cluster,
-                    const uint8_t *interior, double *x, int64_t *clipped) {
-    int64_t held = 0;
+/* The coarse correction, in two calls so that clusters (and parts of one cluster) can go to
+ * several threads: each cluster of free vertices takes one Newton step as a rigid
+ * translation, delta = (sum H_i)^-1 sum f_i over the terms such a translation changes
+ * (springs inside the cluster cancel). Gauss-Seidel moves a cloth as a whole very slowly
+ * when its springs are stiff against its inertia (k h^2/m ~ 10^4 for cloth at 24 fps): a
+ * sheet sliding, sticking or slowing by drag, or one side of a cloth swinging, is such a
+ * motion.
+ *
+ * sinew_vbd_cluster_sums: for each of nclusters groups of vertices (cluster_off
+ * (nclusters+1) into cluster_vertices), sums (nclusters, 9) receives sum f (3) and sum H (xx,
+ * yy, zz, xy, xz, yz) at x; cluster (n,) gives every vertex's cluster (-1 for pinned ones:
+ * springs to a vertex of the same cluster are left out); interior (n,), may be NULL, marks
+ * vertices whose springs all stay in their cluster (their springs are not visited). A group
+ * may be a whole cluster or a part of one (the caller adds the parts). */
+int sinew_vbd_cluster_sums(const SinewVbdProblem *pb, int64_t nclusters, const int64_t *cluster_off,
+                           const int64_t *cluster_vertices, const int64_t *cluster,
+                           const uint8_t *interior, const double *x, double *sums) {
     for (int64_t c = 0; c < nclusters; ++c) {
-        double F[3] = {0.0, 0.0, 0.0}, Hs[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, delta[3];
+        double *S = sums + 9 * c;
+        for (int a = 0; a < 9; ++a) S[a] = 0.0;
         for (int64_t j = cluster_off[c]; j < cluster_off[c + 1]; ++j) {
             int64_t i = cluster_vertices[j];
-            if (i < 0 || i >= pb->n || cluster[i] != c) return SINEW_E_ARGUMENT;
+            if (i < 0 || i >= pb->n || cluster[i] < 0) return SINEW_E_ARGUMENT;
             double f[3], H[6];
             assemble(pb, i, x, f, H, NULL, cluster, interior, NULL);
-            for (int a = 0; a < 3; ++a) F[a] += f[a];
-            for (int a = 0; a < 6; ++a) Hs[a] += H[a];
+            for (int a = 0; a < 3; ++a) S[a] += f[a];
+            for (int a = 0; a < 6; ++a) S[3 + a] += H[a];
         }
-        if (!solve3(Hs, F, delta)) continue;
+    }
+    return SINEW_OK;
+}
+
+/* sinew_vbd_translate: the vertices of each group c (cluster_off (nclusters+1) into
+ * cluster_vertices) move by the Newton step of sums row step[c] (9: sum f, sum H, as
+ * sinew_vbd_cluster_sums gives; no move where that H is not positive definite), each
+ * through the guard. step_row (nclusters,), may be NULL, names the row of each group
+ * (NULL: row c), so parts of one cluster can share its row. clipped receives the number
+ * of vertices the guard's ball bound held back. */
+int sinew_vbd_translate(const SinewVbdProblem *pb, int64_t nclusters, const int64_t *cluster_off,
+                        const int64_t *cluster_vertices, const double *sums, const int64_t *step_row,
+                        double *x, int64_t *clipped) {
+    int64_t held = 0;
+    for (int64_t c = 0; c < nclusters; ++c) {
+        const double *S = sums + 9 * (step_row ? step_row[c] : c);
+        double delta[3];
+        if (!solve3(S + 3, S, delta)) continue;
         for (int64_t j = cluster_off[c]; j < cluster_off[c + 1]; ++j) {
-            double *xi = x + 3 * cluster_vertices[j];
+            int64_t i = cluster_vertices[j];
+            if (i < 0 || i >= pb->n) return SINEW_E_ARGUMENT;
+            double *xi = x + 3 * i;
             double nx[3] = {xi[0] + delta[0], xi[1] + delta[1], xi[2] + delta[2]};
-            held += guard_move(pb, cluster_vertices[j], nx);
+            held += guard_move(pb, i, nx);
             xi[0] = nx[0]; xi[1] = nx[1]; xi[2] = nx[2];
         }
     }
