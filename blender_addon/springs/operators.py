@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import bpy
@@ -156,6 +156,7 @@ class SpringBakeJob(BakeJob):
         self.contacts = 0
         self.max_penetration = 0.0
         self.unconverged = 0
+        self.diagnostics: list[Any] = []  # the written frames' FrameDiagnostics
         self.max_residual = 0.0
         self.self_contacts = 0
         self.self_crossings = 0
@@ -186,6 +187,7 @@ class SpringBakeJob(BakeJob):
         self.contacts += int(diag.contacts)
         self.max_penetration = max(self.max_penetration, float(diag.max_penetration))
         self.unconverged += 0 if diag.converged else 1
+        self.diagnostics.append(replace(diag, frame=int(self.input.frames[i])))
         if np.isfinite(diag.max_residual):
             self.max_residual = max(self.max_residual, float(diag.max_residual))
         self.self_contacts += diag.self_contacts
@@ -233,8 +235,10 @@ class SpringBakeJob(BakeJob):
         props.bake_max_residual = self.max_residual
         props.bake_time = time.perf_counter() - self.started
         if self.unconverged:
-            conv = (f"{self.unconverged} of {written} frames not converged (residual up to "
-                    f"{self.max_residual:.3g} N: more iterations or substeps)")
+            from ..core.springs.simulate import unconverged_summary
+
+            conv = unconverged_summary(self.diagnostics, self.settings.tolerance,
+                                       self.settings.iterations)
         else:
             conv = "converged" + (f" (residual up to {self.max_residual:.3g} N)"
                                   if self.max_residual else "")

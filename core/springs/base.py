@@ -94,11 +94,18 @@ class StepInfo:
         The solve met its tolerance (:data:`CONVERGENCE_RTOL` for NEWTON and
         FAST; the linear solve for IMPLICIT; always for the explicit ones) and
         the strain limit, if any, was reached.
+    relative : float
+        ``residual`` over the force scale it is judged against (:func:`force_scale`):
+        what the tolerance is compared with; ``nan`` where not defined.
+    strain_held : bool
+        The strain limit, if any, was reached (``converged`` is also False when not).
     """
 
     iterations: int
     residual: float
     converged: bool = True
+    relative: float = float("nan")
+    strain_held: bool = True
 
 
 def force_scale(model: Model, start: float = 0.0) -> float:

@@ -107,4 +107,4 @@ class ExplicitEuler(Integrator):
         x1 = x0 + h * v0
         v1 = v0 + h * a
         limited = self._finish(model, state, x1, v1, x0, h, targets, colliders)
-        return StepInfo(1, float("nan"), limited)
+        return StepInfo(1, float("nan"), limited, strain_held=limited)

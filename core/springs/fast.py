@@ -406,7 +406,7 @@ class LocalGlobal(Integrator):
         x = obj.start(targets)
         free = model.free_index
         its = max(int(iterations), 1)
-        r = float("nan")
+        r = rel = float("nan")
         ok = True
         solved = None
         if len(free) and model.spring_count:
@@ -419,6 +419,7 @@ class LocalGlobal(Integrator):
             its, r, r0 = self._iterate(model, pre, obj, x, split_targets(model, targets)[0], its,
                                        contact=contact, guess=guess, tolerance=tol)
             ok = not self.compute_residual or converged(r, r0, model, tol)
+            rel = r / force_scale(model, r0)
             if not contact:
                 solved = x.take(free, axis=0)
         else:
@@ -434,7 +435,7 @@ class LocalGlobal(Integrator):
             taken = solved - state.x.take(free, axis=0)  # what the strain limit took off the solve
             if np.any(taken):
                 self._carry = (model.uid, state.x.copy(), taken)
-        return StepInfo(its, r, ok and limited)
+        return StepInfo(its, r, ok and limited, rel, limited)
 
     def _iterate(self, model: Model, pre: _Prefactored, obj: Objective, x: np.ndarray,
                  targets: np.ndarray, iterations: int, contact: bool = False,

@@ -168,7 +168,7 @@ class LinearImplicitEuler(Integrator):
         # result, i.e. how far the one linearised step is from the implicit Euler step
         residual = F.norm(Objective(model, state, h, targets, external=external).gradient(x1))
         limited = self._finish(model, state, x1, v1, x0, h, targets, colliders)
-        return StepInfo(1, residual, solved and limited)
+        return StepInfo(1, residual, solved and limited, strain_held=limited)
 
     def _solve_direct(self, model: Model, rhs: np.ndarray, v_pin: np.ndarray, diag: np.ndarray,
                       a_co: np.ndarray | None, e_co: np.ndarray | None,

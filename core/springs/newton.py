@@ -132,7 +132,7 @@ class NewtonImplicitEuler(Integrator):
         limited = self._finish(model, state, x, v1, x0, h, targets, colliders)
         ok = (converged(r, hist[0], model, CONVERGENCE_RTOL if tolerance is None else float(tolerance))
               or r <= self.tolerance * max(hist[0], 1e-300))
-        return StepInfo(its, r, ok and limited)
+        return StepInfo(its, r, ok and limited, r / force_scale(model, hist[0]), limited)
 
     def _threshold(self, model: Model, r0: float) -> float:
         """The residual (N) at which this step's Newton loop stops, from its start's ``r0``."""

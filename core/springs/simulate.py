@@ -32,7 +32,8 @@ from .model import Model, State
 from .selfcollision import SelfCollision
 from .strainlimit import LinearRows, limit_strain
 
-__all__ = ["FrameDiagnostics", "Simulator", "simulate", "MAX_AUTO_SUBSTEPS", "MAX_SPLITS"]
+__all__ = ["FrameDiagnostics", "Simulator", "simulate", "unconverged_summary", "MAX_AUTO_SUBSTEPS",
+           "MAX_SPLITS"]
 
 #: Self-collision's pair constraints enter the strain limit after it this much (a fraction
 #: of ``self_distance``) below their targets: its own projection stops within that.
@@ -96,6 +97,13 @@ class FrameDiagnostics:
         (:attr:`.base.StepInfo.converged`).
     max_residual : float
         Largest ``‖∇g‖`` (N) over the substeps, ``nan`` where not defined.
+    max_relative_residual : float
+        Largest residual over the force scale it is judged against, over the substeps
+        (:attr:`.base.StepInfo.relative`; what the tolerance is compared with), ``nan``
+        where not defined.
+    strain_held : bool
+        Every substep reached its strain limit (a frame can fail to converge by its
+        residual, by its strain limit or by both).
     substeps : int
         Substeps taken (more than asked when an explicit integrator needs them to be
         stable: :attr:`Simulator.substeps`).
@@ -114,6 +122,8 @@ class FrameDiagnostics:
     converged: bool = True
     max_residual: float = float("nan")
     substeps: int = 1
+    max_relative_residual: float = float("nan")
+    strain_held: bool = True
 
 
 @dataclass
@@ -123,7 +133,9 @@ class _Tally:
     iterations: int = 0
     residual: float = float("nan")
     max_residual: float = float("nan")
+    max_relative: float = float("nan")
     converged: bool = True
+    strain_held: bool = True
     ext_work: float = 0.0
     self_contacts: int = 0
     steps: int = 0
@@ -135,6 +147,10 @@ class _Tally:
         self.iterations += info.iterations
         self.residual = info.residual
         self.converged = self.converged and info.converged
+        self.strain_held = self.strain_held and info.strain_held
+        if not np.isnan(info.relative):
+            self.max_relative = (info.relative if np.isnan(self.max_relative)
+                                 else max(self.max_relative, info.relative))
         if not np.isnan(info.residual):
             self.max_residual = (info.residual if np.isnan(self.max_residual)
                                  else max(self.max_residual, info.residual))
@@ -414,7 +430,8 @@ class Simulator:
                                 contacts=stats.contacts, max_penetration=stats.max_penetration,
                                 self_contacts=acc.self_contacts, self_crossings=crossings,
                                 converged=acc.converged, max_residual=acc.max_residual,
-                                substeps=acc.steps)
+                                substeps=acc.steps, max_relative_residual=acc.max_relative,
+                                strain_held=acc.strain_held)
 
     def _span(self, work: State, a0: float, a1: float, prev: np.ndarray, nxt: np.ndarray,
               colliders: Sequence[Any], external: Any, frame: int, acc: _Tally,
@@ -697,3 +714,40 @@ def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, f
         if progress is not None and progress(f, frames - 1) is False:
             raise BakeCancelled("bake cancelled")
     return out, diags
+
+
+def _frame_ranges(frames: Sequence[int], most: int = 6) -> str:
+    """``3–8, 40, 97–101``: consecutive frames joined, at most ``most`` runs (then "…")."""
+    runs: list[list[int]] = []
+    for f in sorted(frames):
+        if runs and f == runs[-1][1] + 1:
+            runs[-1][1] = f
+        else:
+            runs.append([f, f])
+    text = ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in runs[:most])
+    return text + (", …" if len(runs) > most else "")
+
+
+def unconverged_summary(diagnostics: Sequence[FrameDiagnostics], tolerance: float,
+                        iterations: int) -> str:
+    """Which frames did not converge and why, in a sentence for a bake's report ("" when
+    every frame converged): the frames whose solve stopped at its ``iterations`` with the
+    relative residual above ``tolerance`` (and how far above), and the frames whose strain
+    limit was not reached."""
+    bad = [d for d in diagnostics if not d.converged]
+    if not bad:
+        return ""
+    parts = []
+    solve = [d for d in bad if not (d.max_relative_residual <= tolerance)]
+    if solve:
+        rel = np.array([d.max_relative_residual for d in solve])
+        known = rel[np.isfinite(rel)]
+        at = (f" with the residual at {100 * known.min():.2g}–{100 * known.max():.2g} % of its "
+              f"force scale (tolerance {100 * tolerance:.2g} %)") if len(known) else ""
+        parts.append(f"frames {_frame_ranges([d.frame for d in solve])}: the solve stopped at "
+                     f"{iterations} iterations{at}; more iterations or substeps lower it")
+    strain = [d for d in bad if not d.strain_held]
+    if strain:
+        parts.append(f"frames {_frame_ranges([d.frame for d in strain])}: the strain limit was "
+                     f"not reached")
+    return f"{len(bad)} of {len(diagnostics)} frames not converged ({'; '.join(parts)})"

@@ -58,4 +58,4 @@ class SymplecticEuler(Integrator):
         v1 = state.v + h * a
         x1 = x0 + h * v1
         limited = self._finish(model, state, x1, v1, x0, h, targets, colliders)
-        return StepInfo(1, float("nan"), limited)
+        return StepInfo(1, float("nan"), limited, strain_held=limited)

@@ -369,8 +369,9 @@ class VertexBlockDescent(Integrator):
         state.x[...] = x
         state.v[...] = (x - x0) / h
         self._motion = (model.uid, x.copy(), obj.v0.copy())
-        ok = bool(r <= tol * force_scale(model, r0)) if tol > 0 else True
-        return StepInfo(its, r, ok and limited)
+        rel = r / force_scale(model, r0)
+        ok = bool(rel <= tol) if tol > 0 else True
+        return StepInfo(its, r, ok and limited, rel, limited)
 
     def _guess(self, model: Model, state: State, obj: Objective, reference: np.ndarray,
                h: float) -> np.ndarray:
