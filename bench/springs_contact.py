@@ -10,6 +10,9 @@ the preset's current values):
 * **skirt**: an open cylinder (r 0.34, 0.6 m long, 32×12) pinned at its top ring and
   parented to a cylinder body (r 0.3, 16 sides, Collision modifier) keyed to move 1.5 m out
   and back in 15 frames, 40 frames;
+* **dress**: a dress (32×16, pinned at the waist, with an Armature modifier) settling onto
+  the hips of a body skinned to a two-bone armature that walks, bends and twists (Armature
+  and Collision modifiers), 40 frames;
 * **tablecloth n²**: a 1.6 m grid of n × n faces 10 cm above a 1 m square table 0.75 m high on
   a ground plane, both with a Collision modifier at its defaults: 40² over 120 frames, 100²
   and 160² over their first 8 frames (left out of ``--quick``), and the growth exponent of
@@ -147,6 +150,113 @@ def skirt_scene():
     return cloth, inside, edges_inside
 
 
+def _ring_mesh(name: str, radii, heights, around: int, closed: bool):
+    """A tube of ``around`` vertices per ring at the given radii and heights (rings from
+    the top); ``closed`` caps both ends with fans (a closed collider)."""
+    ang = np.linspace(0, 2 * np.pi, around, endpoint=False)
+    verts = [(r * np.cos(a), r * np.sin(a), z) for r, z in zip(radii, heights) for a in ang]
+    rings = len(heights)
+    faces = [(r * around + i, (r + 1) * around + i, (r + 1) * around + (i + 1) % around,
+              r * around + (i + 1) % around) for r in range(rings - 1) for i in range(around)]
+    if closed:
+        verts += [(0.0, 0.0, heights[0]), (0.0, 0.0, heights[-1])]
+        top, bottom = len(verts) - 2, len(verts) - 1
+        faces += [(top, (i + 1) % around, i) for i in range(around)]
+        last = (rings - 1) * around
+        faces += [(bottom, last + i, last + (i + 1) % around) for i in range(around)]
+    me = bpy.data.meshes.new(name)
+    me.from_pydata(verts, [], faces)
+    me.validate()
+    ob = bpy.data.objects.new(name, me)
+    bpy.context.scene.collection.objects.link(ob)
+    return ob
+
+
+def dress_scene():
+    """A dress on an armature-deformed body, as a rigger builds it: a two-bone armature
+    (hips, spine) keyed to walk 0.6 m forward, bend and twist; a closed body (1.2 m tall,
+    r 0.15 at the waist, 0.21 at the hips; skinned to both bones, blended over the waist)
+    with an Armature modifier and a Collision modifier at its defaults; a dress (32 × 16,
+    r 0.18 at the waist, 0.24 over the hips, 0.30 at the hem: it settles onto the hips)
+    with an Armature modifier on the hips bone before the cloth, pinned by its top ring
+    ("pins")."""
+    scene = bpy.context.scene
+    rig = bpy.data.objects.new("Rig", bpy.data.armatures.new("Rig"))
+    scene.collection.objects.link(rig)
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="EDIT")
+    hips = rig.data.edit_bones.new("hips")
+    hips.head, hips.tail = (0, 0, 0.9), (0, 0, 1.1)
+    spine = rig.data.edit_bones.new("spine")
+    spine.head, spine.tail, spine.parent = (0, 0, 1.1), (0, 0, 1.5), hips
+    bpy.ops.object.mode_set(mode="OBJECT")
+    for pb in rig.pose.bones:
+        pb.rotation_mode = "XYZ"
+    keys = ((1, (0.0, 0.0, 0.0), 0.0, 0.0), (14, (0.3, 0.0, 0.0), 0.5, 0.25),
+            (27, (0.6, 0.0, 0.0), -0.4, -0.2), (40, (0.6, 0.0, 0.0), 0.0, 0.0))
+    for f, loc, twist, bend in keys:
+        rig.pose.bones["hips"].location = loc  # bone space: x is world x, y along the bone (up)
+        rig.pose.bones["hips"].rotation_euler = (0.0, twist, 0.0)
+        rig.pose.bones["spine"].rotation_euler = (bend, 0.0, 0.0)
+        rig.pose.bones["hips"].keyframe_insert("location", frame=f)
+        rig.pose.bones["hips"].keyframe_insert("rotation_euler", frame=f)
+        rig.pose.bones["spine"].keyframe_insert("rotation_euler", frame=f)
+    heights = np.linspace(1.5, 0.3, 13)  # 0.1 m apart: waist at 1.1, hips at 0.8-0.9
+    body = _ring_mesh("Body", np.interp(heights, [0.3, 0.8, 0.9, 1.1, 1.5], [0.17, 0.21, 0.21, 0.15, 0.16]),
+                      heights, 16, closed=True)
+    z = np.array([v.co.z for v in body.data.vertices])
+    up = np.clip((z - 1.0) / 0.2, 0.0, 1.0)  # blended over the waist
+    for name, w in (("hips", 1.0 - up), ("spine", up)):
+        vg = body.vertex_groups.new(name=name)
+        for i, wi in enumerate(w):
+            if wi > 0:
+                vg.add([i], float(wi), "REPLACE")
+    body.modifiers.new("Armature", "ARMATURE").object = rig
+    _collision(body)
+    dh = np.linspace(1.05, 0.45, 16)  # fitted over the hips (0.24 at 0.85 m), flaring to the hem
+    dress = _ring_mesh("Dress", np.interp(dh, [0.45, 0.85, 1.05], [0.30, 0.24, 0.18]), dh, 32,
+                       closed=False)
+    dress.vertex_groups.new(name="hips").add(list(range(len(dress.data.vertices))), 1.0, "REPLACE")
+    dress.vertex_groups.new(name="pins").add(list(range(32)), 1.0, "REPLACE")
+    dress.modifiers.new("Armature", "ARMATURE").object = rig
+    bpy.context.view_layer.objects.active = dress
+    scene.frame_set(1)
+    edges = _edges(dress.data)
+    t = np.linspace(0.0, 1.0, 4)[1:-1]
+
+    def inside(x):
+        return int(np.count_nonzero(_inside_mesh(body, x)))
+
+    def edges_inside(x):
+        pts = x[edges[:, 0], None] + t[None, :, None] * (x[edges[:, 1]] - x[edges[:, 0]])[:, None]
+        return int(np.count_nonzero(_inside_mesh(body, pts.reshape(-1, 3)).reshape(len(edges), len(t)).any(axis=1)))
+
+    return dress, inside, edges_inside
+
+
+def _inside_mesh(ob, points: np.ndarray) -> np.ndarray:
+    """True for points behind the nearest face of ``ob``'s evaluated closed mesh (world
+    space), as Blender's BVH tree finds it."""
+    from mathutils import Vector
+    from mathutils.bvhtree import BVHTree
+
+    dg = bpy.context.evaluated_depsgraph_get()
+    ev = ob.evaluated_get(dg)
+    me = ev.to_mesh()
+    m = np.array([list(r) for r in ev.matrix_world])
+    co = np.empty(3 * len(me.vertices))
+    me.vertices.foreach_get("co", co)
+    co = co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
+    polys = [tuple(p.vertices) for p in me.polygons]
+    ev.to_mesh_clear()
+    tree = BVHTree.FromPolygons([tuple(v) for v in co], polys)
+    out = np.zeros(len(points), bool)
+    for k, p in enumerate(points):
+        loc, normal, _, _ = tree.find_nearest(Vector(p))
+        out[k] = loc is not None and float(np.dot(np.asarray(p) - np.asarray(loc), np.asarray(normal))) < 0.0
+    return out
+
+
 def tablecloth_scene(n: int):
     """A 1.6 m tablecloth of ``n × n`` faces 10 cm above a 1 m square table 0.75 m high (a
     cube with a Collision modifier at its defaults) on a ground plane (also a collider)."""
@@ -175,7 +285,7 @@ def tablecloth_scene(n: int):
 
 #: name → (scene builder, frames). The large tablecloths are timed over their first frames,
 #: as docs/BENCHMARKS.md's growth exponent is (Blender's Cloth takes seconds per frame there).
-SCENES = {"drape": (drape_scene, 120), "skirt": (skirt_scene, 40),
+SCENES = {"drape": (drape_scene, 120), "skirt": (skirt_scene, 40), "dress": (dress_scene, 40),
           "tablecloth 40²": (tablecloth_scene(40), 120),
           "tablecloth 100²": (tablecloth_scene(100), 8),
           "tablecloth 160²": (tablecloth_scene(160), 8)}
