@@ -244,14 +244,13 @@ class VbdProblem:
 
 def thread_count() -> int:
     """The threads the kernels may use: the ``SINEW_THREADS`` environment variable when it
-    is a positive integer, else the CPUs this process may run on."""
+    is a positive integer, else 1. One by default: on this project's two-CPU test machine,
+    cutting a sweep's colours into parts for two threads made it slower (docs/CONTACT.md,
+    "Threads"), where Python's wait for each colour's parts costs about 30 µs."""
     env = os.environ.get("SINEW_THREADS", "").strip()
     if env.isdigit() and int(env) > 0:
         return int(env)
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except (AttributeError, OSError):
-        return max(os.cpu_count() or 1, 1)
+    return 1
 
 
 class Workers:
