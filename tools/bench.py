@@ -45,7 +45,7 @@ SECTIONS = [
     ("Flag in the wind: Sinew against Blender's Cloth with the same Wind field", "bench.springs_fields"),
     ("Keyframe writing", "bench.keys"),
     ("Cloth contact: Sinew against Blender's Cloth (drape over a sphere on the ground, skirt on a moving body, "
-     "tablecloth on a table at 40², 100², 160²)",
+     "dress on an armature-deformed body, tablecloth on a table at 40², 100², 160²)",
      "bench.springs_contact"),
     ("Self-collision: a strip folding over a box, Sinew against Blender's Cloth", "bench.selfcollision_blender"),
     ("Spring bones in core: the presets' look, and three characters with 80 spring bones over 250 frames",
