@@ -95,3 +95,58 @@ def test_tight_tolerance_takes_more_iterations(scene):
         assert bake() == {"FINISHED"}
         out.append(s.bake_iterations)
     assert out[1] > out[0]
+
+
+def _inside(ob, points: np.ndarray) -> np.ndarray:
+    """True for points behind the nearest face of ``ob``'s evaluated closed mesh, as Blender's
+    BVH tree finds it (world space)."""
+    from mathutils import Vector
+    from mathutils.bvhtree import BVHTree
+
+    dg = bpy.context.evaluated_depsgraph_get()
+    tree = BVHTree.FromObject(ob, dg)  # in ob's local space
+    inv = world_matrix(ob)
+    inv = np.linalg.inv(inv)
+    local = points @ inv[:3, :3].T + inv[:3, 3]
+    out = np.zeros(len(points), bool)
+    for k, p in enumerate(local):
+        loc, normal, _, _ = tree.find_nearest(Vector(p))
+        out[k] = loc is not None and float(np.dot(p - np.asarray(loc), np.asarray(normal))) < 0.0
+    return out
+
+
+def test_armature_deformed_body_moving_into_cloth_at_one_substep_leaves_nothing_inside(scene):
+    """A ball skinned to a bone (Armature and Collision modifiers at their defaults) that rises
+    into a falling cloth and then sweeps sideways under it; VBD at one substep: no cloth vertex
+    inside the body at any frame, as Blender evaluates both, and contact was made."""
+    rig = bpy.data.objects.new("Rig", bpy.data.armatures.new("Rig"))
+    scene.collection.objects.link(rig)
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="EDIT")
+    bone = rig.data.edit_bones.new("root")
+    bone.head, bone.tail = (0, 0, 0), (0, 0, 0.3)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    pose = rig.pose.bones["root"]
+    for f, loc in ((1, (0.0, 0.0, 0.0)), (10, (0.0, 0.25, 0.0)), (24, (0.3, 0.25, 0.0))):
+        pose.location = loc  # bone space: y along the bone (up), x is world x
+        pose.keyframe_insert("location", frame=f)
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=0.25, location=(0, 0, 0.3))
+    ball = bpy.context.active_object
+    ball.vertex_groups.new(name="root").add(list(range(len(ball.data.vertices))), 1.0, "REPLACE")
+    ball.modifiers.new("Armature", "ARMATURE").object = rig
+    ball.modifiers.new("Collision", "COLLISION")
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=16, y_subdivisions=16, size=1.0, location=(0, 0, 0.75))
+    ob = bpy.context.active_object
+    s = ob.sinew_springs
+    s.enabled = True
+    assert bpy.ops.sinew.springs_preset(preset="COTTON") == {"FINISHED"}
+    s.solver, s.substeps = "VBD", 1
+    scene.frame_start, scene.frame_end = 1, 24
+    assert bake() == {"FINISHED"}
+    assert s.bake_contacts > 0 and s.bake_max_penetration == 0.0
+    for f in range(1, 25):
+        scene.frame_set(f)
+        x = to_world(world_matrix(ob), evaluated(ob))
+        assert not _inside(ball, x).any(), f
+    centre = to_world(world_matrix(ball), evaluated(ball)).mean(axis=0)
+    assert np.allclose(centre, [0.3, 0.0, 0.55], atol=0.02)  # the armature moved the body
