@@ -48,15 +48,15 @@ import numpy as np
 from . import quat
 from .errors import BakeCancelled, SinewError
 from .ik.chain import Chain, RootTransform, forward_kinematics_batch, pose_from_joints
-from .springs import Model, Plane, Simulator, Sphere, State, TriangleMesh
+from .springs import LinearImplicitEuler, Model, Plane, Simulator, Sphere, State, TriangleMesh
 
 __all__ = ["SpringSettings", "SpringChain", "SpringResult", "SpringBake", "animated_joints",
            "bake_spring_chains", "axial_rate", "AXIAL_OMEGA_FRAMES", "RIGID_STRETCH", "INTEGRATOR",
            "LENGTH_TOLERANCE"]
 
 #: The spring solver's integrator for spring bones: linearised implicit Euler, stable at any
-#: stiffness and step.
-INTEGRATOR = "IMPLICIT"
+#: stiffness and step (without its residual measure: nothing reads it).
+INTEGRATOR = LinearImplicitEuler.name
 #: Axial frequency of a rigid bone's spring, rad/s per frame per second: ``ω = 10 fps`` is
 #: far beyond anything the frames can show (implicit Euler damps that mode within a frame);
 #: stiffer, the linearised step turned more of a swing into that mode's damped energy (a free
@@ -294,7 +294,7 @@ class _Group:
         vel = np.zeros_like(anim)
         vel[1:] = (anim[1:] - anim[:-1]) * fps
         self.external = self.settings.damping * model.masses[None, :, None] * vel
-        self.sim = Simulator(model, INTEGRATOR, fps=fps, substeps=self.settings.substeps,
+        self.sim = Simulator(model, LinearImplicitEuler(residual=False), fps=fps, substeps=self.settings.substeps,
                              frame_start=start, state=State(anim[start].copy(), v0))
         self.positions = np.empty_like(anim)
         self.positions[start] = anim[start]

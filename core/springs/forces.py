@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .linsolve import dot, matvec_add, norm
+from .linsolve import NarrowBand, dot, matvec_add, norm
 from .model import Model
 
 __all__ = [
@@ -283,6 +283,7 @@ class HessianAssembler:
         self._indices = (uniq % max(self.size, 1)).astype(np.int32)
         self._indptr = np.r_[0, np.cumsum(np.bincount(u_rows, minlength=self.size))].astype(np.int32)
         self._s = s
+        self._band: NarrowBand | None | bool = False  # not worked out yet
 
     def assemble(self, diag: np.ndarray, blocks: np.ndarray) -> sp.csc_matrix:
         """Return ``diag(diag) + Σ_springs blocks`` over the free DOFs.
@@ -299,9 +300,26 @@ class HessianAssembler:
         scipy.sparse.csc_matrix
             Symmetric, shape ``(3f, 3f)`` (CSC and CSR arrays coincide).
         """
-        vals = self._sign * blocks.reshape(-1)[self._gather] if self._s else np.zeros(0)
-        data = np.zeros(self.nnz)
-        if len(vals):
-            data += np.bincount(self._inv_blk, weights=vals, minlength=self.nnz)
-        data += np.bincount(self._inv_diag, weights=diag, minlength=self.nnz)
+        return self.matrix(self.values(diag, blocks))
+
+    def values(self, diag: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+        """The non-zeros ``(nnz,)`` of :meth:`assemble` (same parameters), in the order of
+        :meth:`matrix` and :attr:`band`."""
+        data = np.bincount(self._inv_diag, weights=diag, minlength=self.nnz)
+        if self._s and len(self._gather):
+            data += np.bincount(self._inv_blk, weights=self._sign * blocks.reshape(-1)[self._gather],
+                                minlength=self.nnz)
+        return data
+
+    def matrix(self, data: np.ndarray) -> sp.csc_matrix:
+        """The ``(3f, 3f)`` matrix with the non-zeros ``data`` ``(nnz,)`` of :meth:`values`."""
         return sp.csc_matrix((data, self._indices, self._indptr), shape=(self.size, self.size))
+
+    @property
+    def band(self) -> NarrowBand | None:
+        """The pattern's :class:`~.linsolve.NarrowBand` layout (for :meth:`values`), or
+        ``None`` when the pattern is too wide in its own order; worked out on first use."""
+        if self._band is False:
+            rows = np.repeat(np.arange(self.size), np.diff(self._indptr))
+            self._band = NarrowBand.of(self.size, rows, self._indices.astype(np.int64))
+        return self._band

@@ -39,7 +39,7 @@ except ImportError:  # pragma: no cover - a scipy without them: the public produ
     _csr_matvec = _csr_matvecs = None
 
 __all__ = ["dot", "dot_for", "norm", "factor_spd", "factor_spd_entries", "solve_spd_entries",
-           "solve_dense", "matvec_add", "product", "SpringLaplacian", "FactorCache", "PCGResult",
+           "solve_dense", "matvec_add", "product", "NarrowBand", "SpringLaplacian", "FactorCache", "PCGResult",
            "pcg"]
 
 
@@ -219,26 +219,68 @@ def _narrow_entries(n: int, rows: np.ndarray, cols: np.ndarray,
                     vals: np.ndarray) -> Callable[[np.ndarray], np.ndarray] | None:
     """:func:`_narrow_cholesky` of the ``(n, n)`` matrix with entries ``vals`` at
     ``(rows, cols)`` (duplicates summed)."""
-    offset = cols - rows  # column − row: ≥ 0 in the upper triangle
-    if len(offset) and max(int(offset.max()), -int(offset.min())) > _NARROW:
-        return None
-    kd = max(int(offset.max(initial=0)), 0)
-    upper = offset >= 0
-    # LAPACK's upper band storage: entry (i, j), i ≤ j, at [kd + i − j, j] (duplicates summed)
-    band = np.bincount(kd - offset[upper] + (kd + 1) * cols[upper], vals[upper],
-                       minlength=(kd + 1) * n).reshape(n, kd + 1).T
-    factor, info = lapack.dpbtrf(band, lower=0)
-    if info != 0:
-        return None
+    band = NarrowBand.of(n, rows, cols)
+    return None if band is None else band.factor(vals)
 
-    def solve(b: np.ndarray) -> np.ndarray:
-        x, info = lapack.dpbtrs(factor, b, lower=0)
+
+@dataclass(frozen=True)
+class NarrowBand:
+    """Where the entries of a fixed sparsity pattern go in LAPACK's upper band storage,
+    for a pattern at most :data:`_NARROW` wide in its own order (:meth:`of`); :meth:`factor`
+    then factors any values on it (``dpbtrf``) without a scipy matrix.
+
+    A model's implicit step assembles the same pattern every step (IMPLICIT's direct
+    solve): the layout is worked out once per model, and each step only scatters its
+    values (spring bones' chains, 15–100 unknowns: the ``csc_matrix`` round trip cost more
+    than LAPACK's factor and solve).
+
+    Attributes
+    ----------
+    n : int
+        The matrix is ``(n, n)``.
+    kd : int
+        Superdiagonals in the band.
+    upper : numpy.ndarray
+        Shape ``(u,)``, int: the entries (positions in the ``vals`` given to :meth:`factor`)
+        in the upper triangle, ``row ≤ col``.
+    slots : numpy.ndarray
+        Shape ``(u,)``, int: their flat positions in the band, entry ``(i, j)`` at
+        ``[kd + i − j, j]`` of the Fortran-ordered ``(kd + 1, n)`` band.
+    """
+
+    n: int
+    kd: int
+    upper: np.ndarray
+    slots: np.ndarray
+
+    @classmethod
+    def of(cls, n: int, rows: np.ndarray, cols: np.ndarray) -> NarrowBand | None:
+        """The layout of entries at ``(rows, cols)`` (both ``(m,)``, both triangles,
+        duplicates allowed) of an ``(n, n)`` matrix; ``None`` if wider than :data:`_NARROW`."""
+        offset = np.asarray(cols) - np.asarray(rows)  # column − row: ≥ 0 in the upper triangle
+        if len(offset) and max(int(offset.max()), -int(offset.min())) > _NARROW:
+            return None
+        kd = max(int(offset.max(initial=0)), 0)
+        upper = np.flatnonzero(offset >= 0)
+        return cls(int(n), kd, upper, kd - offset[upper] + (kd + 1) * np.asarray(cols)[upper])
+
+    def factor(self, vals: np.ndarray) -> Callable[[np.ndarray], np.ndarray] | None:
+        """``solve(b)`` for the matrix with entries ``vals`` ``(m,)`` on this layout
+        (duplicates summed), by LAPACK's banded Cholesky; ``None`` if it is not positive
+        definite."""
+        kd, n = self.kd, self.n
+        band = np.bincount(self.slots, vals[self.upper], minlength=(kd + 1) * n).reshape(n, kd + 1).T
+        factor, info = lapack.dpbtrf(band, lower=0)
         if info != 0:
-            raise np.linalg.LinAlgError(f"dpbtrs failed ({info})")
-        return x
+            return None
 
-    return solve
+        def solve(b: np.ndarray) -> np.ndarray:
+            x, info = lapack.dpbtrs(factor, b, lower=0)
+            if info != 0:
+                raise np.linalg.LinAlgError(f"dpbtrs failed ({info})")
+            return x
 
+        return solve
 
 
 def solve_spd_entries(n: int, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray,

@@ -276,9 +276,8 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         dropped = []  # the springs released in this Newton step's rounds
         step = None
         if alone:  # its rounds work within the springs active now
-            cand = np.flatnonzero(active)
-            step = _SpringStep(springs.take(cand, axis=0),
-                               d.take(cand, axis=0) / length.take(cand)[:, None], inv_m)
+            cand, pattern = _candidates(model, active, springs)
+            step = _SpringStep(pattern, d.take(cand, axis=0) / length.take(cand)[:, None], inv_m)
         for _ in range(_ROUNDS if not r else 4):
             hi, co = np.flatnonzero(active), np.flatnonzero(active_r)
             if r:
@@ -373,22 +372,27 @@ def _pairs_in_groups(group: np.ndarray, groups: int) -> tuple[np.ndarray, np.nda
     return left, right
 
 
-class _SpringStep:
-    """:func:`_project` for springs alone (no rows, no compliance), over one Newton step.
+class _SpringPattern:
+    """The index work of :class:`_SpringStep` for one set of springs ``(k, 2)``: it depends
+    only on which springs take part (:func:`_candidates` keeps the one of all springs of a
+    small model).
 
-    ``springs`` ``(k, 2)`` are the springs that may take part in a Newton step's active-set
-    rounds (its rounds only release springs and take released ones back), with unit
-    directions ``u`` ``(k, 3)`` and inverse masses ``inv_m`` ``(n + 1,)`` (0 at ``n``):
-    every entry of ``J W Jᵀ`` among them (each spring with itself, ``w_i + w_j``, and two
-    springs meeting at a vertex ``v``, ``±w_v (ûₐ·û_b)``) is computed once, and each round
-    (:meth:`solve`) picks those of its active springs instead of sorting its incidences
-    again. The system is the full ``(J W Jᵀ + εI) λ = c``: :func:`_project` eliminates a
-    spring with one movable end rather than solving for it, the same step to round-off
-    (``tests/core/test_springs_material.py`` checks the two against each other). Memory
-    and time follow the step's springs, not the mesh.
+    Attributes
+    ----------
+    springs : numpy.ndarray
+        Shape ``(k, 2)``.
+    ra, rb : numpy.ndarray
+        Rows and columns of the entries of ``J W Jᵀ`` among them: first every ordered pair
+        of distinct springs meeting at a vertex, then the diagonal in spring order.
+    pair_a, pair_b, pair_vert : numpy.ndarray
+        Those pairs' springs and the vertex they meet at.
+    pair_sign : numpy.ndarray
+        The product of the two springs' signs at that vertex (±1).
+    slots : numpy.ndarray
+        Shape ``(2, k, 3)``: entry ``3 v + j`` of a spring's first and second end.
     """
 
-    def __init__(self, springs: np.ndarray, u: np.ndarray, inv_m: np.ndarray) -> None:
+    def __init__(self, springs: np.ndarray) -> None:
         k = len(springs)
         # the incidences (spring, vertex, sign) grouped by vertex, and within each vertex's
         # group every ordered pair of distinct springs
@@ -402,15 +406,69 @@ class _SpringStep:
         left, right = _pairs_in_groups(group, int(group[-1]) + 1 if len(group) else 0)
         off = spring[left] != spring[right]
         left, right = left[off], right[off]
-        ra = np.concatenate([spring[left], np.arange(k)])  # rows
-        rb = np.concatenate([spring[right], np.arange(k)])  # columns
-        vals = np.concatenate([sign[left] * sign[right] * inv_m[vert[left]]
-                               * _dot(u.take(spring[left], axis=0), u.take(spring[right], axis=0)),
-                               inv_m[springs[:, 0]] + inv_m[springs[:, 1]]])
-        self.ra, self.rb, self.vals = ra, rb, vals  # the diagonal last, in spring order
+        self.springs = springs
+        self.pair_a, self.pair_b = spring[left], spring[right]
+        self.pair_vert = vert[left]
+        self.pair_sign = sign[left] * sign[right]
+        self.ra = np.concatenate([self.pair_a, np.arange(k)])  # rows
+        self.rb = np.concatenate([self.pair_b, np.arange(k)])  # columns
         # the displacement W Jᵀ λ gathered per vertex and coordinate in one bincount:
         # entry 3 v + j, +λ u at a spring's first end, −λ u at its second
         self.slots = (springs[:, :, None] * 3 + np.arange(3)).transpose(1, 0, 2)  # (2, k, 3)
+
+
+#: The :class:`_SpringPattern` of all structural springs of each small model (``Model.uid``
+#: → pattern); bounded like :data:`_ACTIVE`.
+_PATTERNS: dict[int, _SpringPattern] = {}
+#: Models with at most this many structural springs give every Newton step all of them as
+#: candidates (:func:`_candidates`): the same :class:`_SpringPattern` every time, kept in
+#: :data:`_PATTERNS`. Spring bones' chains (4–100 bones) change their active set from step
+#: to step (a bone compressed under an upright antenna leaves it, a whip brings it back),
+#: and building the pattern anew was a fifth of their strain limit.
+_WHOLE = 256
+
+
+def _candidates(model: Model, active: np.ndarray,
+                springs: np.ndarray) -> tuple[np.ndarray, _SpringPattern]:
+    """The springs a Newton step's rounds work within (indices into ``springs`` ``(e, 2)``)
+    and their :class:`_SpringPattern`: the ``active`` ones (bool ``(e,)``), or all of a small
+    model's (:data:`_WHOLE`; the rounds solve for the active ones alone either way, the same
+    system)."""
+    e = len(springs)
+    if e > _WHOLE:
+        cand = np.flatnonzero(active)
+        return cand, _SpringPattern(springs.take(cand, axis=0))
+    pattern = _PATTERNS.get(model.uid)
+    if pattern is None or len(pattern.springs) != e:
+        pattern = _SpringPattern(springs)
+        if len(_PATTERNS) > 8:
+            _PATTERNS.clear()
+        _PATTERNS[model.uid] = pattern
+    return np.arange(e), pattern
+
+
+class _SpringStep:
+    """:func:`_project` for springs alone (no rows, no compliance), over one Newton step.
+
+    The springs that may take part in a Newton step's active-set rounds (its rounds only
+    release springs and take released ones back) are a :class:`_SpringPattern`, with unit
+    directions ``u`` ``(k, 3)`` and inverse masses ``inv_m`` ``(n + 1,)`` (0 at ``n``):
+    every entry of ``J W Jᵀ`` among them (each spring with itself, ``w_i + w_j``, and two
+    springs meeting at a vertex ``v``, ``±w_v (ûₐ·û_b)``) is computed once, and each round
+    (:meth:`solve`) picks those of its active springs instead of sorting its incidences
+    again. The system is the full ``(J W Jᵀ + εI) λ = c``: :func:`_project` eliminates a
+    spring with one movable end rather than solving for it, the same step to round-off
+    (``tests/core/test_springs_material.py`` checks the two against each other). Memory
+    and time follow the step's springs, not the mesh.
+    """
+
+    def __init__(self, pattern: _SpringPattern, u: np.ndarray, inv_m: np.ndarray) -> None:
+        p = pattern
+        vals = np.concatenate([p.pair_sign * inv_m[p.pair_vert]
+                               * _dot(u.take(p.pair_a, axis=0), u.take(p.pair_b, axis=0)),
+                               inv_m[p.springs[:, 0]] + inv_m[p.springs[:, 1]]])
+        self.ra, self.rb, self.vals = p.ra, p.rb, vals  # the diagonal last, in spring order
+        self.slots = p.slots
         self.u = u
         self.inv_m = inv_m
 

@@ -295,7 +295,7 @@ def test_the_springs_only_projection_step_equals_the_general_projection(monkeypa
     movable = np.flatnonzero(inv_m[springs[:, 0]] + inv_m[springs[:, 1]] > 0)
     for _ in range(4):
         cand = np.sort(rng.choice(movable, 120, replace=False))
-        step = strainlimit._SpringStep(springs[cand], u[cand], inv_m)
+        step = strainlimit._SpringStep(strainlimit._SpringPattern(springs[cand]), u[cand], inv_m)
         sel = rng.random(len(cand)) < 0.7
         hi = cand[sel]
         c = rng.uniform(-2e-3, 2e-3, len(hi))
