@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .linsolve import NarrowBand, dot, matvec_add, norm
+from .linsolve import NarrowBand, dot, matvec_add, norm, product
 from .model import Model
 
 __all__ = [
@@ -66,7 +66,7 @@ def spring_geometry(model: Model, x: np.ndarray) -> tuple[np.ndarray, np.ndarray
     unit : numpy.ndarray
         Shape ``(s, 3)``; the rest direction where ``length`` is ~0.
     """
-    d = model.incidence @ x
+    d = product(model.incidence, x)
     length = np.sqrt(np.einsum("ij,ij->i", d, d))
     if length.min(initial=np.inf) > _TINY:
         return d, length, d / length[:, None]

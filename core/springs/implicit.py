@@ -38,7 +38,7 @@ import scipy.sparse as sp
 
 from . import forces as F
 from .base import Integrator, Objective, StepInfo, anchor_forces, pin_targets, split_targets
-from .linsolve import FactorCache, SpringLaplacian, factor_spd, pcg
+from .linsolve import FactorCache, SpringLaplacian, factor_spd, pcg, product
 from .model import Model, State
 
 __all__ = ["LinearImplicitEuler"]
@@ -133,13 +133,13 @@ class LinearImplicitEuler(Integrator):
                 dv = model.incidence @ v0
                 per += unit * ((1.0 - b) * model.damping
                                * np.einsum("ij,ij->i", dv, unit))[:, None]
-            spring_force = -(model.incidence_t @ per)
+            spring_force = -product(model.incidence_t, per)
         else:
             unit = None
             spring_force = np.zeros_like(x0)
-        rhs = m[:, None] * v0 + h * (
-            spring_force - (1.0 - b) * c * m[:, None] * v0
-            + c * m[:, None] * model.wind + m[:, None] * model.gravity)
+        mc = m[:, None]
+        rhs = mc * v0 + h * (spring_force - (1.0 - b) * c * mc * v0
+                             + c * mc * model.wind + mc * model.gravity)
         if external is not None:
             rhs += h * external
         if len(model.anchor_index):
@@ -240,7 +240,7 @@ def _block_apply_soa(inc: sp.csr_matrix, inc_t: sp.csr_matrix, a_co: np.ndarray,
     """``inc_tᵀ-side`` product ``inc_t (B (inc u))`` with per-spring blocks
     ``B = a I + e ûûᵀ``. Shapes: ``a_co``, ``e_co`` ``(s,)``, ``unit`` ``(s, 3)``,
     ``u`` ``(cols of inc, 3)``; returns ``(rows of inc_t, 3)``."""
-    du = inc @ u
+    du = product(inc, u)
     per = du * a_co[:, None]
     per += unit * (e_co * np.einsum("ij,ij->i", du, unit))[:, None]
-    return inc_t @ per
+    return product(inc_t, per)

@@ -465,9 +465,9 @@ class Simulator:
                             for c in colliders), stats, self._support if colliders else None,
                            self.triangles)
         ext = self._external(external, work, 0.5 * (a0 + a1), frame, h)
-        movable = ~np.asarray(model.pinned, dtype=bool)
         inside = getattr(self.integrator, "contact_inside", False)
         if colliders and not inside:  # the colliders' push from the last step acts in this solve
+            movable = ~np.asarray(model.pinned, dtype=bool)
             load = model.masses[:, None] * model.gravity - F.spring_gradient(model, work.x)
             if ext is not None:
                 load += ext
@@ -482,9 +482,9 @@ class Simulator:
         self._sc_trouble = 0
         self._sc_pairs = None  # a new start x_start: new candidate pairs
         self_contacts = 0
-        if sc is not None and np.all(np.isfinite(work.x)):
+        if sc is not None and np.isfinite(work.x).all():
             self_contacts = self._self_collide(sc, cols, x_start, work, h, split)
-        finite = bool(np.all(np.isfinite(work.x)) and np.all(np.isfinite(work.v)))
+        finite = bool(np.isfinite(work.x).all() and np.isfinite(work.v).all())
         if split and (not finite or self._went_wrong(work)):
             old, force, held = saved
             work.x[...], work.v[...] = old.x, old.v
@@ -499,8 +499,7 @@ class Simulator:
             raise DivergenceError(frame, "positions or velocities became NaN or infinite",
                                   self._remedy())
         if ext is not None:
-            acc.ext_work += float(np.sum(np.linalg.norm(ext, axis=1)
-                                         * np.linalg.norm(work.x - x_start, axis=1)))
+            acc.ext_work += F.dot(F.row_norms(ext), F.row_norms(work.x - x_start))
         acc.add(info, stats, self_contacts)
 
 

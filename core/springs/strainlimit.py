@@ -225,7 +225,11 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
     bound = (1.0 + s) * rest if s > 0 else np.full(e, np.inf)
     bound = np.where(inv_m[springs[:, 0]] + inv_m[springs[:, 1]] > 0, bound, np.inf)
     scale = (1.0 + s) * rest  # finite: violations relative to it
+    tol_bound = TOLERANCE * bound
+    band_floor = -_BAND * s * rest  # candidates: above this over-length
+    keep_floor = -0.25 * s * rest  # the last active set: kept above this
     r = 0 if rows is None else len(rows.targets)
+    no_rows = np.zeros(0, bool)
     if r:
         row_verts = np.where(rows.verts >= 0, rows.verts, n)
         free_row = np.any((rows.coefs != 0) & (inv_m[row_verts] > 0), axis=1)
@@ -247,9 +251,9 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
             *_geometry(model, x, springs), rows.shortfall(x) if r else np.zeros(0))
         known = None
         over = length - bound
-        viol = over > TOLERANCE * bound
-        viol_r = (short > TOLERANCE * rows.scale) & free_row if r else np.zeros(0, bool)
-        if not (np.any(viol) or np.any(viol_r)):
+        viol = over > tol_bound
+        viol_r = (short > TOLERANCE * rows.scale) & free_row if r else no_rows
+        if not (viol.any() or viol_r.any()):
             converged = True
             excess = max(float(np.max(over / np.maximum(rest, 1e-300), initial=0.0)), 0.0)
             break
@@ -266,10 +270,10 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         # then helps, the Newton step is tried again with them). The rows near their bound
         # are candidates too: a push passed on along a chain of them reaches its far end
         # in one Newton step.
-        band = over > -_BAND * s * rest
-        near_r = (short > -_LOWER_BAND * rows.scale) & free_row if r else np.zeros(0, bool)
-        skipped = bool(np.any(band & released) or np.any(near_r & released_r))
-        active = viol | (active & (over > -0.25 * s * rest)) | (band & ~released)
+        band = over > band_floor
+        near_r = (short > -_LOWER_BAND * rows.scale) & free_row if r else no_rows
+        skipped = bool((band & released).any() or (near_r & released_r).any())
+        active = viol | (active & (over > keep_floor)) | (band & ~released)
         active_r = viol_r | (near_r & ~released_r)
         released &= ~viol
         released_r &= ~viol_r
@@ -314,8 +318,8 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
                 ends = springs.take(back, axis=0)
                 grown = over[back] - _dot(d.take(back, axis=0) / length[back, None],
                                           dx.take(ends[:, 0], axis=0) - dx.take(ends[:, 1], axis=0))
-                back = back[grown > TOLERANCE * bound[back]]
-            if not np.any(release) and not len(back):
+                back = back[grown > tol_bound[back]]
+            if not release.any() and not len(back):
                 break
             active[back] = True
             released[back] = False
@@ -508,8 +512,8 @@ def _geometry(model: Model, x: np.ndarray, springs: np.ndarray) -> tuple[np.ndar
     it apart along that)."""
     d = x.take(springs[:, 0], axis=0) - x.take(springs[:, 1], axis=0)
     length = np.sqrt(_dot(d, d))
-    tiny = length < 1e-12
-    if np.any(tiny):
+    if len(length) and length.min() < 1e-12:
+        tiny = length < 1e-12
         d[tiny] = 1e-12 * model.rest_directions[:len(springs)][tiny]
         length[tiny] = 1e-12
     return d, length
