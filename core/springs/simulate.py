@@ -485,7 +485,11 @@ class Simulator:
         if sc is not None and np.isfinite(work.x).all():
             self_contacts = self._self_collide(sc, cols, x_start, work, h, split)
         finite = bool(np.isfinite(work.x).all() and np.isfinite(work.v).all())
-        if split and (not finite or self._went_wrong(work)):
+        # a step whose shared strain limit (the post-solve stage, not VBD's own) held, with
+        # nothing after it (colliders, self-collision), is within what the limit accepts:
+        # not stretched past the split's bound
+        held = info.converged and not inside and not colliders and sc is None
+        if split and (not finite or (not held and self._went_wrong(work))):
             old, force, held = saved
             work.x[...], work.v[...] = old.x, old.v
             if force is not None:

@@ -482,14 +482,17 @@ class _SpringStep:
         b = len(c)
         if b == 0:
             return np.zeros(0), np.zeros((len(self.inv_m), 3))
-        pos = np.cumsum(sel) - 1
-        keep = sel[self.ra] & sel[self.rb]
-        ra, rb, vals = pos[self.ra[keep]], pos[self.rb[keep]], self.vals[keep]
+        if b == len(sel):  # all of them (a chain's bones, usually): nothing to pick
+            ra, rb, vals, u, slots = self.ra, self.rb, self.vals.copy(), self.u, self.slots
+        else:
+            pos = np.cumsum(sel) - 1
+            keep = sel[self.ra] & sel[self.rb]
+            ra, rb, vals = pos[self.ra[keep]], pos[self.rb[keep]], self.vals[keep]
+            u, slots = self.u.compress(sel, axis=0), self.slots.compress(sel, axis=1)
         diag = vals[-b:]  # the selected springs' diagonal entries (kept last, in order)
         diag += _EPS * max(float(diag.max()), 1e-300)
         lam = solve_spd_entries(b, ra, rb, vals, c, dense_max=_DENSE)
-        push = lam[:, None] * self.u.compress(sel, axis=0)
-        slots = self.slots.compress(sel, axis=1)
+        push = lam[:, None] * u
         n1 = len(self.inv_m)
         dx = (np.bincount(slots[0].reshape(-1), push.reshape(-1), minlength=3 * n1)
               - np.bincount(slots[1].reshape(-1), push.reshape(-1), minlength=3 * n1)).reshape(n1, 3)
