@@ -9,13 +9,13 @@ minimal rotation that points its head -> tip vector at the target; here that tur
 * applied as a change of the bone's swing coordinates only (:mod:`.limits`: its twist stays
   what it was, 0 from the rest pose), scaled by ``1 - stiffness`` and clamped into the limits,
 
-and carries the rest of the chain rigidly with it. The start is FABRIK's (:mod:`.fabrik`: the
-canonical start turned toward the target and bent on an arc), so the bend starts spread and on
+and carries the rest of the chain rigidly with it. The start is the one FABRIK uses (:mod:`.arc`:
+the canonical start turned toward the target and bent on an arc), so the bend starts spread and on
 the rest side; on chains with an IK stiffness, the canonical start itself, so the weights decide
 which joints bend. One kernel, vectorised over problems.
 The sweeps get half of ``max_iterations``; orientation goals, limited chains and problems still
 short of the target are finished by damped least squares from the CCD pose with the other half
-(:func:`.dls.finish`).
+(:func:`.least_squares.finish`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import quat
+from .arc import start_joints
 from .base import Solver, SolveSettings
 from .chain import Chain, _fk, pose_from_joints
-from .dls import finish
-from .fabrik import start_joints
+from .least_squares import finish
 from .limits import from_angles, limit_angles
 
 __all__ = ["CCD", "solve", "kernel"]

@@ -3,7 +3,7 @@
 Members (chains with their goals) that share a bone, or where one chain's first bone hangs
 from a bone of another, form a *group*. A group is one bone tree (:mod:`.tree`) with one end
 effector per member, solved by damped least squares with the members' Jacobians stacked
-(:func:`.dls.solve_tree`; Nakamura & Hanafusa 1986, Buss & Kim 2005), from the rest pose,
+(:func:`.least_squares.solve_tree`; Nakamura & Hanafusa 1986, Buss & Kim 2005), from the rest pose,
 all frames at once, so no chain undoes another: where all targets are reachable together,
 all are reached. Whatever solver the members name, a shared group is solved this way (the
 documented fallback for FABRIK and CCD; Aristidou & Lasenby 2011's multi-end-effector FABRIK is
@@ -25,7 +25,7 @@ from ..errors import ChainError
 from .bake import BakeResult, _cap_steps, check_finite, iter_bake, run_to_end
 from .base import SolveSettings
 from .chain import Chain, RootLike, _root_arrays
-from .dls import effector_state, solve_tree
+from .least_squares import effector_state, solve_tree
 from .limits import from_angles, limit_angles
 from .tree import Tree
 
