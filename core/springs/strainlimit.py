@@ -216,18 +216,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
     springs = model.springs[:e]
     rest = model.rest_lengths[:e]
     n = model.vertex_count
-    inv_m = 1.0 / model.masses
-    inv_m = np.where(model.pinned, 0.0, inv_m)
-    if fixed is not None:
-        inv_m = np.where(fixed, 0.0, inv_m)
-    inv_m = np.append(inv_m, 0.0)  # index -1 (a row's padding): no vertex
-    # a constraint whose vertices cannot move is left as it is (two pinned ends)
-    bound = (1.0 + s) * rest if s > 0 else np.full(e, np.inf)
-    bound = np.where(inv_m[springs[:, 0]] + inv_m[springs[:, 1]] > 0, bound, np.inf)
-    scale = (1.0 + s) * rest  # finite: violations relative to it
-    tol_bound = TOLERANCE * bound
-    band_floor = -_BAND * s * rest  # candidates: above this over-length
-    keep_floor = -0.25 * s * rest  # the last active set: kept above this
+    inv_m, bound, scale, tol_bound, band_floor, keep_floor = _bounds(model, s, fixed)
     r = 0 if rows is None else len(rows.targets)
     no_rows = np.zeros(0, bool)
     if r:
@@ -360,6 +349,47 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
     if it:
         v += (x - x_start) / h
     return StrainLimitInfo(it, converged, excess)
+
+
+#: :func:`_bounds` without fixed vertices, per model (``Model.uid`` → (``s``, the arrays));
+#: bounded like :data:`_ACTIVE`.
+_BOUNDS: dict[int, tuple[float, tuple[np.ndarray, ...]]] = {}
+
+
+def _bounds(model: Model, s: float, fixed: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """What :func:`limit_strain` derives from the model, the limit ``s`` and the ``fixed``
+    vertices: inverse masses ``(n + 1,)`` (0 for pinned and fixed vertices and for index ``n``,
+    a row's padding), the springs' bounds ``(e,)`` (``inf`` where neither end can move, or
+    without a limit), the lengths violations are relative to, the tolerated excess over the
+    bounds, and the over-lengths above which a spring is a candidate and stays active
+    (all ``(e,)``, m). Without ``fixed`` they are the same at every step of a model: kept in
+    :data:`_BOUNDS` (a dozen array operations a call, a tenth of a spring-bone chain's
+    projection)."""
+    if fixed is None:
+        kept = _BOUNDS.get(model.uid)
+        if kept is not None and kept[0] == s:
+            return kept[1]
+    e = model.structural_count
+    springs, rest = model.springs[:e], model.rest_lengths[:e]
+    inv_m = 1.0 / model.masses
+    inv_m = np.where(model.pinned, 0.0, inv_m)
+    if fixed is not None:
+        inv_m = np.where(fixed, 0.0, inv_m)
+    inv_m = np.append(inv_m, 0.0)  # index -1 (a row's padding): no vertex
+    # a constraint whose vertices cannot move is left as it is (two pinned ends)
+    bound = (1.0 + s) * rest if s > 0 else np.full(e, np.inf)
+    bound = np.where(inv_m[springs[:, 0]] + inv_m[springs[:, 1]] > 0, bound, np.inf)
+    scale = (1.0 + s) * rest  # finite: violations relative to it
+    out = (inv_m, bound, scale, TOLERANCE * bound,
+           -_BAND * s * rest,  # candidates: above this over-length
+           -0.25 * s * rest)  # the last active set: kept above this
+    for a in out:
+        a.setflags(write=False)
+    if fixed is None:
+        if len(_BOUNDS) > 8:
+            _BOUNDS.clear()
+        _BOUNDS[model.uid] = (s, out)
+    return out
 
 
 def _pairs_in_groups(group: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
