@@ -488,8 +488,8 @@ class Simulator:
         # a step whose shared strain limit (the post-solve stage, not VBD's own) held, with
         # nothing after it (colliders, self-collision), is within what the limit accepts:
         # not stretched past the split's bound
-        held = info.converged and not inside and not colliders and sc is None
-        if split and (not finite or (not held and self._went_wrong(work))):
+        within = info.strain_held and not inside and not colliders and sc is None
+        if split and (not finite or (not within and self._went_wrong(work))):
             old, force, held = saved
             work.x[...], work.v[...] = old.x, old.v
             if force is not None:
