@@ -36,9 +36,10 @@ _MAX_TURN = 0.2
 
 
 def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: np.ndarray | None,
-           rotation_weight: float, root_rot: np.ndarray, root_pos: np.ndarray, settings: SolveSettings
-           ) -> tuple[np.ndarray, np.ndarray]:
-    """CCD for a batch: coordinates (B, n, 3) from the canonical start -> coordinates, iterations."""
+           rotation_weight: float, root_rot: np.ndarray, root_pos: np.ndarray, settings: SolveSettings,
+           twist: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """CCD for a batch: coordinates (B, n, 3) from the canonical start -> coordinates, iterations
+    (``twist``: the damped-least-squares finish may twist every bone, :mod:`.base` step 4)."""
     b, n = angles.shape[0], chain.n
     tol = settings.tolerance
     if chain.limits is not None:
@@ -96,7 +97,7 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
         err[idx] = e
         active[idx] = e > tol
     a, iters = finish(chain, a, iters, targets, orientations, rotation_weight, root_rot, root_pos, settings,
-                      settings.max_iterations - first)
+                      settings.max_iterations - first, twist)
     return a, iters
 
 

@@ -92,12 +92,14 @@ def passes(p: np.ndarray, targets: np.ndarray, seg: np.ndarray, tol: float, max_
 
 
 def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: np.ndarray | None,
-           rotation_weight: float, root_rot: np.ndarray, root_pos: np.ndarray, settings: SolveSettings
-           ) -> tuple[np.ndarray, np.ndarray]:
-    """FABRIK for a batch: coordinates (B, n, 3) from the canonical start -> coordinates, iterations."""
+           rotation_weight: float, root_rot: np.ndarray, root_pos: np.ndarray, settings: SolveSettings,
+           twist: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """FABRIK for a batch: coordinates (B, n, 3) from the canonical start -> coordinates, iterations
+    (``twist``: the damped-least-squares parts may twist every bone, :mod:`.base` step 4)."""
     if chain.limits is not None and np.any(chain.limits.stiffness > 0):
         # Positions carry no notion of a joint's stiffness: such chains are solved by DLS.
-        return solve_chain(chain, angles, targets, orientations, rotation_weight, root_rot, root_pos, settings)
+        return solve_chain(chain, angles, targets, orientations, rotation_weight, root_rot, root_pos, settings,
+                           twist)
     p = start_joints(chain, angles, targets, root_rot, root_pos)
     first = (settings.max_iterations + 1) // 2
     iters = passes(p, targets, chain.segment_lengths, settings.tolerance, first)
@@ -106,7 +108,7 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
         lo, hi = chain.limits.bounds()
         a = np.clip(a, lo, hi)
     a, iters = finish(chain, a, iters, targets, orientations, rotation_weight, root_rot, root_pos, settings,
-                      settings.max_iterations - first)
+                      settings.max_iterations - first, twist)
     return a, iters
 
 

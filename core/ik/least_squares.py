@@ -26,7 +26,8 @@ clamped degrees of freedom the same way).
 Twist columns are used only where something can demand twist: on bones that move an effector
 with an orientation goal, and on bones whose swing is locked or limited. Position goals never
 need twist (a chain of swing joints reaches every reachable point), so twist otherwise stays
-exactly 0.
+exactly 0, except on chains with a pole (``twist``): Blender's IK solver turns every bone about
+its own axis as well, and the bend plane follows Blender's only when these do too.
 
 Orientation rows are the world rotation vector from the effector bone's frame to its target
 frame, scaled by ``rotation_weight * scale`` (``scale`` = the chain's reach, so at weight 1 a
@@ -109,8 +110,8 @@ def goal_errors(pts: np.ndarray, rots: np.ndarray, targets: np.ndarray, orientat
 
 def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray,
                eff_bones: np.ndarray, targets: np.ndarray, orientations: np.ndarray | None,
-               rotation_weights: np.ndarray, tol: float, max_iter: int, scale: float
-               ) -> tuple[np.ndarray, np.ndarray]:
+               rotation_weights: np.ndarray, tol: float, max_iter: int, scale: float,
+               twist: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """DLS iterations for a batch of problems on one tree (see the module docstring).
 
     Parameters
@@ -133,6 +134,10 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
     max_iter : int
     scale : float
         Metres: the problem's size (the chain's reach).
+    twist : bool
+        Twist columns on every bone (not locked), as Blender's solver has them: chains with a
+        pole (:mod:`.base`, step 4). Otherwise only where something can demand twist (module
+        docstring).
 
     Returns
     -------
@@ -147,7 +152,7 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
     # Columns: where twist can be demanded, and never where locked.
     twist_free = np.any(moves[orient], axis=0) if np.any(orient) else np.zeros(m, dtype=bool)
     swing_bounded = np.isfinite(tree.lower[:, [0, 2]]).any(axis=1) | np.isfinite(tree.upper[:, [0, 2]]).any(axis=1)
-    twist_free |= swing_bounded
+    twist_free |= swing_bounded | twist
     w = tree.weights.copy()
     w[:, 1] = np.where(twist_free, w[:, 1], 0.0)
     w[~np.any(moves, axis=0)] = 0.0
@@ -257,19 +262,19 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
 
 
 def solve_chain(chain, angles: np.ndarray, targets: np.ndarray, orientations: np.ndarray | None,
-                rotation_weight: float, root_rot: np.ndarray, root_pos: np.ndarray, settings
-                ) -> tuple[np.ndarray, np.ndarray]:
+                rotation_weight: float, root_rot: np.ndarray, root_pos: np.ndarray, settings,
+                twist: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """DLS on one chain for a batch: coordinates (B, n, 3) from ``angles`` -> coordinates, iterations
     (the :data:`.base.Kernel` signature: the DLS solver's kernel, and FABRIK's for stiff chains)."""
     return solve_tree(chain.tree, angles, root_rot[:, None], root_pos[:, None], np.array([chain.n - 1]),
                       targets[:, None], None if orientations is None else orientations[:, None],
                       np.array([float(rotation_weight)]), settings.tolerance, settings.max_iterations,
-                      chain.reach)
+                      chain.reach, twist)
 
 
 def finish(chain, angles: np.ndarray, iterations: np.ndarray, targets: np.ndarray,
            orientations: np.ndarray | None, rotation_weight: float, root_rot: np.ndarray,
-           root_pos: np.ndarray, settings, budget: int) -> tuple[np.ndarray, np.ndarray]:
+           root_pos: np.ndarray, settings, budget: int, twist: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Finish another solver's poses with DLS (the FABRIK and CCD fallback).
 
     Every problem is finished where the chain has active limits or an orientation goal (the
@@ -287,6 +292,8 @@ def finish(chain, angles: np.ndarray, iterations: np.ndarray, targets: np.ndarra
         As for :func:`solve_chain`.
     budget : int
         Largest number of DLS iterations (what the other solver left of ``max_iterations``).
+    twist : bool
+        As for :func:`solve_tree` (the chain has a pole).
 
     Returns
     -------
@@ -306,7 +313,7 @@ def finish(chain, angles: np.ndarray, iterations: np.ndarray, targets: np.ndarra
     angles, iterations = angles.copy(), iterations.copy()
     a, it = solve_tree(chain.tree, angles[idx], root_rot[idx, None], root_pos[idx, None], np.array([chain.n - 1]),
                        targets[idx, None], None if orientations is None else orientations[idx, None],
-                       np.array([float(rotation_weight)]), settings.tolerance, budget, chain.reach)
+                       np.array([float(rotation_weight)]), settings.tolerance, budget, chain.reach, twist)
     angles[idx] = a
     iterations[idx] += it
     return angles, iterations

@@ -397,10 +397,10 @@ def test_import_ik_constraint_then_bake_mutes_it(ik, scene, capfd):
     assert "muted IK constraint" in capfd.readouterr().out
     assert _errors(scene, rig, "B3", target).max() < 1e-4
     ours = across((1, 20, 40))
-    assert degrees(ours[:, 0], ours[:, 1]).max() < 2.0  # Sinew's solve moves the plane less
-    # the bend on Blender's side (the two solvers' paths differ by up to 12 degrees on this
-    # chain; on a Rigify limb, within 1.25: test_ik_rig)
-    assert degrees(ours[:, 0], blender[:, 0]).max() < 15.0
+    # Sinew's solve leaves the root where Blender's does: its bones twist as Blender's do (with
+    # swing only, Sinew stayed within 2 degrees of the pole condition and 12 from Blender's
+    # root; measured 1.3-1.5 from Blender's now; on a Rigify limb: test_ik_rig)
+    assert degrees(ours[:, 0], blender[:, 0]).max() < 2.0
 
 
 def test_properties_and_unregister(ik):

@@ -370,4 +370,5 @@ def test_arm_bends_as_blenders_ik_constraint_with_a_moving_target_and_swaying_po
 
     cos = np.sum(normal(ours, rig) * normal(theirs, other), axis=1)
     worst = np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))).max()
-    assert worst < 1.25, worst  # measured 1.14 (DLS; FABRIK and CCD 1.21); the issue's goal is 1
+    assert worst < 1.0, worst  # issue 31's goal; measured 0.61 (DLS, bones twisting as Blender's
+    # do; 1.14 with swing only; FABRIK and CCD 1.21)
