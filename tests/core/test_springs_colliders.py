@@ -43,6 +43,25 @@ def test_cloth_dropped_on_sphere_and_sphere_mesh():
         assert sim.state.x[:, 2].min() < 0.2  # corners hang down
 
 
+def test_a_mesh_collider_with_another_thickness_keeps_cloth_that_far_out():
+    """TriangleMesh.with_thickness (spring bones give every collider their radius each frame)
+    shares what the mesh built from its vertices, but not its thickness: a mesh used once at
+    thickness 0 (its static window and tree built), then at 2 cm, keeps a cloth dropped on it
+    2 cm out at every frame, and the original keeps its own thickness."""
+    verts, tris = uv_sphere(0.3)
+    mesh = TriangleMesh(verts, tris, thickness=0.0, friction=0.3)
+    mesh.window(0.0, 1.0)
+    mesh.signed_distance(np.zeros((1, 3)))
+    thick = mesh.with_thickness(0.02)
+    m = flat_cloth(n=12, size=1.2, z=0.4)
+    sim = Simulator(m, "FAST", fps=24, substeps=2, iterations=10)
+    for _ in range(36):
+        sim.advance(colliders=[thick])
+        assert thick.signed_distance(sim.state.x).min() >= 0.02 - 1e-9
+    assert mesh.thickness == 0.0 and mesh.window(0.0, 1.0).thickness == 0.0
+    assert sim.state.x[:, 2].min() < 0.2  # draped over it
+
+
 def test_sphere_mesh_signed_distance_matches_sphere():
     verts, tris = uv_sphere(1.0, rings=32, segments=64)
     mesh = TriangleMesh(verts, tris)
