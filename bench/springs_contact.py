@@ -368,7 +368,8 @@ def measure(cloth, inside, edges_inside, cuts, frames: int) -> dict:
     speed = float(np.linalg.norm(x - x_before, axis=1).max()) * scene.render.fps
     middle = x[np.argmin(np.hypot(x[:, 0], x[:, 1]))]
     return {"vertices_inside_max": worst, "edges_through_max": worst_e if edges_inside else float("nan"),
-            "collider_edges_through_max": worst_c, "max_strain": stretch, "final_max_speed_m_s": speed, "middle_z_end": float(middle[2])}
+            "collider_edges_through_max": worst_c, "max_strain": stretch, "final_max_speed_m_s": speed,
+            "middle_z_end": float(middle[2])}
 
 
 def _build(name: str, frames: int):

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 import platform
 import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
