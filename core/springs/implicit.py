@@ -88,16 +88,9 @@ class LinearImplicitEuler(Integrator):
             raise ValueError("beta must be in [0, 1]")
         self.beta = float(beta)
         self.residual = bool(residual)
-        self._assemblers: dict[int, F.HessianAssembler] = {}
+        self._assemblers: FactorCache[F.HessianAssembler] = FactorCache(size=1)
         self._pre: FactorCache[SpringLaplacian] = FactorCache()
         self.last_cg_iterations = 0
-
-    def _assembler(self, model: Model) -> F.HessianAssembler:
-        asm = self._assemblers.get(model.uid)
-        if asm is None:
-            self._assemblers = {model.uid: F.HessianAssembler(model)}
-            asm = self._assemblers[model.uid]
-        return asm
 
     def _preconditioner(self, model: Model, h: float) -> SpringLaplacian:
         """``P = M(1 + βhc) + βh² Kₐ + βh² L_k + βh L_d`` (the shared Liu 2013 matrix), cached."""
@@ -192,7 +185,7 @@ class LinearImplicitEuler(Integrator):
                                              unit, u)
         else:
             blocks = np.zeros((model.spring_count, 3, 3))
-        asm = self._assembler(model)
+        asm = self._assemblers.get(model.uid, lambda: F.HessianAssembler(model))
         data = asm.values(np.repeat(diag, 3), blocks)
         # a narrow band (a rope, a strip) straight to LAPACK, else the shared sparse factor
         solve = None if asm.band is None else asm.band.factor(data)

@@ -34,7 +34,7 @@ import numpy as np
 
 from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, converged, force_scale, pin_targets, split_targets
-from .linsolve import factor_spd, pcg
+from .linsolve import FactorCache, factor_spd, pcg
 from .model import Model, State
 
 __all__ = ["NewtonImplicitEuler"]
@@ -89,16 +89,9 @@ class NewtonImplicitEuler(Integrator):
         self.tolerance = float(tolerance)
         self.armijo = float(armijo)
         self.max_backtracks = int(max_backtracks)
-        self._assemblers: dict[int, F.HessianAssembler] = {}
+        self._assemblers: FactorCache[F.HessianAssembler] = FactorCache(size=1)
         self.residual_history: list[float] = []
         self.last_cg_iterations = 0
-
-    def _assembler(self, model: Model) -> F.HessianAssembler:
-        asm = self._assemblers.get(model.uid)
-        if asm is None:
-            self._assemblers = {model.uid: F.HessianAssembler(model)}
-            asm = self._assemblers[model.uid]
-        return asm
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 10, colliders: Sequence[Any] = (),
@@ -151,7 +144,7 @@ class NewtonImplicitEuler(Integrator):
         hist.append(r)
         tol = self._threshold(model, r)
         its = 0
-        asm = self._assembler(model)
+        asm = self._assemblers.get(model.uid, lambda: F.HessianAssembler(model))
         diag = np.repeat(obj.w[free], 3)
         dblocks = obj.damping_blocks() if obj.has_damping else None
         val = obj.value(x)
