@@ -206,9 +206,7 @@ class SpringBakeJob(BakeJob):
 
     def local_positions(self) -> np.ndarray:
         """The simulated positions in object space per frame, ``(F, n, 3)``."""
-        mats = self.input.matrices
-        inv = np.linalg.inv(mats[:, :3, :3])
-        return np.matmul(self.positions - mats[:, None, :3, 3], inv.transpose(0, 2, 1))  # as read.py
+        return read.to_local(self.input.matrices, self.positions)
 
     def commit(self, context: bpy.types.Context) -> str:
         obj, props = self.obj, self.obj.sinew_springs

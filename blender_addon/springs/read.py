@@ -77,8 +77,10 @@ def to_world(matrix: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def to_local(matrix: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`to_world`."""
-    return (x - matrix[:3, 3]) @ np.linalg.inv(matrix[:3, :3]).T
+    """Inverse of :func:`to_world`: points ``(..., n, 3)`` by affine matrices ``(..., 4, 4)``
+    (one matrix for all points, or one per frame: ``(F, 4, 4)`` with ``(F, n, 3)``)."""
+    inv = np.linalg.inv(matrix[..., :3, :3])
+    return np.matmul(x - matrix[..., None, :3, 3], np.swapaxes(inv, -1, -2))
 
 
 def evaluated_positions(obj: bpy.types.Object, depsgraph: Any) -> tuple[np.ndarray, np.ndarray]:
