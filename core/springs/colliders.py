@@ -43,7 +43,17 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..errors import SinewError
-from .contact import _BAND, ContactStats, MeshWindow, Support, coulomb_velocity, resolve_mesh, revert_crossings, surface_near
+from .contact import (
+    _BAND,
+    ContactStats,
+    MeshWindow,
+    Support,
+    coulomb_velocity,
+    nearest_on_triangles,
+    resolve_mesh,
+    revert_crossings,
+    surface_near,
+)
 from .proximity import closest_points_on_triangles
 
 __all__ = ["Plane", "Sphere", "TriangleMesh", "ColliderSet", "resolve", "resolve_again", "room",
@@ -367,31 +377,19 @@ class TriangleMesh:
                           float(self.thickness), float(self.friction), self.closed)
 
     def nearest(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Nearest surface points ``(n, 3)``, signed distances ``(n,)`` and the
-        outward normals ``(n, 3)`` there (at the end of the frame)."""
+        """Nearest surface points ``(n, 3)``, signed distances ``(n,)`` (m, negative behind the
+        surface; of an open mesh only straight behind a face) and the outward directions
+        ``(n, 3)`` there (at the end of the frame), among the :attr:`k` triangles with the
+        nearest centroids (:func:`~.contact.nearest_on_triangles`)."""
         kq = min(self.k, len(self.triangles))
         _, cand = self._tree.query(x, k=kq)
-        cand = np.asarray(cand).reshape(len(x), kq)
-        flat = cand.reshape(-1)
-        px = np.repeat(x, kq, axis=0)
-        q = closest_points_on_triangles(px, self._a[flat], self._b[flat], self._c[flat])
-        diff = px - q
-        dist2 = np.einsum("ij,ij->i", diff, diff).reshape(len(x), kq)
-        best = np.argmin(dist2, axis=1)
-        rows = np.arange(len(x)) * kq + best
-        q_best = q[rows]
-        nrm = self._normal[flat[rows]]
-        diff_best = diff[rows]
-        dist = np.sqrt(dist2[np.arange(len(x)), best])
-        side = np.einsum("ij,ij->i", diff_best, nrm)
-        sign = np.where(side < 0, -1.0, 1.0)
+        flat = np.asarray(cand).reshape(-1)
+        keys = np.repeat(np.arange(len(x)), kq)
+        _, q, _, sd, out_dir, interior = nearest_on_triangles(
+            np.repeat(x, kq, axis=0), self.vertices, self.triangles, self._normal, keys, flat, len(x))
         if not self.closed:  # open: only straight behind a face is inside
-            sign = np.where(np.abs(side) >= (1.0 - 1e-9) * dist, sign, 1.0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out_dir = np.where((dist > 1e-12)[:, None],
-                               sign[:, None] * diff_best / np.where(dist > 1e-12, dist, 1.0)[:, None],
-                               nrm)
-        return q_best, sign * dist, out_dir
+            sd = np.where(interior, sd, np.abs(sd))
+        return q, sd, out_dir
 
     def signed_distance(self, x: np.ndarray) -> np.ndarray:
         """Signed distance to the surface at the end of the frame, shape ``(n,)``, m

@@ -64,13 +64,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .proximity import BoxTree, PairCache, element_boxes, first_coplanar_time, overlapping, segment_parameters
+from .proximity import BoxTree, PairCache, boxes_meet, element_boxes, first_coplanar_time, overlapping, segment_parameters
 from .proximity import barycentric as _barycentric
+from .proximity import closest_points_on_triangles
 from .proximity import dot as _dot
 from .proximity import unit as _unit
 
 __all__ = ["ContactStats", "Support", "MeshWindow", "revert_crossings", "coulomb_velocity", "resolve_mesh",
-           "step_friction", "carried", "surface_near"]
+           "step_friction", "carried", "surface_near", "nearest_on_triangles"]
 
 #: Detection/response passes per step; then the fail-safe.
 PASSES = 4
@@ -249,24 +250,41 @@ def _face_normals(win: MeshWindow, end: bool) -> np.ndarray:
     return win.cache[key]
 
 
-def _nearest(win: MeshWindow, x: np.ndarray, verts: np.ndarray, tris_idx: np.ndarray,
-             cpt, n: int, end: bool = True) -> tuple[np.ndarray, ...]:
-    """The nearest of each vertex's candidate triangles (pairs ``verts, tris_idx``, vertices
-    below ``n``) at the end of the step (at its start without ``end``): the pair's index (in
-    increasing vertex order, the first on a tie), the nearest point on the triangle, its
-    barycentrics, the signed distance, the outward direction and whether the nearest point
-    is inside the face. Only the distance is computed for every pair; the rest for the
-    nearest ones."""
-    t = win.triangles[tris_idx]
-    cc = win.c1 if end else win.c0
-    a, b, c = cc[t[:, 0]], cc[t[:, 1]], cc[t[:, 2]]
-    p = x[verts]
-    q = cpt(p, a, b, c)
+def nearest_on_triangles(p: np.ndarray, corners: np.ndarray, triangles: np.ndarray,
+                         normals: np.ndarray, keys: np.ndarray, tri_idx: np.ndarray,
+                         n: int) -> tuple[np.ndarray, ...]:
+    """The nearest surface point of each point among its candidate triangles: the one
+    nearest-surface query of the contact stage and of :meth:`.colliders.TriangleMesh.nearest`.
+
+    Pair ``j`` is the point ``p[j]`` (``(k, 3)``, the point numbered ``keys[j]`` below ``n``)
+    and the triangle ``triangles[tri_idx[j]]`` of ``corners`` ``(m, 3)`` with unit normal
+    ``normals[tri_idx[j]]``. Only the distance is computed for every pair; the rest for the
+    nearest ones.
+
+    Returns
+    -------
+    best : numpy.ndarray
+        Shape ``(k',)``, the nearest pair of each point, in increasing key order (the first
+        on a tie).
+    q, bary : numpy.ndarray
+        Shape ``(k', 3)``, the nearest point on its triangle and its barycentric weights.
+    sd : numpy.ndarray
+        Shape ``(k',)``, m, the distance, negative behind the triangle's face.
+    out_dir : numpy.ndarray
+        Shape ``(k', 3)``, the outward direction from ``q`` (the face's normal where ``q`` is
+        inside the face, or the point on it).
+    interior : numpy.ndarray
+        Shape ``(k',)``, bool: ``q`` is inside the face (the point straight in front of or
+        behind it).
+    """
+    t = triangles[tri_idx]
+    a, b, c = corners[t[:, 0]], corners[t[:, 1]], corners[t[:, 2]]
+    q = closest_points_on_triangles(p, a, b, c)
     diff = p - q
     dist = np.sqrt(_dot(diff, diff))
-    best = _group_min(verts, dist, n)
+    best = _group_min(keys, dist, n)
     q, diff, dist = q[best], diff[best], dist[best]
-    nrm = _face_normals(win, end)[tris_idx[best]]
+    nrm = normals[tri_idx[best]]
     side = _dot(diff, nrm)
     sign = np.where(side < 0, -1.0, 1.0)
     interior = np.abs(side) >= (1.0 - 1e-9) * dist
@@ -277,8 +295,17 @@ def _nearest(win: MeshWindow, x: np.ndarray, verts: np.ndarray, tris_idx: np.nda
     return best, q, bary, sign * dist, out_dir, interior
 
 
+def _nearest(win: MeshWindow, x: np.ndarray, verts: np.ndarray, tris_idx: np.ndarray,
+             n: int, end: bool = True) -> tuple[np.ndarray, ...]:
+    """:func:`nearest_on_triangles` of the vertices ``verts`` of ``x`` among their candidate
+    triangles ``tris_idx`` of the window (vertices below ``n``), at the end of the step (at
+    its start without ``end``)."""
+    return nearest_on_triangles(x[verts], win.c1 if end else win.c0, win.triangles,
+                                _face_normals(win, end), verts, tris_idx, n)
+
+
 def _nearest_within(win: MeshWindow, x: np.ndarray, sub: np.ndarray, band: float, vpairs: PairCache,
-                    grow: np.ndarray, cpt) -> tuple[np.ndarray, ...]:
+                    grow: np.ndarray) -> tuple[np.ndarray, ...]:
     """The nearest triangle of each vertex ``sub`` among its candidates, the triangles whose
     box (grown by ``band`` in the tree) overlaps the vertex's box grown by ``band`` (m), for
     the vertices the proximity stage can act on (closer than ``band``, or inside): those
@@ -298,7 +325,7 @@ def _nearest_within(win: MeshWindow, x: np.ndarray, sub: np.ndarray, band: float
     found = np.zeros(n, bool)
     parts = []
     if len(iv):
-        best, q, bary, sd, out_dir, interior = _nearest(win, x, iv, it_, cpt, n)
+        best, q, bary, sd, out_dir, interior = _nearest(win, x, iv, it_, n)
         close = np.abs(sd) <= band
         iv, it_ = iv[best], it_[best]
         found[iv[close]] = True
@@ -309,7 +336,7 @@ def _nearest_within(win: MeshWindow, x: np.ndarray, sub: np.ndarray, band: float
         keep = _behind(win, x, iv, it_)
         iv, it_ = iv[keep], it_[keep]
     if len(iv):
-        best, q, bary, sd, out_dir, interior = _nearest(win, x, iv, it_, cpt, n)
+        best, q, bary, sd, out_dir, interior = _nearest(win, x, iv, it_, n)
         parts.append((iv[best], it_[best], q, bary, sd, out_dir, interior))
     if not parts:
         return (_EMPTY_INT, _EMPTY_INT, np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), np.zeros((0, 3)),
@@ -339,8 +366,6 @@ def surface_near(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, idx: np.ndar
         Shape ``(k, 3)``, the outward direction from the nearest surface point (the face's
         normal where that point is inside the face).
     """
-    from .colliders import closest_points_on_triangles as cpt
-
     k = len(idx)
     sd, nrm = np.full(k, np.inf), np.zeros((k, 3))
     band = float(win.thickness) * (1.0 + _BAND) + 1e-9
@@ -354,7 +379,7 @@ def surface_near(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, idx: np.ndar
     if len(iv) == 0:
         return sd, nrm
     n = len(x)
-    best, _, _, d, out_dir, interior = _nearest(win, p, iv, it_, cpt, n, end)
+    best, _, _, d, out_dir, interior = _nearest(win, p, iv, it_, n, end)
     vi = iv[best]
     ok = (np.abs(d) <= band) & ((d >= 0) | win.closed | interior)
     where = np.full(n, -1)
@@ -375,7 +400,7 @@ def _behind(win: MeshWindow, x: np.ndarray, iv: np.ndarray, it_: np.ndarray) -> 
     return behind[iv]
 
 
-def _deepest(win: MeshWindow, x: np.ndarray, iv: np.ndarray, it_: np.ndarray, cpt) -> float:
+def _deepest(win: MeshWindow, x: np.ndarray, iv: np.ndarray, it_: np.ndarray) -> float:
     """How deep (m, 0 if none) the deepest vertex lies inside the collider at the end of the
     step, judged by its nearest candidate triangle (pairs ``iv, it_``). Only a vertex behind
     the plane of one of its candidates can be inside its nearest one: the others are
@@ -386,7 +411,7 @@ def _deepest(win: MeshWindow, x: np.ndarray, iv: np.ndarray, it_: np.ndarray, cp
     keep = np.flatnonzero(behind[iv])
     if len(keep) == 0:
         return 0.0
-    sd, interior = _nearest(win, x, iv[keep], it_[keep], cpt, len(x))[3::2]
+    sd, interior = _nearest(win, x, iv[keep], it_[keep], len(x))[3::2]
     inside = (sd < 0) & (win.closed | interior)
     return float(-sd[inside].min()) if np.any(inside) else 0.0
 
@@ -442,10 +467,7 @@ def _meet(alo: np.ndarray, ahi: np.ndarray, blo: np.ndarray, bhi: np.ndarray,
     their own box over the step, so a pair whose boxes do not meet cannot pass the
     continuous test; it is dropped before the cubic."""
     slack = within + rel * (_row_max(ahi - alo) + _row_max(bhi - blo)) + 1e-12
-    ok = (alo[:, 0] <= bhi[:, 0] + slack) & (blo[:, 0] <= ahi[:, 0] + slack)
-    for k in (1, 2):
-        ok &= (alo[:, k] <= bhi[:, k] + slack) & (blo[:, k] <= ahi[:, k] + slack)
-    return ok
+    return boxes_meet(alo.T, ahi.T, blo.T, bhi.T, slack)
 
 
 def _pair_cache(cache: dict, key: str, tree: BoxTree, rows: int) -> PairCache:
@@ -468,6 +490,21 @@ def _group_min(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     first = np.full(n, k)
     np.minimum.at(first, keys[hit], hit)
     return first[first < k]
+
+
+def _vertex_face_times(p: np.ndarray, p1: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The continuous vertex–face test: rows of a triangle's three corners and a point,
+    ``p`` ``(k, 4, 3)`` at the start of the step moving linearly to ``p1`` at its end
+    (module docstring, step 1). Returns the rows ``sel`` ``(s,)`` that become coplanar within
+    the step, the earliest such time ``t`` ``(s,)`` (a fraction of the step), the four
+    points then ``(s, 4, 3)`` and the point's barycentric weights on the triangle then
+    ``(s, 3)``; whether the point is inside the triangle (every weight ≥ ``−_EPS_BARY``) and
+    which side it comes from is the caller's test."""
+    tc = first_coplanar_time(p, p1)
+    sel = np.flatnonzero(np.isfinite(tc))
+    t = tc[sel]
+    pt = p[sel] + t[:, None, None] * (p1[sel] - p[sel])
+    return sel, t, pt, _barycentric(pt[:, 3], pt[:, 0], pt[:, 1], pt[:, 2])
 
 
 @dataclass
@@ -618,8 +655,6 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         Shape ``(n,)``, bool: the movable vertices this collider holds (pushed by it, or
         resting on it: the solver left them within 1.1 thickness of it).
     """
-    from .colliders import closest_points_on_triangles as cpt
-
     n = len(x)
     th, mu = float(win.thickness), float(win.friction)
     thv = np.full(n, th) if scale is None else th * scale  # the thickness per vertex
@@ -662,19 +697,14 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
             tr = tris[it_]
             p = np.stack([win.c0[tr[:, 0]], win.c0[tr[:, 1]], win.c0[tr[:, 2]], x_old[iv]], 1)
             p1 = np.stack([win.c1[tr[:, 0]], win.c1[tr[:, 1]], win.c1[tr[:, 2]], x[iv]], 1)
-            tc = first_coplanar_time(p, p1)
-            hit = np.isfinite(tc)
-            if np.any(hit):
-                sel = np.flatnonzero(hit)
-                t = tc[sel][:, None, None]
-                pt = p[sel] + t * (p1[sel] - p[sel])
-                bary = _barycentric(pt[:, 3], pt[:, 0], pt[:, 1], pt[:, 2])
+            sel, tt, pt, bary = _vertex_face_times(p, p1)
+            if len(sel):
                 nt = _unit(np.cross(pt[:, 1] - pt[:, 0], pt[:, 2] - pt[:, 0]))[0]
                 rel = (p1[sel, 3] - p[sel, 3]) - np.einsum("ki,kij->kj", bary, p1[sel, :3] - p[sel, :3])
                 # crossing into the front face, inside the triangle, and starting in front
                 start_side = _dot(p[sel, 3] - p[sel, 0], _face_normals(win, False)[it_[sel]])
                 ok = (np.all(bary >= -_EPS_BARY, 1) & (_dot(rel, nt) < 0) & (start_side >= -1e-9))
-                sel, bary, tt = sel[ok], bary[ok], tc[sel][ok]
+                sel, bary, tt = sel[ok], bary[ok], tt[ok]
                 if len(sel):
                     best = _group_min(iv[sel], tt, n)
                     sel, bary = sel[best], bary[best]
@@ -702,7 +732,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
                     in_contact[vi] = True
                     n_contact[vi], q0_contact[vi], q1_contact[vi] = n1, q0, q1
         # ---------- vertex–face, proximity at the end
-        iv, it_, q, bary, sd, out_dir, interior = _nearest_within(win, x, sub, band, vpairs, grow, cpt)
+        iv, it_, q, bary, sd, out_dir, interior = _nearest_within(win, x, sub, band, vpairs, grow)
         if len(iv):
             valid = (sd >= 0) | win.closed | interior
             if it == 0:  # resting vertices inside the band keep (and adjust) their support
@@ -742,7 +772,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         if not np.any(active):
             break
     else:
-        _fail_safe(win, x, x_old, movable, in_contact, n_contact, q0_contact, q1_contact, cpt)
+        _fail_safe(win, x, x_old, movable, in_contact, n_contact, q0_contact, q1_contact)
     near = np.flatnonzero(np.isfinite(deficit) & movable)
     if support is not None and len(near):
         # dual ascent on the contact force along the current normal
@@ -763,7 +793,7 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         check = np.flatnonzero((in_contact | resting) & movable)
         iv, it_ = vpairs.pairs(x - band, x + band, check, band + np.abs(x - x_old))
         if len(iv):
-            final = _deepest(win, x, iv, it_, cpt)
+            final = _deepest(win, x, iv, it_)
         stats.add(int(np.count_nonzero(in_contact | resting)), final, penetration)
     touching = np.zeros(n, bool)
     touching[near] = deficit[near] >= -0.1 * th  # resting at the thickness, not just near
@@ -998,11 +1028,12 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     c0, c1 = win.c0[pts[ip]], win.c1[pts[ip]]
     # continuous: the point meets the moving triangle inside it during the step (only
     # where their boxes over the step meet, see _meet)
-    tc = np.full(len(it), np.nan)
+    tc, b_hit = np.full(len(it), np.nan), np.zeros((len(it), 3))
     m = np.flatnonzero(_meet(flo[it], fhi[it], plo[ip], phi[ip]))
     if len(m):
-        tc[m] = first_coplanar_time(np.concatenate([t0[m], c0[m, None]], 1),
-                                    np.concatenate([t1[m], c1[m, None]], 1))
+        sel, t_hit, _, b = _vertex_face_times(np.concatenate([t0[m], c0[m, None]], 1),
+                                              np.concatenate([t1[m], c1[m, None]], 1))
+        tc[m[sel]], b_hit[m[sel]] = t_hit, b
     crossed = np.isfinite(tc)
     n1 = _unit(np.cross(t1[:, 1] - t1[:, 0], t1[:, 2] - t1[:, 0]))[0]
     plane = _dot(c1 - t1[:, 0], n1)
@@ -1012,17 +1043,14 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     if len(keep) == 0:
         return 0.0
     ip, tri, t0, t1, c0, c1 = ip[keep], tri[keep], t0[keep], t1[keep], c0[keep], c1[keep]
-    tc, crossed, n1, plane = tc[keep], crossed[keep], n1[keep], plane[keep]
+    b_hit, crossed, n1, plane = b_hit[keep], crossed[keep], n1[keep], plane[keep]
     pv, nv = pts[ip], vn[ip]
     n0 = _unit(np.cross(t0[:, 1] - t0[:, 0], t0[:, 2] - t0[:, 0]))[0]
     bary = _barycentric(c1, t1[:, 0], t1[:, 1], t1[:, 2])  # end of step, for proximity
     side = np.sign(plane)
     if np.any(crossed):
         f = np.flatnonzero(crossed)
-        tt = tc[f][:, None, None]
-        pt = t0[f] + tt * (t1[f] - t0[f])
-        ct = c0[f] + tc[f][:, None] * (c1[f] - c0[f])
-        b = _barycentric(ct, pt[:, 0], pt[:, 1], pt[:, 2])
+        b = b_hit[f]
         ok = np.all(b >= -_EPS_BARY, 1)
         start = np.sign(_dot(c0[f] - t0[f, :, 0], n0[f]))
         ok &= start != 0
@@ -1059,7 +1087,7 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
 
 def _fail_safe(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, movable: np.ndarray,
                in_contact: np.ndarray, n_contact: np.ndarray, q0_contact: np.ndarray,
-               q1_contact: np.ndarray, cpt) -> None:
+               q1_contact: np.ndarray) -> None:
     """Vertices still crossing after the passes go back to their start, carried by the
     collider point they are in contact with."""
     vlo, vhi = np.minimum(x_old, x), np.maximum(x_old, x)
@@ -1075,13 +1103,9 @@ def _fail_safe(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, movable: np.nd
     tr = tris[it_]
     p = np.stack([win.c0[tr[:, 0]], win.c0[tr[:, 1]], win.c0[tr[:, 2]], x_old[iv]], 1)
     p1 = np.stack([win.c1[tr[:, 0]], win.c1[tr[:, 1]], win.c1[tr[:, 2]], x[iv]], 1)
-    tc = first_coplanar_time(p, p1)
-    sel = np.flatnonzero(np.isfinite(tc))
+    sel, _, pt, bary = _vertex_face_times(p, p1)
     if len(sel) == 0:
         return
-    t = tc[sel][:, None, None]
-    pt = p[sel] + t * (p1[sel] - p[sel])
-    bary = _barycentric(pt[:, 3], pt[:, 0], pt[:, 1], pt[:, 2])
     start_side = _dot(p[sel, 3] - p[sel, 0], _normals(win.c0, tr[sel]))
     ok = np.all(bary >= -_EPS_BARY, 1) & (start_side >= -1e-9) & (_dot(p1[sel, 3] - p1[sel, 0],
                                                                         _normals(win.c1, tr[sel])) < 0)
@@ -1107,12 +1131,10 @@ def revert_crossings(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.nd
     int
         How many vertices were put back.
     """
-    from .colliders import closest_points_on_triangles as cpt
-
     n = len(x)
     in_contact = np.zeros(n, bool)
     n_contact, q0c, q1c = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3))
-    _fail_safe(win, x, x_old, movable, in_contact, n_contact, q0c, q1c, cpt)
+    _fail_safe(win, x, x_old, movable, in_contact, n_contact, q0c, q1c)
     idx = np.flatnonzero(in_contact)
     v[idx] = (q1c[idx] - q0c[idx]) / h
     return len(idx)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial import cKDTree
 
-__all__ = ["BoxTree", "PairCache", "element_boxes", "overlapping", "box_pairs", "coplanarity_times",
+__all__ = ["BoxTree", "PairCache", "boxes_meet", "element_boxes", "overlapping", "box_pairs", "coplanarity_times",
            "first_coplanar_time", "segment_parameters", "closest_points_on_triangles", "barycentric", "dot", "unit",
            "BIG"]
 
@@ -54,24 +54,34 @@ def unit(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # -- broad phase ----------------------------------------------------------------------
 
 
-def _overlap(alo: np.ndarray, ahi: np.ndarray, blo: np.ndarray, bhi: np.ndarray) -> np.ndarray:
-    """Dense overlap test ``(na, nb)`` of two small sets of boxes."""
-    ok = (alo[:, None, 0] <= bhi[None, :, 0]) & (blo[None, :, 0] <= ahi[:, None, 0])
+def boxes_meet(alo: np.ndarray, ahi: np.ndarray, blo: np.ndarray, bhi: np.ndarray,
+               slack: float | np.ndarray = 0.0) -> np.ndarray:
+    """Whether boxes ``a`` and ``b`` come within ``slack`` (m) of each other along every axis:
+    the one box-overlap test of the broad and narrow phases.
+
+    Corners are given axis first: ``alo[k]`` holds axis ``k`` of the lower corners (a
+    ``(3, m)`` array, or the transpose of an ``(m, 3)`` one). Rows broadcast, so ``(3, m)``
+    against ``(3, m)`` tests pairs row by row and ``(3, na, 1)`` against ``(3, 1, nb)`` tests
+    every pair of two sets; ``slack`` is a scalar or broadcasts the same way. Axis by axis on
+    contiguous columns: gathering ``(m, 3)`` rows and reducing them with
+    ``numpy.all(axis=1)`` costs about 8 times more.
+    """
+    ok = (alo[0] <= bhi[0] + slack) & (blo[0] <= ahi[0] + slack)
     for k in (1, 2):
-        ok &= (alo[:, None, k] <= bhi[None, :, k]) & (blo[None, :, k] <= ahi[:, None, k])
+        ok &= (alo[k] <= bhi[k] + slack) & (blo[k] <= ahi[k] + slack)
     return ok
+
+
+def _overlap(alo: np.ndarray, ahi: np.ndarray, blo: np.ndarray, bhi: np.ndarray) -> np.ndarray:
+    """Dense overlap test ``(na, nb)`` of two small sets of boxes ``(na, 3)``, ``(nb, 3)``."""
+    return boxes_meet(alo.T[:, :, None], ahi.T[:, :, None], blo.T[:, None, :], bhi.T[:, None, :])
 
 
 def _overlap_pairs(alo: np.ndarray, ahi: np.ndarray, ia: np.ndarray, blo: np.ndarray, bhi: np.ndarray,
                    ib: np.ndarray) -> np.ndarray:
-    """Whether box ``ia[j]`` of the first set overlaps box ``ib[j]`` of the second, ``(k,)``.
-
-    Axis by axis on contiguous columns ``(3, n)``: gathering ``(k, 3)`` rows and reducing
-    them with ``numpy.all(axis=1)`` costs about 8 times more."""
-    ok = (alo[0][ia] <= bhi[0][ib]) & (blo[0][ib] <= ahi[0][ia])
-    for k in (1, 2):
-        ok &= (alo[k][ia] <= bhi[k][ib]) & (blo[k][ib] <= ahi[k][ia])
-    return ok
+    """Whether box ``ia[j]`` of the first set overlaps box ``ib[j]`` of the second, ``(k,)``;
+    corners axis first, ``(3, n)``."""
+    return boxes_meet(alo[:, ia], ahi[:, ia], blo[:, ib], bhi[:, ib])
 
 
 class BoxTree:

@@ -87,6 +87,7 @@ from .proximity import (
     BoxTree,
     barycentric,
     box_pairs,
+    boxes_meet,
     closest_points_on_triangles,
     coplanarity_times,
     element_boxes,
@@ -254,18 +255,14 @@ def _sweeps_overlap(x0: np.ndarray, x1: np.ndarray, idx: np.ndarray, is_vf: np.n
     and the triangle; EE: both edges), grown by ``grow`` m, overlap, ``(k,)``. A pair whose
     parts come within ``grow`` of each other at some time of the step overlaps: each part
     stays inside the box of its corners' sweeps."""
-    lo, hi = np.minimum(x0, x1), np.maximum(x0, x1)
+    low, high = np.minimum(x0, x1).T, np.maximum(x0, x1).T  # axis first (proximity.boxes_meet)
     first = np.where(is_vf, idx[:, 0], idx[:, 1])  # a VF pair's vertex twice
     other = np.where(is_vf, idx[:, 1], idx[:, 2])
-    out = np.ones(len(idx), dtype=bool)
-    for c in range(3):  # axis by axis on contiguous columns (see proximity._overlap_pairs)
-        low, high = np.ascontiguousarray(lo[:, c]), np.ascontiguousarray(hi[:, c])
-        a_lo = np.minimum(low[idx[:, 0]], low[first])
-        a_hi = np.maximum(high[idx[:, 0]], high[first])
-        b_lo = np.minimum(np.minimum(low[idx[:, 2]], low[idx[:, 3]]), low[other])
-        b_hi = np.maximum(np.maximum(high[idx[:, 2]], high[idx[:, 3]]), high[other])
-        out &= (a_lo <= b_hi + grow) & (b_lo <= a_hi + grow)
-    return out
+    a_lo = np.minimum(low[:, idx[:, 0]], low[:, first])
+    a_hi = np.maximum(high[:, idx[:, 0]], high[:, first])
+    b_lo = np.minimum(np.minimum(low[:, idx[:, 2]], low[:, idx[:, 3]]), low[:, other])
+    b_hi = np.maximum(np.maximum(high[:, idx[:, 2]], high[:, idx[:, 3]]), high[:, other])
+    return boxes_meet(a_lo, a_hi, b_lo, b_hi, grow)
 
 
 def _share_vertex(a: np.ndarray, ia: np.ndarray, b: np.ndarray, ib: np.ndarray) -> np.ndarray:

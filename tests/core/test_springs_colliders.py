@@ -501,7 +501,7 @@ def test_deepest_point_inside_matches_the_signed_distance_of_a_closed_mesh():
         x = on + nrm[f] * rng.uniform(-depth, 0.03, 400)[:, None]
         band = 0.03  # the contact band: a vertex's nearest triangle is among its candidates
         iv, it_ = box_pairs(x - band, x + band, p.min(axis=1), p.max(axis=1))
-        got = _deepest(win, x, iv, it_, closest_points_on_triangles)
+        got = _deepest(win, x, iv, it_)
         want = max(0.0, -float(ball.signed_distance(x).min()))
         assert got == pytest.approx(want, rel=1e-9, abs=1e-15)
         assert (got > 0) == (depth > 0)
@@ -511,7 +511,7 @@ def test_deepest_point_inside_matches_the_signed_distance_of_a_closed_mesh():
     x = np.column_stack([rng.uniform(-0.45, 0.45, (200, 2)),
                          np.r_[rng.uniform(-1e-6, 0.0, 100), rng.uniform(0.0, 0.03, 100)]])
     iv, it_ = box_pairs(x - 0.03, x + 0.03, v[t].min(axis=1), v[t].max(axis=1))
-    got = _deepest(plate.window(0.0, 1.0), x, iv, it_, closest_points_on_triangles)
+    got = _deepest(plate.window(0.0, 1.0), x, iv, it_)
     assert got == pytest.approx(-x[:, 2].min(), rel=1e-9) and got > 0
 
 
