@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial import cKDTree
 
+from .. import kernels
+
 __all__ = ["BoxTree", "PairCache", "boxes_meet", "element_boxes", "overlapping", "box_pairs", "coplanarity_times",
            "first_coplanar_time", "segment_parameters", "closest_points_on_triangles", "barycentric", "dot", "unit",
            "BIG"]
@@ -445,11 +447,9 @@ def barycentric(p: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> n
 
 def closest_points_on_triangles(p: np.ndarray, a: np.ndarray, b: np.ndarray,
                                 c: np.ndarray) -> np.ndarray:
-    """Closest point on triangle ``(a, b, c)`` to ``p``, row by row.
-
-    Vectorised form of the Voronoi-region test (Ericson 2004, "Real-Time
-    Collision Detection", §5.1.5): each row's region (inside, an edge, a corner) is
-    decided first and its closest point computed on that region's rows only.
+    """Closest point on triangle ``(a, b, c)`` to ``p``, row by row: the compiled kernel
+    (``sinew_closest_points``, the Voronoi-region test of Ericson 2004, "Real-Time Collision
+    Detection", §5.1.5; a collapsed triangle gives the nearest point of its edges).
 
     Parameters
     ----------
@@ -461,41 +461,9 @@ def closest_points_on_triangles(p: np.ndarray, a: np.ndarray, b: np.ndarray,
     numpy.ndarray
         Shape ``(k, 3)``.
     """
-    ab, ac, ap = b - a, c - a, p - a
-    d1, d2 = dot(ab, ap), dot(ac, ap)
-    bp = p - b
-    d3, d4 = dot(ab, bp), dot(ac, bp)
-    cp = p - c
-    d5, d6 = dot(ab, cp), dot(ac, cp)
-    va = d3 * d6 - d5 * d4
-    vb = d5 * d2 - d1 * d6
-    vc = d1 * d4 - d3 * d2
-    region = np.zeros(len(p), np.int8)  # 0: inside the face
-    region[(va <= 0) & ((d4 - d3) >= 0) & ((d5 - d6) >= 0)] = 1  # edge BC
-    region[(vb <= 0) & (d2 >= 0) & (d6 <= 0)] = 2  # edge AC
-    region[(vc <= 0) & (d1 >= 0) & (d3 <= 0)] = 3  # edge AB
-    region[(d6 >= 0) & (d5 <= d6)] = 4  # corner C
-    region[(d3 >= 0) & (d4 <= d3)] = 5  # corner B
-    region[(d1 <= 0) & (d2 <= 0)] = 6  # corner A
-    out = np.empty_like(p)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        i = np.flatnonzero(region == 0)
-        if len(i):
-            denom = va[i] + vb[i] + vc[i]
-            v = np.where(denom != 0, vb[i] / denom, 0.0)
-            w = np.where(denom != 0, vc[i] / denom, 0.0)
-            out[i] = a[i] + v[:, None] * ab[i] + w[:, None] * ac[i]
-        i = np.flatnonzero(region == 1)
-        if len(i):
-            e, f = d4[i] - d3[i], d5[i] - d6[i]
-            out[i] = b[i] + np.nan_to_num(e / (e + f))[:, None] * (c[i] - b[i])
-        i = np.flatnonzero(region == 2)
-        if len(i):
-            out[i] = a[i] + np.nan_to_num(d2[i] / (d2[i] - d6[i]))[:, None] * ac[i]
-        i = np.flatnonzero(region == 3)
-        if len(i):
-            out[i] = a[i] + np.nan_to_num(d1[i] / (d1[i] - d3[i]))[:, None] * ab[i]
-    for r, corner in ((4, c), (5, b), (6, a)):
-        i = np.flatnonzero(region == r)
-        out[i] = corner[i]
-    return out
+    p, a, b, c = (np.ascontiguousarray(v, dtype=np.float64) for v in (p, a, b, c))
+    q, bary = np.empty_like(p), np.empty_like(p)
+    kernels.check_status(kernels.library().sinew_closest_points(
+        len(p), p.ctypes.data, a.ctypes.data, b.ctypes.data, c.ctypes.data, q.ctypes.data,
+        bary.ctypes.data), "closest points")
+    return q
