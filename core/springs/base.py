@@ -45,10 +45,10 @@ import numpy as np
 
 from ..errors import SinewError
 from . import forces as F
-from .colliders import resolve, resolve_again
+from .colliders import StepColliders, resolve, resolve_again
 from .contact import carried, step_friction
 from .model import Model, State
-from .strainlimit import LinearRows, limit_strain
+from .strainlimit import ActiveSet, LinearRows, limit_strain
 
 __all__ = ["StepInfo", "Integrator", "Objective", "block_apply", "pin_targets", "split_targets",
            "anchor_forces", "CONVERGENCE_RTOL", "converged", "force_scale"]
@@ -185,6 +185,7 @@ class Integrator:
     label: str = ""
     description: str = ""
     implicit: bool = False
+    _strain_memory: ActiveSet | None = None
 
     def stable_step(self, model: Model) -> float:
         """The largest step (s) this integrator stays stable at on ``model``
@@ -236,8 +237,15 @@ class Integrator:
         """
         raise NotImplementedError
 
-    @staticmethod
-    def _finish(model: Model, state: State, x_new: np.ndarray, v_new: np.ndarray,
+    @property
+    def strain_memory(self) -> ActiveSet:
+        """The strain limit's last active set on this integrator's model
+        (:class:`~.strainlimit.ActiveSet`): every projection of its steps starts from it."""
+        if self._strain_memory is None:
+            self._strain_memory = ActiveSet()
+        return self._strain_memory
+
+    def _finish(self, model: Model, state: State, x_new: np.ndarray, v_new: np.ndarray,
                 x_old: np.ndarray, h: float, targets: np.ndarray,
                 colliders: Sequence[Any]) -> bool:
         """Post-solve pipeline: strain limit, colliders, exact pins; write ``state``.
@@ -251,7 +259,7 @@ class Integrator:
         if model.max_stretch > 0:
             if len(pi):
                 x_new[pi] = hard
-            limited = limit_strain(model, x_new, v_new, h).converged
+            limited = limit_strain(model, x_new, v_new, h, memory=self.strain_memory).converged
         if colliders:
             passing_on = model.max_stretch > 0
             if passing_on:  # the structural springs as the solve left them
@@ -259,31 +267,33 @@ class Integrator:
                 d = x_new[sp[:, 0]] - x_new[sp[:, 1]]
                 solved = np.linalg.norm(d, axis=1)
                 directions = d / np.maximum(solved, 1e-300)[:, None]
-            support = getattr(colliders, "support", None)
+            step = StepColliders.of(colliders)
+            support = step.support
             pressed = None if support is None or not passing_on else support.force.copy()  # as applied
             x_solved = x_new.copy() if passing_on else None
-            held = resolve(colliders, x_new, v_new, x_old, h, model)
-            normals = getattr(colliders, "normals", None)
-            if passing_on and np.any(held) and normals is not None:
+            held = resolve(step, x_new, v_new, x_old, h, model)
+            found = step.found
+            if passing_on and np.any(held) and found is not None:
                 # Coulomb friction for every normal correction of the step (see
                 # contact.step_friction): here for the solve's carried push and the contact
                 # stage's (the contact stage rubs for them, but per pass and about its own
                 # normals), in _after_contact for the projection's
                 on = np.flatnonzero(held)
-                nrm = normals[on]
+                nrm = found.normals[on]
                 lift = carried(support, on, nrm, h, pressed)
                 unrubbed = x_new[on]
-                step_friction(x_new, x_old, x_solved, on, nrm, colliders.velocities[on],
-                              colliders.frictions[on], h, lift)
+                step_friction(x_new, x_old, x_solved, on, nrm, found.velocities[on],
+                              found.frictions[on], h, lift)
                 rubbed = on[np.any(x_new[on] != unrubbed, axis=1)]  # friction moved these
-                limited = _after_contact(model, x_new, v_new, x_old, h, colliders, held,
-                                         solved, directions, hard, rubbed) and limited
+                limited = _after_contact(model, x_new, v_new, x_old, h, step, held,
+                                         solved, directions, hard, rubbed,
+                                         self.strain_memory) and limited
                 # a held vertex is given no speed its positions do not show: its speed
                 # relative to the collider is cut, along the normal and across it, to what
                 # its whole step shows, (x − x₀)/h (a vertex the solve moves and the
                 # contact stage moves back every step would keep the solve's velocity, and
                 # never come to rest); cuts only, so no energy is added
-                nrm, vc = normals[on], colliders.velocities[on]
+                nrm, vc = found.normals[on], found.velocities[on]
                 rel = v_new[on] - vc
                 step = (x_new[on] - x_old[on]) / h - vc
                 vn, sn = np.einsum("ij,ij->i", rel, nrm), np.einsum("ij,ij->i", step, nrm)
@@ -301,9 +311,9 @@ class Integrator:
 
 
 def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray, h: float,
-                   colliders: Any, held: np.ndarray, solved: np.ndarray,
+                   colliders: StepColliders, held: np.ndarray, solved: np.ndarray,
                    directions: np.ndarray, hard: np.ndarray,
-                   rubbed: np.ndarray | None = None) -> bool:
+                   rubbed: np.ndarray | None = None, memory: ActiveSet | None = None) -> bool:
     """After the contact stage: pass its push on to the cloth; returns whether the strain
     limit (if any) holds.
 
@@ -340,7 +350,8 @@ def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray
         x[pi] = hard
     e = model.structural_count
     rest = model.rest_lengths[:e]
-    normals = colliders.normals
+    found = colliders.found
+    normals = found.normals
     scale = float(np.median(rest))
     sp = model.springs[:e]
     bound = (1.0 + model.max_stretch) * rest * (1.0 + _ROUND_TOLERANCE)
@@ -352,15 +363,15 @@ def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray
     for k in range(_ROUNDS):
         idx = np.flatnonzero(held)
         contacts = LinearRows.points(idx, normals[idx], x[idx], scale)
-        others = getattr(colliders, "others", None)
-        if others is not None:  # held by two colliders: outside both planes
-            two = idx[np.any(others[idx] != 0.0, axis=1)]
-            contacts = LinearRows.join(contacts, LinearRows.points(two, others[two], x[two], scale))
+        # held by two colliders: outside both planes
+        two = idx[np.any(found.others[idx] != 0.0, axis=1)]
+        contacts = LinearRows.join(contacts, LinearRows.points(two, found.others[two], x[two], scale))
         before = x.copy()
         if k == 0 and compressed:
             limit_strain(model, x, v, h, stretch=False,
-                         rows=LinearRows.join(LinearRows.springs(sp, directions, lower, rest), contacts))
-        holds = limit_strain(model, x, v, h, rows=contacts).converged
+                         rows=LinearRows.join(LinearRows.springs(sp, directions, lower, rest), contacts),
+                         memory=memory)
+        holds = limit_strain(model, x, v, h, rows=contacts, memory=memory).converged
         moved = np.any(x != before, axis=1)
         seen = moved
         if k == 0 and rubbed is not None and len(rubbed):
@@ -373,10 +384,10 @@ def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray
         # strip that the contact stage stopped and the projection then lifted back is
         # not thrown up), and no inward speed (inelastic)
         on = np.flatnonzero(moved & held)
-        nrm, vc = normals[on], colliders.velocities[on]
+        nrm, vc = normals[on], found.velocities[on]
         # friction for the projection's own push (the springs' tension pressing the cloth
         # onto a curved body), which slid the held vertices over their tangent planes
-        step_friction(x, x_old, before, on, nrm, vc, colliders.frictions[on], h)
+        step_friction(x, x_old, before, on, nrm, vc, found.frictions[on], h)
         vn = np.einsum("ij,ij->i", v[on] - vc, nrm)
         step = np.einsum("ij,ij->i", (x[on] - x_old[on]) / h - vc, nrm)
         v[on] += (np.clip(vn, 0.0, np.maximum(step, 0.0)) - vn)[:, None] * nrm

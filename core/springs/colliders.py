@@ -35,7 +35,7 @@ Self-collision (cloth against itself) is a separate stage after this one:
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -56,7 +56,7 @@ from .contact import (
 )
 from .proximity import closest_points_on_triangles
 
-__all__ = ["Plane", "Sphere", "TriangleMesh", "ColliderSet", "resolve", "resolve_again", "room",
+__all__ = ["Plane", "Sphere", "TriangleMesh", "StepColliders", "HeldVertices", "resolve", "resolve_again", "room",
            "closest_points_on_triangles", "canonical_triangles"]
 
 
@@ -408,32 +408,82 @@ class TriangleMesh:
                      np.ones(len(x), bool) if movable is None else movable, stats)
 
 
-class ColliderSet(list):
-    """The colliders of one step, with the :class:`~.contact.ContactStats` they feed.
+@dataclass
+class HeldVertices:
+    """What the contact stage (:func:`resolve`) found at the end of a step, for the stages
+    after it (friction, the strain limit's rounds, self-collision).
 
-    A list of :class:`Plane`, :class:`Sphere`, :class:`TriangleMesh` or
-    :class:`~.contact.MeshWindow` (a mesh over one substep); ``support`` is the contact
-    force carried between steps (:class:`~.contact.Support`), kept by the simulator;
-    ``triangles`` ``(f, 3)`` the cloth's triangles, for collider points against the
-    cloth's faces (``None``: that stage is skipped).
+    Attributes
+    ----------
+    mask : numpy.ndarray
+        Shape ``(n,)``, bool: the vertices a collider holds (in contact or resting on it).
+    normals : numpy.ndarray
+        Shape ``(n, 3)``: their outward contact normals (zero elsewhere).
+    velocities : numpy.ndarray
+        Shape ``(n, 3)``, m/s: the velocities of the collider points they touch.
+    frictions : numpy.ndarray
+        Shape ``(n,)``: their colliders' friction coefficients.
+    others : numpy.ndarray
+        Shape ``(n, 3)``: a second collider's outward normal where two hold a vertex (zero
+        elsewhere).
     """
 
-    def __init__(self, items=(), stats: ContactStats | None = None,
-                 support: Support | None = None, triangles: np.ndarray | None = None) -> None:
-        super().__init__(items)
-        self.stats = ContactStats() if stats is None else stats
-        self.support = support
-        self.triangles = triangles
-        self.held: np.ndarray | None = None  # set by resolve()
-        # set by resolve(), (n, 3): the held vertices' outward normals and the velocities
-        # of the collider points they touch (m/s)
-        self.normals: np.ndarray | None = None
-        self.velocities: np.ndarray | None = None
-        self.frictions: np.ndarray | None = None  # (n,): the held vertices' friction
-        # set by resolve(), (n, 3): a second collider's outward normal where two hold a
-        # vertex (zero elsewhere); and the step's share of the thickness (see room())
-        self.others: np.ndarray | None = None
-        self.room: np.ndarray | None = None
+    mask: np.ndarray
+    normals: np.ndarray
+    velocities: np.ndarray
+    frictions: np.ndarray
+    others: np.ndarray
+
+    @classmethod
+    def none(cls, n: int) -> HeldVertices:
+        """No vertex held, for ``n`` vertices."""
+        return cls(np.zeros(n, bool), np.zeros((n, 3)), np.zeros((n, 3)), np.zeros(n), np.zeros((n, 3)))
+
+
+@dataclass
+class StepColliders:
+    """The colliders of one step and the contact record its stages share: the typed record
+    the simulator hands the integrator (``step(..., colliders=...)``) and reads back.
+
+    It is a sequence of its colliders (``len``, iteration) for the integrators that only
+    need them (VBD's detection); the rest is explicit.
+
+    Attributes
+    ----------
+    items : list
+        :class:`Plane`, :class:`Sphere`, :class:`TriangleMesh` or
+        :class:`~.contact.MeshWindow` (a mesh over one substep).
+    stats : ContactStats, optional
+        Accumulates what the contact stages did (``None``: not counted).
+    support : Support, optional
+        The contact force carried between steps (:class:`~.contact.Support`), kept by the
+        simulator.
+    triangles : numpy.ndarray, optional
+        Shape ``(f, 3)``, the cloth's triangles, for collider points against the cloth's
+        faces (``None``: that stage is skipped).
+    room : numpy.ndarray, optional
+        Shape ``(n,)``, the step's share of the thickness (:func:`room`), set by :func:`resolve`.
+    found : HeldVertices, optional
+        Set by :func:`resolve` (updated by :func:`resolve_again`).
+    """
+
+    items: list = field(default_factory=list)
+    stats: ContactStats | None = None
+    support: Support | None = None
+    triangles: np.ndarray | None = None
+    room: np.ndarray | None = None
+    found: HeldVertices | None = None
+
+    @classmethod
+    def of(cls, colliders: Sequence[object]) -> StepColliders:
+        """``colliders`` itself if it is a record, else a record of them (nothing counted)."""
+        return colliders if isinstance(colliders, StepColliders) else cls(list(colliders))
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[object]:
+        return iter(self.items)
 
 
 def _surfaces(cols: list, x: np.ndarray, x_old: np.ndarray, idx: np.ndarray,
@@ -576,7 +626,8 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
     Parameters
     ----------
     colliders : sequence of Plane, Sphere, TriangleMesh or MeshWindow
-        A :class:`ColliderSet` also collects contact statistics.
+        A :class:`StepColliders` record also collects contact statistics and receives what
+        the stage found (:attr:`StepColliders.found`).
     x : numpy.ndarray
         Shape ``(n, 3)``, positions after the solve, m (modified).
     v : numpy.ndarray
@@ -596,12 +647,11 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
     -------
     numpy.ndarray
         Shape ``(n,)``, bool: the vertices a collider holds (in contact or resting on
-        it); also stored as ``held`` on a :class:`ColliderSet`. Self-collision treats
+        it); also :attr:`HeldVertices.mask` of the record's ``found``. Self-collision treats
         them as immovable, so that it never pushes a layer into a collider.
     """
-    stats = getattr(colliders, "stats", None)
-    support = getattr(colliders, "support", None)
-    triangles = getattr(colliders, "triangles", None)
+    step = StepColliders.of(colliders)
+    stats, support, triangles = step.stats, step.support, step.triangles
     n = len(x)
     if model is not None:
         e = model.edge_springs if model.edge_springs >= 0 else model.spring_count
@@ -609,12 +659,12 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
         movable = ~np.asarray(model.pinned, dtype=bool)
     else:
         edges, movable = np.zeros((0, 2), np.int64), np.ones(n, bool)
-    cols = [c.window(0.0, 1.0) if isinstance(c, TriangleMesh) else c for c in colliders]
+    cols = [c.window(0.0, 1.0) if isinstance(c, TriangleMesh) else c for c in step]
     # the share of the thickness each vertex keeps (see room()): once per step
-    kept = getattr(colliders, "room", None)
+    kept = step.room
     share = kept if kept is not None and only is not None else room(cols, x, x_prev, movable)
-    if isinstance(colliders, ColliderSet) and only is None:
-        colliders.room = share
+    if only is None:
+        step.room = share
     after = []  # positions right after each collider
     held = np.zeros(n, bool)
     holds = []  # which vertices each collider holds
@@ -669,10 +719,7 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
             stats.add(0, again.max_penetration)
     if support is not None:
         support.settle()
-    if isinstance(colliders, ColliderSet):
-        colliders.held = held
-        colliders.normals, colliders.velocities, colliders.frictions = normals, velocities, frictions
-        colliders.others = others
+    step.found = HeldVertices(held, normals, velocities, frictions, others)
     return held
 
 
@@ -684,18 +731,16 @@ def resolve_again(colliders: Sequence[object], x: np.ndarray, v: np.ndarray, x_p
     ``carry`` the carried push
     (:class:`~.contact.Support`) learns from it too: what the strain limit pulls into a
     collider is load the collider must carry in the next solve. Returns the held vertices."""
-    support = getattr(colliders, "support", None) if carry else None
-    again = ColliderSet(list(colliders), ContactStats(), support, getattr(colliders, "triangles", None))
-    again.room = getattr(colliders, "room", None)
+    step = StepColliders.of(colliders)
+    again = StepColliders(step.items, ContactStats(), step.support if carry else None, step.triangles,
+                          room=step.room)
     held = resolve(again, x, v, x_prev, h, model, only=only)
-    if isinstance(colliders, ColliderSet) and colliders.normals is not None:
-        # the contacts it found, for the stages after it
-        colliders.normals[held] = again.normals[held]
-        colliders.velocities[held] = again.velocities[held]
-        colliders.frictions[held] = again.frictions[held]
-        if colliders.others is not None:
-            colliders.others[only] = again.others[only]
-    stats = getattr(colliders, "stats", None)
-    if stats is not None:
-        stats.add(0, again.stats.max_penetration)
+    found, new = step.found, again.found
+    if found is not None and new is not None:  # the contacts it found, for the stages after it
+        found.normals[held] = new.normals[held]
+        found.velocities[held] = new.velocities[held]
+        found.frictions[held] = new.frictions[held]
+        found.others[only] = new.others[only]
+    if step.stats is not None:
+        step.stats.add(0, again.stats.max_penetration)
     return held

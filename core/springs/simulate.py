@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import BakeCancelled, DivergenceError, SinewError, StabilityError
 from . import forces as F
 from .base import Integrator
-from .colliders import ColliderSet, TriangleMesh, resolve_again
+from .colliders import StepColliders, TriangleMesh, resolve_again
 from .contact import ContactStats, Support
 from .model import Model, State
 from .selfcollision import SelfCollision
@@ -163,6 +163,37 @@ class _Tally:
         self.steps += 1
 
 
+@dataclass
+class _Carried:
+    """What the contact stages carry from one step to the next, owned by the simulator."""
+
+    support: Support | None = None  # the colliders' push, applied in the next solve
+    held: np.ndarray | None = None  # (n,) bool: vertices resting on a collider in the last step
+
+    def save(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Copies of what a step changes, for :meth:`restore`."""
+        return (None if self.support is None else self.support.force.copy(),
+                None if self.held is None else self.held.copy())
+
+    def restore(self, saved: tuple[np.ndarray | None, np.ndarray | None]) -> None:
+        """Back to what :meth:`save` returned (a step taken again in halves)."""
+        force, self.held = saved
+        if force is not None:
+            self.support.force[...] = force
+
+
+@dataclass
+class _SelfStep:
+    """Self-collision over one step: its start, its candidate pairs
+    (:class:`~.selfcollision.StepPairs`, shared by the step's passes), the vertices a collider
+    holds (``(n,)`` bool, or ``None``) and how many vertices its failsafe handled."""
+
+    x_start: np.ndarray
+    pairs: Any
+    anchored: np.ndarray | None
+    trouble: int = 0
+
+
 def _make_integrator(integrator: Union[str, Integrator]) -> Integrator:
     if isinstance(integrator, Integrator):
         return integrator
@@ -257,11 +288,7 @@ class Simulator:
         g = float(np.linalg.norm(model.gravity))
         x0 = self.state.x
         extent = float(np.linalg.norm(np.ptp(x0, axis=0))) if len(x0) else 0.0
-        self._support: Support | None = None  # contact force carried between steps
-        self._held: np.ndarray | None = None  # vertices a collider held in the last step
-        self._sc_trouble = 0  # vertices self-collision's failsafe handled in the current step
-        self._sc_pairs = None  # self-collision's candidate pairs of the current step
-        self._sc_anchored = None  # vertices a collider holds in the current step
+        self._carried = _Carried()  # what the contact stages carry from one step to the next
         self._energy0 = self.mechanical_energy()
         self._scale = (F.kinetic_energy(model, self.state.v) + F.spring_energy(model, x0)
                        + m_tot * g * (extent + 1.0)
@@ -404,8 +431,8 @@ class Simulator:
         prev = self._targets
         nxt = self._check_pins(pins_next)
         work = self.state.copy()
-        if colliders and self._support is None:
-            self._support = Support.zeros(model.masses)
+        if colliders and self._carried.support is None:
+            self._carried.support = Support.zeros(model.masses)
         acc = _Tally()
         with np.errstate(over="ignore", invalid="ignore"):
             for k in range(self.substeps):
@@ -447,54 +474,29 @@ class Simulator:
         Wrong: positions or velocities not finite, a strain-limited cloth stretched far
         past its limit (:data:`_SPLIT_STRAIN`), or self-collision's failsafe sending
         vertices back to the start of the step (its impact zones moved rigidly do not
-        count: they leave the springs as they were at the start). All
-        three come from a step too long for what happened in it (a heap of folds landing,
-        fast cloth against a thin edge); the post-solve stages cannot undo them without
-        storing energy in the springs, while half the step leaves them half as much to
-        undo.
+        count: they leave the springs as they were at the start). All three come from a
+        step too long for what happened in it; half the step leaves the post-solve stages
+        half as much to undo.
         """
-        model, sc = self.model, self.self_collision
         h = (a1 - a0) / self.fps
         split = depth < MAX_SPLITS
-        if split:
-            saved = (work.copy(), None if self._support is None else self._support.force.copy(),
-                     None if self._held is None else self._held.copy())
-        stats = ContactStats()
-        target = prev + (nxt - prev) * a1
-        cols = ColliderSet((c.window(a0, a1) if isinstance(c, TriangleMesh) else c
-                            for c in colliders), stats, self._support if colliders else None,
-                           self.triangles)
+        start, carried = (work.copy(), self._carried.save()) if split else (None, None)
+        step = StepColliders([c.window(a0, a1) if isinstance(c, TriangleMesh) else c for c in colliders],
+                             ContactStats(), self._carried.support if colliders else None, self.triangles)
         ext = self._external(external, work, 0.5 * (a0 + a1), frame, h)
-        inside = getattr(self.integrator, "contact_inside", False)
-        if colliders and not inside:  # the colliders' push from the last step acts in this solve
-            movable = ~np.asarray(model.pinned, dtype=bool)
-            load = model.masses[:, None] * model.gravity - F.spring_gradient(model, work.x)
-            if ext is not None:
-                load += ext
-            weight = model.masses * float(np.linalg.norm(model.gravity))
-            self._support.kick(work.v, h, movable, load, weight)
-        kw: dict[str, Any] = {} if ext is None else {"external": ext}
-        if self.tolerance is not None:
-            kw["tolerance"] = self.tolerance
         x_start = work.x.copy()
-        info = self.integrator.step(model, work, h, pins=target, iterations=self.iterations,
-                                    colliders=cols, **kw)
-        self._sc_trouble = 0
-        self._sc_pairs = None  # a new start x_start: new candidate pairs
-        self_contacts = 0
-        if sc is not None and np.isfinite(work.x).all():
-            self_contacts = self._self_collide(sc, cols, x_start, work, h, split)
+        self._push(work, step, ext, h)
+        info = self._solve(work, step, prev + (nxt - prev) * a1, ext, h)
+        self_contacts, trouble = self._self_collide(step, x_start, work, h, split)
         finite = bool(np.isfinite(work.x).all() and np.isfinite(work.v).all())
         # a step whose shared strain limit (the post-solve stage, not VBD's own) held, with
         # nothing after it (colliders, self-collision), is within what the limit accepts:
         # not stretched past the split's bound
-        within = info.strain_held and not inside and not colliders and sc is None
-        if split and (not finite or (not within and self._went_wrong(work))):
-            old, force, held = saved
-            work.x[...], work.v[...] = old.x, old.v
-            if force is not None:
-                self._support.force[...] = force
-            self._held = held
+        within = (info.strain_held and not getattr(self.integrator, "contact_inside", False)
+                  and not colliders and self.self_collision is None)
+        if split and (not finite or (not within and self._went_wrong(work, trouble))):
+            work.x[...], work.v[...] = start.x, start.v
+            self._carried.restore(carried)
             mid = 0.5 * (a0 + a1)
             self._span(work, a0, mid, prev, nxt, colliders, external, frame, acc, depth + 1)
             self._span(work, mid, a1, prev, nxt, colliders, external, frame, acc, depth + 1)
@@ -504,54 +506,71 @@ class Simulator:
                                   self._remedy())
         if ext is not None:
             acc.ext_work += F.dot(F.row_norms(ext), F.row_norms(work.x - x_start))
-        acc.add(info, stats, self_contacts)
+        acc.add(info, step.stats, self_contacts)
 
-
-    def _went_wrong(self, work: State) -> bool:
-        """Whether the step that ended at ``work`` is taken again in halves (finite
-        positions; :meth:`_span`): self-collision's failsafe sent vertices back, or the
-        strain-limited cloth is stretched past :data:`_SPLIT_STRAIN` times its limit."""
+    def _push(self, work: State, step: StepColliders, ext: np.ndarray | None, h: float) -> None:
+        """The colliders' push from the last step acts in this solve (:meth:`.contact.Support.kick`),
+        for the integrators whose contact is a post-solve stage."""
+        if not len(step) or getattr(self.integrator, "contact_inside", False):
+            return
         model = self.model
-        if self._sc_trouble:
+        load = model.masses[:, None] * model.gravity - F.spring_gradient(model, work.x)
+        if ext is not None:
+            load += ext
+        weight = model.masses * float(np.linalg.norm(model.gravity))
+        step.support.kick(work.v, h, ~np.asarray(model.pinned, dtype=bool), load, weight)
+
+    def _solve(self, work: State, step: StepColliders, target: np.ndarray,
+               ext: np.ndarray | None, h: float) -> Any:
+        """The integrator's step (its solve and, but for VBD, the post-solve contact stages);
+        returns its :class:`~.base.StepInfo`."""
+        kw: dict[str, Any] = {} if ext is None else {"external": ext}
+        if self.tolerance is not None:
+            kw["tolerance"] = self.tolerance
+        return self.integrator.step(self.model, work, h, pins=target, iterations=self.iterations,
+                                    colliders=step, **kw)
+
+    def _went_wrong(self, work: State, trouble: int) -> bool:
+        """Whether the step that ended at ``work`` is taken again in halves (finite
+        positions; :meth:`_span`): self-collision's failsafe sent vertices back (``trouble``
+        of them), or the strain-limited cloth is stretched past :data:`_SPLIT_STRAIN` times
+        its limit."""
+        model = self.model
+        if trouble:
             return True
         if model.max_stretch <= 0:
             return False
         accepted = (1.0 + model.max_stretch) * (1.0 + STRAIN_TOLERANCE) - 1.0
         return bool(F.max_strain(model, work.x) > _SPLIT_STRAIN * accepted)
 
-    def _sc_resolve(self, sc: SelfCollision, x_start: np.ndarray, work: State,
-                    pinned: np.ndarray) -> Any:
-        """``sc.resolve`` on ``work``, counting what its failsafe had to do; the passes of
-        one step share its candidate pairs (:class:`~.selfcollision.StepPairs`)."""
-        if self._sc_pairs is None:
-            self._sc_pairs = sc.pairs(x_start)
-        report = sc.resolve(x_start, work.x, work.v, self.model.masses, pinned, self._sc_pairs,
-                            self._sc_anchored, hard=np.asarray(self.model.pinned, dtype=bool))
-        self._sc_trouble += report.reverted + report.unresolved
+    def _sc_resolve(self, sc: SelfCollision, ss: _SelfStep, work: State, pinned: np.ndarray) -> Any:
+        """``sc.resolve`` on ``work`` with the step's candidate pairs, counting what its
+        failsafe had to do in ``ss``."""
+        report = sc.resolve(ss.x_start, work.x, work.v, self.model.masses, pinned, ss.pairs,
+                            ss.anchored, hard=np.asarray(self.model.pinned, dtype=bool))
+        ss.trouble += report.reverted + report.unresolved
         return report
 
-    def _spread(self, sc: SelfCollision, cols: ColliderSet, x_start: np.ndarray, work: State,
+    def _spread(self, sc: SelfCollision, step: StepColliders, ss: _SelfStep, work: State,
                 pinned: np.ndarray, report: Any, h: float) -> int:
         """Pass self-collision's push on to the cloth around it; returns the self-contacts
         of the extra passes.
 
         Self-collision moves the vertices of the pairs it separates and nothing else: its
-        push stretches the springs around them, and its failsafe (impact zones that move
-        rigidly, or go back to the start of the step, while their neighbours have moved
-        a whole step) more so. Left for the next solve, that energy pulls the layers back together, and the
-        next push apart stores more: a heap of folds gains energy until it diverges. So
-        the strain limit, together with the pairs' constraints and the held vertices on
-        their colliders (:class:`~.strainlimit.LinearRows`; damped by
-        :data:`_SPREAD_COMPLIANCE`: the pairs' rows are redundant), the vertices of the
-        failsafe's zones fixed where they are (the region that stops grows around them), then
-        self-collision once more on the result (it has the last word: no crossings), a
-        few rounds while the strain limit is exceeded.
+        push stretches the springs around them (its failsafe's zones more so), and left for
+        the next solve that energy pulls the layers back together. So, a few rounds while
+        the strain limit is exceeded: the strain limit together with the pairs' constraints
+        and the held vertices on their colliders (:class:`~.strainlimit.LinearRows`, damped
+        by :data:`_SPREAD_COMPLIANCE`: the pairs' rows are redundant), the vertices of the
+        failsafe's zones fixed where they are, then self-collision once more on the result
+        (it has the last word: no crossings).
         """
         model = self.model
         e = model.structural_count
         sp, bound = model.springs[:e], (1.0 + model.max_stretch) * model.rest_lengths[:e]
         contacts = 0
         stopped = np.zeros(len(work.x), bool)
+        found = step.found
         for _ in range(_SPREAD_ROUNDS):
             if not np.all(np.isfinite(work.x)):
                 break
@@ -565,69 +584,65 @@ class Simulator:
                 idx, alpha, normal, target = report.constraints
                 d = sc.distance
                 rows = LinearRows(idx, alpha, normal, target - _SC_SLACK * d, np.full(len(idx), d))
-            if cols.held is not None and cols.normals is not None:
-                held = np.flatnonzero(cols.held & ~pinned & ~stopped)
+            if found is not None:
+                held = np.flatnonzero(found.mask & ~pinned & ~stopped)
                 rows = LinearRows.join(rows, LinearRows.points(
-                    held, cols.normals[held], work.x[held], float(np.median(model.rest_lengths))))
+                    held, found.normals[held], work.x[held], float(np.median(model.rest_lengths))))
             before = work.x.copy()
             limit_strain(model, work.x, work.v, h, fixed=pinned | stopped, rows=rows,
-                         compliance=_SPREAD_COMPLIANCE)
+                         compliance=_SPREAD_COMPLIANCE, memory=self.integrator.strain_memory)
             if np.array_equal(work.x, before):
                 break
-            report = self._sc_resolve(sc, x_start, work, pinned | stopped)
+            report = self._sc_resolve(sc, ss, work, pinned | stopped)
             contacts += report.contacts
         return contacts
 
-    def _self_collide(self, sc: SelfCollision, cols: ColliderSet, x_start: np.ndarray,
-                      work: State, h: float, split: bool = False) -> int:
-        """Self-collision after the collider stage, without undoing it.
+    def _self_collide(self, step: StepColliders, x_start: np.ndarray, work: State, h: float,
+                      split: bool = False) -> tuple[int, int]:
+        """Self-collision after the collider stage, without undoing it; returns the
+        self-contacts and how many vertices its failsafe handled (0 without self-collision).
 
         Vertices resting on a collider (held by one in this step, and in the one before
-        without self-collision moving them off it) count as immovable (infinite mass) in
-        the self-collision response, so a layer pressed onto a body is pushed away from
-        it, never into it. A vertex that only reached a collider in this step may have
-        passed through another layer on the way, so it stays movable and self-collision
-        puts it back on its side. Every vertex self-collision moved then sees the colliders
-        once more (:func:`~.colliders.resolve_again`, continuous from the start of the
-        step): self-collision pushes a layer apart without seeing the colliders, and a
-        vertex it pushed into a body, or through its surface, is put back outside (before,
-        only held vertices were: on a strip heaping on a box, vertices ended frames up to
-        8 cm inside it). Where that put some back, self-collision runs once more with them
-        immovable too (the collider's push can make new crossings; the pass can push a
-        vertex into the layer above), and the colliders see what that pass moved, up to
-        :data:`_AGAIN_ROUNDS` times (with one round, a strip heaping on a box, its start
-        perturbed by 10⁻⁹ m, ended a frame with a vertex 13 mm into the box's 20 mm
-        thickness). Returns the self-contacts.
+        without self-collision moving them off it) count as immovable in the response, so a
+        layer pressed onto a body is pushed away from it, never into it; a vertex that only
+        reached a collider in this step stays movable. Every vertex self-collision moved then
+        sees the colliders once more (:func:`~.colliders.resolve_again`, continuous from the
+        start of the step); where that put some back, self-collision runs once more with them
+        immovable too, and the colliders see what that pass moved, up to
+        :data:`_AGAIN_ROUNDS` times.
 
-        With ``split`` (the step is taken again in halves if it went wrong: :meth:`_span`),
-        a step that went wrong stops as soon as that is known: after the first pass if
-        the failsafe sent vertices back (that count only grows), after the strain limit's
-        rounds if it is stretched past the split's bound (without the colliders' rounds):
-        its result is thrown away. (On the fold of the contact bench,
-        every step stretched past the split's bound after those rounds still was after
-        the colliders' rounds: 29 of 139, none recovered.)
+        With ``split`` (a step that went wrong is taken again in halves: :meth:`_span`), it
+        stops as soon as that is known: after the first pass if the failsafe sent vertices
+        back, after the strain limit's rounds if the cloth is stretched past the split's
+        bound.
         """
+        sc = self.self_collision
+        if sc is None or not np.all(np.isfinite(work.x)):
+            return 0, 0
         model = self.model
+        found = step.found
         pinned = np.asarray(model.pinned, dtype=bool)
-        self._sc_anchored = cols.held  # the failsafe does not move these rigidly
-        if cols.held is not None and self._held is not None:
-            pinned = pinned | (cols.held & self._held)
+        # the failsafe does not move the vertices a collider holds rigidly
+        ss = _SelfStep(x_start, sc.pairs(x_start), None if found is None else found.mask)
+        last_held = self._carried.held
+        if found is not None and last_held is not None:
+            pinned = pinned | (found.mask & last_held)
         before = work.x.copy()
-        report = self._sc_resolve(sc, x_start, work, pinned)
+        report = self._sc_resolve(sc, ss, work, pinned)
         contacts = report.contacts
-        if split and self._sc_trouble:
-            return contacts  # taken again in halves
+        if split and ss.trouble:
+            return contacts, ss.trouble  # taken again in halves
         if model.max_stretch > 0:
-            contacts += self._spread(sc, cols, x_start, work, pinned, report, h)
-        if split and (not np.all(np.isfinite(work.x)) or self._went_wrong(work)):
-            return contacts  # taken again in halves
+            contacts += self._spread(sc, step, ss, work, pinned, report, h)
+        if split and (not np.all(np.isfinite(work.x)) or self._went_wrong(work, ss.trouble)):
+            return contacts, ss.trouble  # taken again in halves
         back = np.zeros(len(work.x), bool)
         last = before
         for _ in range(_AGAIN_ROUNDS):
             moved = np.any(work.x != last, axis=1)
-            if not (len(cols) and np.any(moved) and np.all(np.isfinite(work.x))):
+            if not (len(step) and np.any(moved) and np.all(np.isfinite(work.x))):
                 break
-            put = resolve_again(cols, work.x, work.v, x_start, h, model, moved)
+            put = resolve_again(step, work.x, work.v, x_start, h, model, moved)
             if not np.any(put):
                 break
             # what it put back is immovable now: self-collision once more (which may push
@@ -635,11 +650,11 @@ class Simulator:
             # immovable set only grows)
             back |= put
             last = work.x.copy()
-            contacts += self._sc_resolve(sc, x_start, work, pinned | back).contacts
+            contacts += self._sc_resolve(sc, ss, work, pinned | back).contacts
         moved = np.any(work.x != before, axis=1)
         # resting on a collider: held by it, and not moved off it by another layer
-        self._held = None if cols.held is None else cols.held & (~moved | back)
-        return contacts
+        self._carried.held = None if found is None else found.mask & (~moved | back)
+        return contacts, ss.trouble
 
 
 def simulate(model: Model, integrator: Union[str, Integrator], frames: int, *, fps: float,

@@ -60,17 +60,12 @@ import numpy as np
 from .linsolve import solve_spd_entries
 from .model import Model
 
-__all__ = ["StrainLimitInfo", "LinearRows", "limit_strain"]
+__all__ = ["StrainLimitInfo", "ActiveSet", "LinearRows", "limit_strain"]
 
 #: Relative over-length tolerated at the end of the projection.
 TOLERANCE = 5e-4
 #: Newton steps on the constraints; the info says whether the bound was reached.
 MAX_ITERATIONS = 30
-#: The last active set per model (``Model.uid`` → bool ``(e,)``): the next step starts from
-#: it, so a load that persists (a pinned corner) is projected in one or two Newton steps
-#: instead of growing the set ring by ring. A bounded cache, like the integrators'
-#: factorisations; it changes how fast the projection converges, not where it ends.
-_ACTIVE: dict[int, np.ndarray] = {}
 #: Active-set rounds per Newton step of the strain limit alone (solve, release the
 #: candidates the solve would push apart, take back the released springs the step would
 #: stretch past their bound); with contact rows 4 rounds, releases only.
@@ -100,6 +95,36 @@ class StrainLimitInfo:
     iterations: int
     converged: bool
     excess: float
+
+
+@dataclass
+class ActiveSet:
+    """The last projection's active set of one model, for the next one to start from: a load
+    that persists (a pinned corner) is then projected in one or two Newton steps instead of
+    growing the set ring by ring. It changes how fast the projection converges, not where it
+    ends. Owned by whoever runs the steps (each integrator keeps one:
+    :attr:`.base.Integrator.strain_memory`).
+
+    Attributes
+    ----------
+    uid : int
+        The :attr:`.model.Model.uid` it belongs to (-1: none yet).
+    springs : numpy.ndarray, optional
+        Shape ``(e,)``, bool, over the structural springs.
+    """
+
+    uid: int = -1
+    springs: np.ndarray | None = None
+
+    def start(self, model: Model, e: int) -> np.ndarray:
+        """The active set to start a projection of ``model`` from, ``(e,)`` bool."""
+        if self.uid == model.uid and self.springs is not None and len(self.springs) == e:
+            return self.springs
+        return np.zeros(e, dtype=bool)
+
+    def keep(self, model: Model, active: np.ndarray) -> None:
+        """Remember ``active`` ``(e,)`` for the next projection of ``model``."""
+        self.uid, self.springs = model.uid, active
 
 
 @dataclass
@@ -173,7 +198,8 @@ class LinearRows:
 
 def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
                  fixed: np.ndarray | None = None, rows: LinearRows | None = None,
-                 stretch: bool = True, compliance: float = 0.0) -> StrainLimitInfo:
+                 stretch: bool = True, compliance: float = 0.0,
+                 memory: ActiveSet | None = None) -> StrainLimitInfo:
     """Project the structural springs of ``x`` onto ``ℓ ≤ (1 + max_stretch) L`` in place.
 
     Parameters
@@ -204,6 +230,9 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         ``(J W Jᵀ + α diag(J W Jᵀ) + εI) δλ = C``, a step of a least-squares
         compromise where the constraints are redundant or contradict each other (module
         docstring); 0: the plain fast projection.
+    memory : ActiveSet, optional
+        The last projection's active set: this one starts from it and leaves its own there
+        (``None``: starts from no active spring).
 
     Returns
     -------
@@ -228,9 +257,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
     x_start = x.copy()
     released = np.zeros(e, dtype=bool)  # candidates the last Newton step released
     released_r = np.zeros(r, dtype=bool)  # ... and rows
-    active = _ACTIVE.get(model.uid)
-    if active is None or len(active) != e:
-        active = np.zeros(e, dtype=bool)
+    active = np.zeros(e, dtype=bool) if memory is None else memory.start(model, e)
     it = 0
     excess = 0.0
     converged = False
@@ -343,9 +370,8 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
             known = None
         x[...] = xt
         it += 1
-    if len(_ACTIVE) > 8:
-        _ACTIVE.clear()
-    _ACTIVE[model.uid] = active
+    if memory is not None:
+        memory.keep(model, active)
     if it:
         v += (x - x_start) / h
     return StrainLimitInfo(it, converged, excess)

@@ -638,7 +638,7 @@ def test_contact_rounds_that_end_past_the_strain_limit_say_the_limit_did_not_hol
     limit, the step must not report the limit as met (the bench's drape ended three frames
     at 8.5 % strain, reported converged, against a 3 % limit)."""
     from core.springs import base
-    from core.springs.colliders import ColliderSet
+    from core.springs.colliders import HeldVertices, StepColliders
 
     g = grid(3, 1.0, plane="XY")
     ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
@@ -649,10 +649,9 @@ def test_contact_rounds_that_end_past_the_strain_limit_say_the_limit_did_not_hol
     x = m.rest_positions.copy()
     x[0] -= [0.2, 0.0, 0.0]  # stretched by the contact stage
     v = np.zeros((n, 3))
-    cols = ColliderSet([Plane(point=[0, 0, 0], normal=[0, 0, 1], thickness=0.01)])
-    cols.normals = np.tile([0.0, 0.0, 1.0], (n, 1))
-    cols.velocities = np.zeros((n, 3))
-    cols.frictions = np.zeros(n)
+    cols = StepColliders([Plane(point=[0, 0, 0], normal=[0, 0, 1], thickness=0.01)])
+    cols.found = HeldVertices.none(n)
+    cols.found.normals[:] = [0.0, 0.0, 1.0]
 
     def again(colliders, x, v, x_prev, h, model, only, carry=False):
         if stretching:  # a push that stretches the cloth again every round
@@ -767,7 +766,7 @@ def test_the_colliders_see_the_vertices_friction_moved_before_the_projection(rub
     the strain limit to do, ends outside it. Without ``rubbed`` (what the code did) it
     stays inside."""
     from core.springs.base import _after_contact
-    from core.springs.colliders import ColliderSet, resolve
+    from core.springs.colliders import StepColliders, resolve
 
     th, h = 0.02, 1 / 24
     m, tri = cotton_sheet(6, 0.3, th)  # resting on the ground at its thickness
@@ -775,7 +774,7 @@ def test_the_colliders_see_the_vertices_friction_moved_before_the_projection(rub
                           thickness=th, friction=0.5)
     x_old = m.rest_positions.copy()
     x, v = x_old.copy(), np.zeros_like(x_old)
-    cols = ColliderSet([ground], triangles=tri)
+    cols = StepColliders([ground], triangles=tri)
     held = resolve(cols, x, v, x_old, h, m)
     assert held.all()
     k = len(x) // 2
