@@ -31,8 +31,8 @@ they merge into the inertia term: ``Wᵢ ← Wᵢ + kₐ`` and
 NEWTON and FAST need nothing else; the explicit integrators add the force
 ``−kₐ (xᵢ − tᵢ)``.
 
-After the solve, :meth:`Integrator._finish` runs the post-solve pipeline:
-strain limit (:mod:`.strainlimit`) → colliders → exact pins.
+After the solve, :meth:`Integrator._finish` runs the post-solve stages:
+strain limit (:mod:`.strainlimit`) → colliders (:meth:`Integrator._contact`) → exact pins.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import numpy as np
 
 from ..errors import SinewError
 from . import forces as F
-from .colliders import StepColliders, resolve, resolve_again
+from .colliders import HeldVertices, StepColliders, resolve, resolve_again
 from .contact import carried, step_friction
 from .model import Model, State
 from .strainlimit import ActiveSet, LinearRows, limit_strain
@@ -248,7 +248,8 @@ class Integrator:
     def _finish(self, model: Model, state: State, x_new: np.ndarray, v_new: np.ndarray,
                 x_old: np.ndarray, h: float, targets: np.ndarray,
                 colliders: Sequence[Any]) -> bool:
-        """Post-solve pipeline: strain limit, colliders, exact pins; write ``state``.
+        """The post-solve stages: strain limit, colliders (with friction and the push passed
+        on, :func:`_after_contact`), exact pins; writes ``state``.
 
         ``targets`` ``(t, 3)`` as from :func:`pin_targets`. Returns whether the
         strain limit was reached (True without one).
@@ -261,53 +262,64 @@ class Integrator:
                 x_new[pi] = hard
             limited = limit_strain(model, x_new, v_new, h, memory=self.strain_memory).converged
         if colliders:
-            passing_on = model.max_stretch > 0
-            if passing_on:  # the structural springs as the solve left them
-                sp = model.springs[:model.structural_count]
-                d = x_new[sp[:, 0]] - x_new[sp[:, 1]]
-                solved = np.linalg.norm(d, axis=1)
-                directions = d / np.maximum(solved, 1e-300)[:, None]
-            step = StepColliders.of(colliders)
-            support = step.support
-            pressed = None if support is None or not passing_on else support.force.copy()  # as applied
-            x_solved = x_new.copy() if passing_on else None
-            held = resolve(step, x_new, v_new, x_old, h, model)
-            found = step.found
-            if passing_on and np.any(held) and found is not None:
-                # Coulomb friction for every normal correction of the step (see
-                # contact.step_friction): here for the solve's carried push and the contact
-                # stage's (the contact stage rubs for them, but per pass and about its own
-                # normals), in _after_contact for the projection's
-                on = np.flatnonzero(held)
-                nrm = found.normals[on]
-                lift = carried(support, on, nrm, h, pressed)
-                unrubbed = x_new[on]
-                step_friction(x_new, x_old, x_solved, on, nrm, found.velocities[on],
-                              found.frictions[on], h, lift)
-                rubbed = on[np.any(x_new[on] != unrubbed, axis=1)]  # friction moved these
-                limited = _after_contact(model, x_new, v_new, x_old, h, step, held,
-                                         solved, directions, hard, rubbed,
-                                         self.strain_memory) and limited
-                # a held vertex is given no speed its positions do not show: its speed
-                # relative to the collider is cut, along the normal and across it, to what
-                # its whole step shows, (x − x₀)/h (a vertex the solve moves and the
-                # contact stage moves back every step would keep the solve's velocity, and
-                # never come to rest); cuts only, so no energy is added
-                nrm, vc = found.normals[on], found.velocities[on]
-                rel = v_new[on] - vc
-                step = (x_new[on] - x_old[on]) / h - vc
-                vn, sn = np.einsum("ij,ij->i", rel, nrm), np.einsum("ij,ij->i", step, nrm)
-                vt, st = rel - vn[:, None] * nrm, step - sn[:, None] * nrm
-                lt, ls = np.sqrt(np.einsum("ij,ij->i", vt, vt)), np.sqrt(np.einsum("ij,ij->i", st, st))
-                cut = np.minimum(1.0, ls / np.where(lt > 0, lt, 1.0))
-                vn = np.clip(vn, 0.0, np.maximum(sn, 0.0))
-                v_new[on] = vc + cut[:, None] * vt + vn[:, None] * nrm
+            limited = self._contact(model, x_new, v_new, x_old, h, hard,
+                                    StepColliders.of(colliders)) and limited
         if len(pi):
             x_new[pi] = hard
             v_new[pi] = (hard - x_old[pi]) / h
         state.x[...] = x_new
         state.v[...] = v_new
         return limited
+
+    def _contact(self, model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray, h: float,
+                 hard: np.ndarray, step: StepColliders) -> bool:
+        """The colliders' stage (:func:`.colliders.resolve`, filling ``step.found``) and, with a
+        strain limit, what follows it for the held vertices: Coulomb friction for the solve's
+        carried push and the contact stage's (:func:`.contact.step_friction`; the contact
+        stage rubs per pass about its own normals), the push passed on to the cloth
+        (:func:`_after_contact`, which rubs for its own projections) and their velocities cut
+        to what their step shows. Returns whether the strain limit holds."""
+        passing_on = model.max_stretch > 0
+        if passing_on:  # the structural springs as the solve left them
+            sp = model.springs[:model.structural_count]
+            d = x[sp[:, 0]] - x[sp[:, 1]]
+            solved = np.linalg.norm(d, axis=1)
+            directions = d / np.maximum(solved, 1e-300)[:, None]
+        support = step.support
+        pressed = None if support is None or not passing_on else support.force.copy()  # as applied
+        x_solved = x.copy() if passing_on else None
+        held = resolve(step, x, v, x_old, h, model)
+        found = step.found
+        if not (passing_on and np.any(held) and found is not None):
+            return True
+        on = np.flatnonzero(held)
+        nrm = found.normals[on]
+        lift = carried(support, on, nrm, h, pressed)
+        unrubbed = x[on]
+        step_friction(x, x_old, x_solved, on, nrm, found.velocities[on], found.frictions[on], h, lift)
+        rubbed = on[np.any(x[on] != unrubbed, axis=1)]  # friction moved these
+        limited = _after_contact(model, x, v, x_old, h, step, held, solved, directions, hard, rubbed,
+                                 self.strain_memory)
+        _cut_held_velocities(v, x, x_old, h, on, found)
+        return limited
+
+
+def _cut_held_velocities(v: np.ndarray, x: np.ndarray, x_old: np.ndarray, h: float, on: np.ndarray,
+                         found: HeldVertices) -> None:
+    """A held vertex (``on`` ``(k,)``) is given no speed its positions do not show: its speed
+    relative to the collider is cut, along the normal and across it, to what its whole step
+    shows, ``(x − x₀)/h`` (a vertex the solve moves and the contact stage moves back every
+    step would keep the solve's velocity, and never come to rest); cuts only, so no energy
+    is added."""
+    nrm, vc = found.normals[on], found.velocities[on]
+    rel = v[on] - vc
+    shown = (x[on] - x_old[on]) / h - vc
+    vn, sn = np.einsum("ij,ij->i", rel, nrm), np.einsum("ij,ij->i", shown, nrm)
+    vt, st = rel - vn[:, None] * nrm, shown - sn[:, None] * nrm
+    lt, ls = np.sqrt(np.einsum("ij,ij->i", vt, vt)), np.sqrt(np.einsum("ij,ij->i", st, st))
+    cut = np.minimum(1.0, ls / np.where(lt > 0, lt, 1.0))
+    vn = np.clip(vn, 0.0, np.maximum(sn, 0.0))
+    v[on] = vc + cut[:, None] * vt + vn[:, None] * nrm
 
 
 def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray, h: float,

@@ -656,153 +656,218 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         resting on it: the solver left them within 1.1 thickness of it).
     """
     n = len(x)
-    th, mu = float(win.thickness), float(win.friction)
-    thv = np.full(n, th) if scale is None else th * scale  # the thickness per vertex
-    tris = win.triangles
-    if len(tris) == 0 or n == 0:
-        return np.zeros(n, bool)
-    if _apart(win, x, x_old, th * (1.0 + _BAND) + 1e-9):
+    th = float(win.thickness)
+    if len(win.triangles) == 0 or n == 0:
         return np.zeros(n, bool)
     band = th * (1.0 + _BAND) + 1e-9
-    if win.c0 is not win.c1 and len(tris) > _CUT:
+    if _apart(win, x, x_old, band):
+        return np.zeros(n, bool)
+    if win.c0 is not win.c1 and len(win.triangles) > _CUT:
         win = _near_part(win, x, x_old, band + th)
-        tris = win.triangles
-    cache = win.cache
-    tri_tree = _triangle_tree(win)[0]
-    vpairs = _pair_cache(cache, "vertices", tri_tree, n)
-    in_contact = np.zeros(n, bool)
-    n_contact = np.zeros((n, 3))
-    q0_contact = np.zeros((n, 3))
-    q1_contact = np.zeros((n, 3))
-    deficit = np.full(n, np.nan)  # thickness − solver's distance, first pass
-    rubbed = np.zeros(n, bool)  # the carried push's friction is spent once per step
-    penetration = 0.0
-    ce = win.edges
+    vpairs = _pair_cache(win.cache, "vertices", _triangle_tree(win)[0], n)
+    st = _Pass(win, x_old, h, band, np.full(n, th) if scale is None else th * scale, support, vpairs)
+    touch = _Touch.empty(n)
     active = movable.copy() if only is None else movable & only  # then those just moved
     for it in range(PASSES):
         x_pass = x.copy()
         sub = np.flatnonzero(active)
-        # ---------- vertex–face, continuous
         vlo, vhi = np.minimum(x_old, x), np.maximum(x_old, x)
         grow = band + (vhi - vlo)  # room for the later passes and, kept, the next step
-        # only the triangles whose own box over the step (not grown by the band) meets the
-        # vertex's can be crossed (see _meet): the tree's boxes are grown by ``band``, so
-        # the query box is shrunk by it (it may turn inside out; the overlap test is the
-        # same), less a slack; its candidates are kept grown as far as before
-        slack = (cache["meet"] + _MEET * _row_max(vhi - vlo))[:, None]
-        iv, it_ = vpairs.pairs(vlo + (band - slack), vhi - (band - slack), sub, grow + band)
-        if len(iv):
-            iv, it_ = _may_cross(win, x, x_old, iv, it_)
-        if len(iv):
-            tr = tris[it_]
-            p = np.stack([win.c0[tr[:, 0]], win.c0[tr[:, 1]], win.c0[tr[:, 2]], x_old[iv]], 1)
-            p1 = np.stack([win.c1[tr[:, 0]], win.c1[tr[:, 1]], win.c1[tr[:, 2]], x[iv]], 1)
-            sel, tt, pt, bary = _vertex_face_times(p, p1)
-            if len(sel):
-                nt = _unit(np.cross(pt[:, 1] - pt[:, 0], pt[:, 2] - pt[:, 0]))[0]
-                rel = (p1[sel, 3] - p[sel, 3]) - np.einsum("ki,kij->kj", bary, p1[sel, :3] - p[sel, :3])
-                # crossing into the front face, inside the triangle, and starting in front
-                start_side = _dot(p[sel, 3] - p[sel, 0], _face_normals(win, False)[it_[sel]])
-                ok = (np.all(bary >= -_EPS_BARY, 1) & (_dot(rel, nt) < 0) & (start_side >= -1e-9))
-                sel, bary, tt = sel[ok], bary[ok], tt[ok]
-                if len(sel):
-                    best = _group_min(iv[sel], tt, n)
-                    sel, bary = sel[best], bary[best]
-                    vi = iv[sel]
-                    q0 = np.einsum("ki,kij->kj", bary, p[sel, :3])
-                    q1 = np.einsum("ki,kij->kj", bary, p1[sel, :3])
-                    n1 = _face_normals(win, True)[it_[sel]]
-                    # a hit on a corner or an edge of the triangle (a ball's pole, a ridge)
-                    # is pushed along the surface's normal there, not one face's: the
-                    # first of several equal faces would push every such vertex sideways
-                    rim = np.min(bary, axis=1) < _RIM
-                    if np.any(rim):
-                        vn = _vertex_normals(win)[tr[sel[rim]]]
-                        n1[rim] = _unit(np.einsum("ki,kij->kj", bary[rim], vn))[0]
-                    s_end = _dot(x[vi] - q1, n1)
-                    penetration = max(penetration, float(np.max(np.maximum(-s_end, 0.0))))
-                    push = thv[vi] - s_end
-                    if it == 0:
-                        deficit[vi] = push
-                    xn = x[vi] + push[:, None] * n1
-                    xn = _friction(xn, x_old[vi] + (q1 - q0), n1,
-                                   push + ~rubbed[vi] * carried(support, vi, n1, h), mu)
-                    rubbed[vi] = True
-                    x[vi] = xn
-                    in_contact[vi] = True
-                    n_contact[vi], q0_contact[vi], q1_contact[vi] = n1, q0, q1
-        # ---------- vertex–face, proximity at the end
-        iv, it_, q, bary, sd, out_dir, interior = _nearest_within(win, x, sub, band, vpairs, grow)
-        if len(iv):
-            valid = (sd >= 0) | win.closed | interior
-            if it == 0:  # resting vertices inside the band keep (and adjust) their support
-                rest = valid & (sd < band) & np.isnan(deficit[iv])
-                deficit[iv[rest]] = thv[iv[rest]] - sd[rest]
-                n_contact[iv[rest]] = out_dir[rest]
-                tr = tris[it_[rest]]
-                q0_contact[iv[rest]] = np.einsum("ki,kij->kj", bary[rest], win.c0[tr])
-                q1_contact[iv[rest]] = q[rest]
-            pushed = valid & (sd < thv[iv] * (1.0 - 1e-9))
-            act = valid & (sd < band)  # pushed out, or resting: friction either way
-            if np.any(act):
-                pushed = pushed[act]
-                iv, it_, q, bary, sd, out_dir = iv[act], it_[act], q[act], bary[act], sd[act], out_dir[act]
-                penetration = max(penetration, float(np.max(np.maximum(-sd, 0.0))))
-                tr = tris[it_]
-                q0 = np.einsum("ki,kij->kj", bary, win.c0[tr])
-                push = np.maximum(thv[iv] - sd, 0.0)
-                xn = np.where(pushed[:, None], q + thv[iv, None] * out_dir, x[iv])
-                xn = _friction(xn, x_old[iv] + (q - q0), out_dir,
-                               push + ~rubbed[iv] * carried(support, iv, out_dir, h), mu)
-                rubbed[iv] = True
-                x[iv] = xn
-                ip = iv[pushed]
-                in_contact[ip] = True
-                n_contact[ip], q0_contact[ip], q1_contact[ip] = out_dir[pushed], q0[pushed], q[pushed]
-        # ---------- edge–edge against ridges
-        if len(ce) and len(edges):
-            _edge_edge(win, x, x_old, edges, movable, active, in_contact, n_contact,
-                       q0_contact, q1_contact, cache, scale)
-        # ---------- collider points against cloth faces
-        if triangles is not None and len(triangles) and len(ce):
-            penetration = max(penetration, _points_faces(win, x, x_old, triangles, movable, active,
-                                                         in_contact, n_contact, q0_contact,
-                                                         q1_contact, cache, scale))
+        _crossing_vertices(st, x, sub, vlo, vhi, grow, touch, first=it == 0)
+        _near_vertices(st, x, sub, grow, touch, first=it == 0)
+        if len(win.edges) and len(edges):
+            _edge_edge(win, x, x_old, edges, movable, active, touch, win.cache, scale)
+        if triangles is not None and len(triangles) and len(win.edges):
+            _points_faces(win, x, x_old, triangles, movable, active, touch, win.cache, scale)
         active = _row_max(np.abs(x - x_pass)) > _STILL * th
         if not np.any(active):
             break
     else:
-        _fail_safe(win, x, x_old, movable, in_contact, n_contact, q0_contact, q1_contact)
-    near = np.flatnonzero(np.isfinite(deficit) & movable)
-    if support is not None and len(near):
-        # dual ascent on the contact force along the current normal
-        nrm = n_contact[near]
-        lam = np.einsum("ij,ij->i", support.force[near], nrm)
-        lam = np.maximum(0.0, lam + _SUPPORT_GAIN * support.gain(near, h) * deficit[near])
-        support.force[near] = lam[:, None] * nrm
-        support.touched[near] = True
-    resting = np.zeros(n, bool)
-    resting[near] = True
-    idx = np.flatnonzero((in_contact | resting) & movable)
-    nrm = n_contact[idx]
-    if len(idx):
-        v[idx] = coulomb_velocity(v[idx], (q1_contact[idx] - q0_contact[idx]) / h, nrm, mu,
-                                  in_contact[idx], carried(support, idx, nrm, h) / h)
+        _fail_safe(win, x, x_old, movable, touch)
+    near = np.flatnonzero(np.isfinite(touch.deficit) & movable)
+    _update_support(support, touch, near, h)
+    _contact_velocities(v, touch, near, movable, float(win.friction), support, h)
     if stats is not None:
-        final = 0.0
-        check = np.flatnonzero((in_contact | resting) & movable)
-        iv, it_ = vpairs.pairs(x - band, x + band, check, band + np.abs(x - x_old))
-        if len(iv):
-            final = _deepest(win, x, iv, it_)
-        stats.add(int(np.count_nonzero(in_contact | resting)), final, penetration)
+        _count(stats, st, x, touch, near, movable)
     touching = np.zeros(n, bool)
-    touching[near] = deficit[near] >= -0.1 * th  # resting at the thickness, not just near
-    held = (in_contact | touching) & movable
+    touching[near] = touch.deficit[near] >= -0.1 * th  # resting at the thickness, not just near
+    held = (touch.in_contact | touching) & movable
     if normals is not None:
-        normals[held] = n_contact[held]
+        normals[held] = touch.normal[held]
     if velocities is not None:
-        velocities[held] = (q1_contact[held] - q0_contact[held]) / h
+        velocities[held] = (touch.q1[held] - touch.q0[held]) / h
     return held
+
+
+@dataclass
+class _Pass:
+    """What every contact pass of one collider over one step works with."""
+
+    win: MeshWindow
+    x_old: np.ndarray  # (n, 3), the start of the step
+    h: float  # s
+    band: float  # m, the contact band: thickness (1 + _BAND)
+    thv: np.ndarray  # (n,), m, the thickness each vertex keeps from this collider
+    support: Support | None
+    vpairs: PairCache  # the vertices' candidate triangles
+
+
+@dataclass
+class _Touch:
+    """The contacts one collider's passes find over one step, per cloth vertex: whether it
+    was pushed (``in_contact``), its contact frame (outward ``normal`` and the collider point
+    at the start and end of the step, ``q0``, ``q1``; ``(n, 3)`` each), the first pass's
+    shortfall of the thickness (``deficit``, m, ``nan`` where not near), whether the carried
+    push's friction was spent (``rubbed``, once per step) and the deepest penetration seen."""
+
+    in_contact: np.ndarray
+    normal: np.ndarray
+    q0: np.ndarray
+    q1: np.ndarray
+    deficit: np.ndarray
+    rubbed: np.ndarray
+    penetration: float = 0.0
+
+    @classmethod
+    def empty(cls, n: int) -> _Touch:
+        return cls(np.zeros(n, bool), np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3)),
+                   np.full(n, np.nan), np.zeros(n, bool))
+
+    def hold(self, vi: np.ndarray, normal: np.ndarray, q0: np.ndarray, q1: np.ndarray) -> None:
+        """The vertices ``vi`` are in contact, with this frame."""
+        self.in_contact[vi] = True
+        self.normal[vi], self.q0[vi], self.q1[vi] = normal, q0, q1
+
+    def deeper(self, depth: float) -> None:
+        self.penetration = max(self.penetration, float(depth))
+
+
+def _crossing_vertices(st: _Pass, x: np.ndarray, sub: np.ndarray, vlo: np.ndarray, vhi: np.ndarray,
+                       grow: np.ndarray, touch: _Touch, first: bool) -> None:
+    """Stage 1 (module docstring): the vertices ``sub`` whose step crosses a triangle from its
+    front go back in front of it, ``thickness`` above its end position, with friction."""
+    win, x_old, band, thv = st.win, st.x_old, st.band, st.thv
+    n, tris = len(x), win.triangles
+    # only the triangles whose own box over the step (not grown by the band) meets the
+    # vertex's can be crossed (see _meet): the tree's boxes are grown by ``band``, so
+    # the query box is shrunk by it (it may turn inside out; the overlap test is the
+    # same), less a slack; its candidates are kept grown as far as before
+    slack = (win.cache["meet"] + _MEET * _row_max(vhi - vlo))[:, None]
+    iv, it_ = st.vpairs.pairs(vlo + (band - slack), vhi - (band - slack), sub, grow + band)
+    if len(iv):
+        iv, it_ = _may_cross(win, x, x_old, iv, it_)
+    if len(iv) == 0:
+        return
+    tr = tris[it_]
+    p = np.stack([win.c0[tr[:, 0]], win.c0[tr[:, 1]], win.c0[tr[:, 2]], x_old[iv]], 1)
+    p1 = np.stack([win.c1[tr[:, 0]], win.c1[tr[:, 1]], win.c1[tr[:, 2]], x[iv]], 1)
+    sel, tt, pt, bary = _vertex_face_times(p, p1)
+    if len(sel) == 0:
+        return
+    nt = _unit(np.cross(pt[:, 1] - pt[:, 0], pt[:, 2] - pt[:, 0]))[0]
+    rel = (p1[sel, 3] - p[sel, 3]) - np.einsum("ki,kij->kj", bary, p1[sel, :3] - p[sel, :3])
+    # crossing into the front face, inside the triangle, and starting in front
+    start_side = _dot(p[sel, 3] - p[sel, 0], _face_normals(win, False)[it_[sel]])
+    ok = (np.all(bary >= -_EPS_BARY, 1) & (_dot(rel, nt) < 0) & (start_side >= -1e-9))
+    sel, bary, tt = sel[ok], bary[ok], tt[ok]
+    if len(sel) == 0:
+        return
+    best = _group_min(iv[sel], tt, n)
+    sel, bary = sel[best], bary[best]
+    vi = iv[sel]
+    q0 = np.einsum("ki,kij->kj", bary, p[sel, :3])
+    q1 = np.einsum("ki,kij->kj", bary, p1[sel, :3])
+    n1 = _face_normals(win, True)[it_[sel]]
+    # a hit on a corner or an edge of the triangle (a ball's pole, a ridge) is pushed along
+    # the surface's normal there, not one face's
+    rim = np.min(bary, axis=1) < _RIM
+    if np.any(rim):
+        vn = _vertex_normals(win)[tr[sel[rim]]]
+        n1[rim] = _unit(np.einsum("ki,kij->kj", bary[rim], vn))[0]
+    s_end = _dot(x[vi] - q1, n1)
+    touch.deeper(np.max(np.maximum(-s_end, 0.0)))
+    push = thv[vi] - s_end
+    if first:
+        touch.deficit[vi] = push
+    xn = x[vi] + push[:, None] * n1
+    xn = _friction(xn, x_old[vi] + (q1 - q0), n1,
+                   push + ~touch.rubbed[vi] * carried(st.support, vi, n1, st.h), float(win.friction))
+    touch.rubbed[vi] = True
+    x[vi] = xn
+    touch.hold(vi, n1, q0, q1)
+
+
+def _near_vertices(st: _Pass, x: np.ndarray, sub: np.ndarray, grow: np.ndarray, touch: _Touch,
+                   first: bool) -> None:
+    """Stage 2 (module docstring): the vertices ``sub`` closer than ``thickness`` to the end
+    surface, or behind it, go to the nearest surface point plus ``thickness``; those resting
+    within the band keep their support and get friction."""
+    win, x_old, band, thv = st.win, st.x_old, st.band, st.thv
+    iv, it_, q, bary, sd, out_dir, interior = _nearest_within(win, x, sub, band, st.vpairs, grow)
+    if len(iv) == 0:
+        return
+    valid = (sd >= 0) | win.closed | interior
+    if first:  # resting vertices inside the band keep (and adjust) their support
+        rest = valid & (sd < band) & np.isnan(touch.deficit[iv])
+        touch.deficit[iv[rest]] = thv[iv[rest]] - sd[rest]
+        touch.normal[iv[rest]] = out_dir[rest]
+        tr = win.triangles[it_[rest]]
+        touch.q0[iv[rest]] = np.einsum("ki,kij->kj", bary[rest], win.c0[tr])
+        touch.q1[iv[rest]] = q[rest]
+    pushed = valid & (sd < thv[iv] * (1.0 - 1e-9))
+    act = valid & (sd < band)  # pushed out, or resting: friction either way
+    if not np.any(act):
+        return
+    pushed = pushed[act]
+    iv, it_, q, bary, sd, out_dir = iv[act], it_[act], q[act], bary[act], sd[act], out_dir[act]
+    touch.deeper(np.max(np.maximum(-sd, 0.0)))
+    q0 = np.einsum("ki,kij->kj", bary, win.c0[win.triangles[it_]])
+    push = np.maximum(thv[iv] - sd, 0.0)
+    xn = np.where(pushed[:, None], q + thv[iv, None] * out_dir, x[iv])
+    xn = _friction(xn, x_old[iv] + (q - q0), out_dir,
+                   push + ~touch.rubbed[iv] * carried(st.support, iv, out_dir, st.h), float(win.friction))
+    touch.rubbed[iv] = True
+    x[iv] = xn
+    touch.hold(iv[pushed], out_dir[pushed], q0[pushed], q[pushed])
+
+
+def _update_support(support: Support | None, touch: _Touch, near: np.ndarray, h: float) -> None:
+    """The carried push of the vertices ``near`` the collider: dual ascent on the contact
+    force along the current normal (:class:`Support`)."""
+    if support is None or len(near) == 0:
+        return
+    nrm = touch.normal[near]
+    lam = np.einsum("ij,ij->i", support.force[near], nrm)
+    lam = np.maximum(0.0, lam + _SUPPORT_GAIN * support.gain(near, h) * touch.deficit[near])
+    support.force[near] = lam[:, None] * nrm
+    support.touched[near] = True
+
+
+def _contact_velocities(v: np.ndarray, touch: _Touch, near: np.ndarray, movable: np.ndarray,
+                        mu: float, support: Support | None, h: float) -> None:
+    """Velocities of the vertices in contact or resting, relative to the collider point:
+    inelastic, with Coulomb friction (:func:`coulomb_velocity`)."""
+    resting = np.zeros(len(v), bool)
+    resting[near] = True
+    idx = np.flatnonzero((touch.in_contact | resting) & movable)
+    if len(idx):
+        nrm = touch.normal[idx]
+        v[idx] = coulomb_velocity(v[idx], (touch.q1[idx] - touch.q0[idx]) / h, nrm, mu,
+                                  touch.in_contact[idx], carried(support, idx, nrm, h) / h)
+
+
+def _count(stats: ContactStats, st: _Pass, x: np.ndarray, touch: _Touch, near: np.ndarray,
+           movable: np.ndarray) -> None:
+    """The step's statistics: vertices in contact or resting, the deepest one left inside
+    (checked on them) and the deepest the passes caught."""
+    resting = np.zeros(len(x), bool)
+    resting[near] = True
+    final = 0.0
+    check = np.flatnonzero((touch.in_contact | resting) & movable)
+    iv, it_ = st.vpairs.pairs(x - st.band, x + st.band, check, st.band + np.abs(x - st.x_old))
+    if len(iv):
+        final = _deepest(st.win, x, iv, it_)
+    stats.add(int(np.count_nonzero(touch.in_contact | resting)), final, touch.penetration)
 
 
 def coulomb_velocity(v: np.ndarray, vc: np.ndarray | float, nrm: np.ndarray, mu: float,
@@ -888,8 +953,7 @@ def carried(support: Support | None, idx: np.ndarray, nrm: np.ndarray, h: float,
 
 
 def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndarray,
-               movable: np.ndarray, active: np.ndarray, in_contact: np.ndarray,
-               n_contact: np.ndarray, q0_contact: np.ndarray, q1_contact: np.ndarray,
+               movable: np.ndarray, active: np.ndarray, touch: _Touch,
                cache: dict, scale: np.ndarray | None = None) -> None:
     """Cloth edges (with an ``active`` end) against the collider's ridge edges (module
     docstring, step 3). ``cache`` keeps the ridge boxes' tree between passes; ``scale``
@@ -974,12 +1038,11 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     q0 = win.c0[k[:, 0]] + u[:, None] * (win.c0[k[:, 1]] - win.c0[k[:, 0]])
     near_a, near_b = need * (1.0 - s) * movable[e[:, 0]], need * s * movable[e[:, 1]]  # pushing or not
     _record(e.T.ravel(), np.concatenate([near_a, near_b]), np.concatenate([nn, nn]),
-            np.concatenate([q0, q0]), np.concatenate([q1, q1]), in_contact, n_contact, q0_contact, q1_contact)
+            np.concatenate([q0, q0]), np.concatenate([q1, q1]), touch)
 
 
 def _record(verts: np.ndarray, weights: np.ndarray, nrm: np.ndarray, q0: np.ndarray, q1: np.ndarray,
-            in_contact: np.ndarray, n_contact: np.ndarray, q0_contact: np.ndarray,
-            q1_contact: np.ndarray) -> None:
+            touch: _Touch) -> None:
     """The contact frame of vertices in contact through several pairs at once (``verts``
     ``(m,)``, repeated): the frame (normal and collider points ``nrm, q0, q1`` ``(m, 3)``)
     of the pair with the largest ``weights`` ``(m,)`` (the pair's shortfall of the
@@ -990,20 +1053,17 @@ def _record(verts: np.ndarray, weights: np.ndarray, nrm: np.ndarray, q0: np.ndar
     keep = np.flatnonzero(weights > 0)
     if len(keep) == 0:
         return
-    best = keep[_group_min(verts[keep], -weights[keep], len(in_contact))]
-    vi = verts[best]
-    in_contact[vi] = True
-    n_contact[vi], q0_contact[vi], q1_contact[vi] = nrm[best], q0[best], q1[best]
+    best = keep[_group_min(verts[keep], -weights[keep], len(touch.in_contact))]
+    touch.hold(verts[best], nrm[best], q0[best], q1[best])
 
 
 def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: np.ndarray,
-                  movable: np.ndarray, active: np.ndarray, in_contact: np.ndarray,
-                  n_contact: np.ndarray, q0_contact: np.ndarray, q1_contact: np.ndarray,
-                  cache: dict, scale: np.ndarray | None = None) -> float:
+                  movable: np.ndarray, active: np.ndarray, touch: _Touch,
+                  cache: dict, scale: np.ndarray | None = None) -> None:
     """The collider's ridge vertices against cloth triangles with an ``active`` corner
-    (module docstring, step 4). Returns the deepest a cloth face ended behind a point, m;
-    ``scale`` ``(n,)`` as for :func:`resolve_mesh` (a face keeps its corners' smallest
-    share)."""
+    (module docstring, step 4); the deepest a cloth face ended behind a point goes to
+    ``touch``. ``scale`` ``(n,)`` as for :func:`resolve_mesh` (a face keeps its corners'
+    smallest share)."""
     th = float(win.thickness)
     if "points" not in cache:
         pts = np.unique(win.edges)
@@ -1014,7 +1074,7 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     t0, t1, t2 = triangles[:, 0], triangles[:, 1], triangles[:, 2]
     sub = np.flatnonzero((active[t0] | active[t1] | active[t2]) & (movable[t0] | movable[t1] | movable[t2]))
     if len(sub) == 0 or len(pts) == 0:
-        return 0.0
+        return
     # the boxes over the step of the faces asked about (rows ``sub`` of full-size arrays)
     flo, fhi, grow = (np.empty((len(triangles), 3)) for _ in range(3))
     d = np.abs(x - x_old)
@@ -1022,7 +1082,7 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     grow[sub] = th + element_boxes(d, d, triangles[sub])[1]
     it, ip = _pair_cache(cache, "faces", tree, len(triangles)).pairs(flo, fhi, sub, grow)
     if len(it) == 0:
-        return 0.0
+        return
     tri = triangles[it]
     t0, t1 = x_old[tri], x[tri]  # (k, 3, 3)
     c0, c1 = win.c0[pts[ip]], win.c1[pts[ip]]
@@ -1041,7 +1101,7 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     # room for rounding) cannot act: dropped before the barycentrics
     keep = np.flatnonzero(crossed | (np.abs(plane) < th * (1.0 + 1e-6)))
     if len(keep) == 0:
-        return 0.0
+        return
     ip, tri, t0, t1, c0, c1 = ip[keep], tri[keep], t0[keep], t1[keep], c0[keep], c1[keep]
     b_hit, crossed, n1, plane = b_hit[keep], crossed[keep], n1[keep], plane[keep]
     pv, nv = pts[ip], vn[ip]
@@ -1065,7 +1125,7 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     act = (inside & (side != 0) & (_dot(n_dir, nv) > 0)
            & (crossed | ((sep > -th) & (sep < thf * (1.0 - 1e-9)))))
     if not np.any(act):
-        return 0.0
+        return
     # every such pair is a contact; it pushes only when crossed or closer than the margin
     push = (crossed[act] | (sep[act] < thf[act] * (1.0 - _SLACK))).astype(float)
     tri, bary, n_dir, sep, pv = tri[act], np.clip(bary[act], 0.0, 1.0), n_dir[act], sep[act], pv[act]
@@ -1080,14 +1140,12 @@ def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: 
     moved = np.flatnonzero(cnt > 0)
     x[moved] += dx[moved] / cnt[moved, None]
     _record(tri.ravel(), (lam[:, None] * w).ravel(), np.repeat(n_dir, 3, axis=0),
-            np.repeat(win.c0[pv], 3, axis=0), np.repeat(win.c1[pv], 3, axis=0),
-            in_contact, n_contact, q0_contact, q1_contact)
-    return float(np.max(np.maximum(-sep, 0.0)))
+            np.repeat(win.c0[pv], 3, axis=0), np.repeat(win.c1[pv], 3, axis=0), touch)
+    touch.deeper(np.max(np.maximum(-sep, 0.0)))
 
 
 def _fail_safe(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, movable: np.ndarray,
-               in_contact: np.ndarray, n_contact: np.ndarray, q0_contact: np.ndarray,
-               q1_contact: np.ndarray) -> None:
+               touch: _Touch) -> None:
     """Vertices still crossing after the passes go back to their start, carried by the
     collider point they are in contact with."""
     vlo, vhi = np.minimum(x_old, x), np.maximum(x_old, x)
@@ -1115,9 +1173,7 @@ def _fail_safe(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, movable: np.nd
     q0 = np.einsum("ki,kij->kj", bary[ok], p[sel[ok], :3])
     q1 = np.einsum("ki,kij->kj", bary[ok], p1[sel[ok], :3])
     x[vi] = x_old[vi] + (q1 - q0)
-    in_contact[vi] = True
-    n_contact[vi] = _normals(win.c1, tr[sel[ok]])
-    q0_contact[vi], q1_contact[vi] = q0, q1
+    touch.hold(vi, _normals(win.c1, tr[sel[ok]]), q0, q1)
 
 
 def revert_crossings(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarray, h: float,
@@ -1131,10 +1187,8 @@ def revert_crossings(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.nd
     int
         How many vertices were put back.
     """
-    n = len(x)
-    in_contact = np.zeros(n, bool)
-    n_contact, q0c, q1c = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3))
-    _fail_safe(win, x, x_old, movable, in_contact, n_contact, q0c, q1c)
-    idx = np.flatnonzero(in_contact)
-    v[idx] = (q1c[idx] - q0c[idx]) / h
+    touch = _Touch.empty(len(x))
+    _fail_safe(win, x, x_old, movable, touch)
+    idx = np.flatnonzero(touch.in_contact)
+    v[idx] = (touch.q1[idx] - touch.q0[idx]) / h
     return len(idx)
