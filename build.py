@@ -87,7 +87,7 @@ KERNEL_TARGETS: dict[str, tuple[str, str, str]] = {  # platform: (tag, zig targe
     "macos-arm64": ("macos_arm64", "aarch64-macos.11.0", "dylib"),
     "macos-x64": ("macos_x64", "x86_64-macos.11.0", "dylib"),
 }
-# -O2: -O3 measured no faster on these kernels (docs/ARCHITECTURE.md). No -ffast-math: the
+# -O2: -O3 measured no faster on these kernels (docs/BUILD.md). No -ffast-math: the
 # kernels test isfinite(). Entry points are marked SINEW_API (default visibility / dllexport).
 KERNEL_FLAGS = ["-std=c11", "-O2", "-shared", "-fvisibility=hidden", "-s"]
 # The sanitizer build (the asan tier): Debian's gcc, AddressSanitizer + UBSan, abort on any report.
