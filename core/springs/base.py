@@ -56,11 +56,7 @@ __all__ = ["StepInfo", "Integrator", "Objective", "block_apply", "pin_targets", 
 #: A step counts as converged when ``‖∇g‖ ≤ CONVERGENCE_RTOL · max(‖∇g(x_start)‖, ‖M g‖)``:
 #: the force imbalance left is at most 1 % of the one the step started from (``x_start`` =
 #: ``x₀ + h v₀`` with pins at their targets, :meth:`Objective.start`, shared by NEWTON and
-#: FAST) or of the weight. (Until session 4 ``x_start`` was ``ŷ``, whose residual is
-#: dominated by the springs at the pins, stretched by ``h² g``: on a flag pinned along its
-#: pole that reference was ~250 N for a 1.1 N flag, so "converged" allowed centimetres of
-#: error and the flag in wind barely lifted, and a cloth at rest that did not move at all
-#: was within 1 % of it.)
+#: FAST) or of the weight.
 CONVERGENCE_RTOL = 1e-2
 
 #: After the contact stage the structural springs may be this much (relative) shorter
@@ -509,14 +505,9 @@ class Objective:
     def start(self, targets: np.ndarray) -> np.ndarray:
         """Initial guess ``x_start = x₀ + h v₀`` with hard pins at their targets, shape ``(n, 3)``.
 
-        Not ``ŷ``: ``ŷ`` also moves every free vertex by ``h² g`` (and ``h² f_ext/m``) but
-        the pins by their own motion only, so every spring at a pin starts stretched by
-        ``h² |g|`` (1.7 cm at 24 fps: 28 % of a 6 cm edge). Its residual is then dominated
-        by those few springs (~250 N on the demo's 0.11 kg flag pinned along an edge, where
-        ``x₀ + h v₀`` has ~30 N and the cloth weighs 1.1 N), which made
-        :func:`converged`'s reference meaningless (an unmoved cloth at rest was within 1 %
-        of it) and left a local/global solve to undo a uniform drop that a tethered,
-        stiff cloth does not make (artificial damping: the flag in wind barely lifted).
+        Not ``ŷ``: ``ŷ`` also moves every free vertex by ``h² g`` but the pins by their own
+        motion only, so every spring at a pin would start stretched by ``h² |g|`` and dominate
+        the residual :func:`converged` is judged against.
         """
         x = self.x0 + self.h * self.v0
         x[self.model.pinned_index] = split_targets(self.model, targets)[0]

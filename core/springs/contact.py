@@ -528,25 +528,9 @@ class Support:
     very stiff springs at one substep takes a few steps to be held, and its springs can
     store the projection's work meanwhile: more substeps cure that.
 
-    Where it falls short (issue 15, measured in session 7): across steps this update is a
-    Richardson iteration on the contact's Schur complement, whose stiffest modes are
-    ``k h²/m`` (≈ 2300 for cotton at one substep) times its softest, so on stiff cloth
-    pressed onto a curved body by its own tension it never converges at one substep. The
-    solve then sags the held vertices into the body every step and relaxes the cloth there
-    (cotton over a 0.3 m ball: mean sag 9 mm, the cap's strain 2.4 % → 0.1 %); the contact
-    stage's outward push re-stretches it by sag/R (→ 3.1 %) and the strain limit caps it.
-    Gravity's sag alone, ``h² g``, ratchets the cap to the strain limit, and the pushes'
-    work on the springs keeps a free skirt moving: a drape does not come to rest at one
-    substep (two substeps: 30× less kinetic energy). A larger explicit push does not help:
-    one that cancels the springs' normal pull also cancels their pull back when the cloth
-    lifts off, and the cloth is thrown off (tried: higher gains, the static load, the
-    weight's normal part, the multipliers of a linearised constrained step). The cure is
-    the contact inside the solve (the held vertices' normals as constraints, Baraff &
-    Witkin 1998 "Large steps in cloth simulation", §5).
-
-    What was tried to put the contact inside the solve, and measured (Projective Dynamics
-    half-spaces; the normal direction only, as constraints and as a penalty; friction in
-    the solve): docs/CONTACT.md.
+    On stiff cloth pressed onto a curved body by its own tension this update converges
+    slowly at one substep (a Richardson iteration on the contact's Schur complement);
+    docs/CONTACT.md has the measurements and what was tried instead.
 
     Attributes
     ----------

@@ -14,8 +14,8 @@ FAST, through the shared :func:`~.linsolve.pcg`) to the relative residual
 ``min(½, ‖∇g‖/‖∇g₀‖)`` (inexact Newton, Eisenstat & Walker 1996) or at most
 :attr:`NewtonImplicitEuler.max_cg_iterations` CG iterations (truncated Newton:
 each CG iteration costs about one FAST iteration, and on stiff cloth the
-isotropic preconditioner needs hundreds of them for the forcing term — the
-48² cloth of issue 16 spent 3 s per frame there), matrix-free: the Hessian is applied spring by spring as
+isotropic preconditioner needs hundreds of them for the forcing term), matrix-free: the
+Hessian is applied spring by spring as
 ``α I + β ûûᵀ`` on contiguous per-coordinate rows. A backtracking line search
 halves the step until the Armijo condition
 ``g(x + tΔx) ≤ g(x) + 10⁻⁴ t ∇g·Δx`` holds; the accepted trial point's spring

@@ -6,8 +6,7 @@ Broad phase
     ``scipy.spatial.cKDTree`` over box centres and a fixed-radius query, the few unusually
     large boxes tested against all; it is built once per set of boxes and queried many
     times (a static collider's index lives for the whole bake). :func:`box_pairs` is the
-    one-shot form. (A uniform grid in numpy, cells sorted and looked up with
-    ``searchsorted``, was measured 2–8× slower than the tree on cloth-sized sets.)
+    one-shot form.
 
 Narrow-phase kernels
     :func:`coplanarity_times`: when four linearly moving points are coplanar, the roots

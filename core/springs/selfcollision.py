@@ -70,8 +70,6 @@ Colliders
     projection can press the lowest layer of a heap into a collider, from where the next
     step's collider contact lifts it out again (a collider that projects to its nearest
     surface may push a vertex pressed deep into a small body out of its far side).
-    Resolving colliders once more after the projection was tried: it flattens stacked
-    layers into the collider's surface.
 """
 
 from __future__ import annotations
@@ -340,10 +338,7 @@ class StepPairs:
     test alone (every pair it would find is in the set). The vertices that left their
     grown boxes (a few, usually: the strain limit or an impact zone moved them) get boxes
     grown around both, and only the pairs with a part holding one of them are looked for
-    again and added. A vertex sent back to ``x₀`` stays inside its box. (Sorting the pairs
-    by key, so their order would not depend on the boxes, was tried: on numpy 1.24 the
-    COTTON strip on a box then ended with a vertex inside the box's thickness; the
-    trajectories are chaotic, and the order only changes rounding.)
+    again and added. A vertex sent back to ``x₀`` stays inside its box.
 
     The boxes are those of the sweeps seen from a frame moving by one translation ``u``
     over the step, ``x₀ → x − u`` (``u``: the median displacement, per axis, of the first
