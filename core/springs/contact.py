@@ -64,9 +64,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .proximity import BoxTree, PairCache, boxes_meet, element_boxes, first_coplanar_time, overlapping, segment_parameters
+from .proximity import (
+    BoxTree,
+    PairCache,
+    boxes_meet,
+    closest_points_on_triangles,
+    element_boxes,
+    first_coplanar_time,
+    overlapping,
+    segment_parameters,
+)
 from .proximity import barycentric as _barycentric
-from .proximity import closest_points_on_triangles
 from .proximity import dot as _dot
 from .proximity import unit as _unit
 
