@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+from tools.scenes import meshes  # noqa: E402
 from tools.userdir import throwaway_user_resources  # noqa: E402
 
 throwaway_user_resources("sinew-bench-")
@@ -48,15 +49,7 @@ def _install() -> None:
 
 
 def _grid(name: str) -> bpy.types.Object:
-    bpy.ops.mesh.primitive_grid_add(x_subdivisions=GRID, y_subdivisions=GRID, size=2)
-    ob = bpy.context.active_object
-    ob.name = name
-    ob.rotation_euler = (math.pi / 2, 0.0, 0.0)
-    co = _positions(ob.data)
-    top = np.flatnonzero(co[:, 1] > co[:, 1].max() - 1e-6)
-    corners = [int(top[np.argmin(co[top, 0])]), int(top[np.argmax(co[top, 0])])]
-    ob.vertex_groups.new(name="pins").add(corners, 1.0, "REPLACE")
-    return ob
+    return meshes.hanging_grid(GRID, 2.0, name)
 
 
 def _positions(me) -> np.ndarray:

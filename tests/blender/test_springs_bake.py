@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.blender.conftest import ADDON_MODULE
+from tools.scenes import meshes
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -46,16 +47,7 @@ def play(scene, ob, frames) -> np.ndarray:
 
 def hanging_grid(n: int = 6, size: float = 1.0, name: str = "Cloth") -> bpy.types.Object:
     """An n×n-cut grid hanging in XZ; vertex group "pins" holds the two top corners."""
-    bpy.ops.mesh.primitive_grid_add(x_subdivisions=n, y_subdivisions=n, size=size)
-    ob = bpy.context.active_object
-    ob.name = name
-    ob.rotation_euler = (math.pi / 2, 0.0, 0.0)
-    co = np.empty(3 * len(ob.data.vertices), dtype=np.float32)
-    ob.data.vertices.foreach_get("co", co)
-    co = co.reshape(-1, 3)
-    top = np.flatnonzero(co[:, 1] > co[:, 1].max() - 1e-6)
-    corners = [int(top[np.argmin(co[top, 0])]), int(top[np.argmax(co[top, 0])])]
-    ob.vertex_groups.new(name="pins").add(corners, 1.0, "REPLACE")
+    ob = meshes.hanging_grid(n, size, name)
     s = ob.sinew_springs
     s.enabled = True
     s.pin_group = "pins"
