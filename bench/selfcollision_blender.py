@@ -22,7 +22,6 @@ repeat; medians are reported. Goals (issue 15): Sinew ≤ 0.5× Blender's time, 
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 import time
@@ -31,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from tools.scenes import meshes  # noqa: E402
 from tools.userdir import throwaway_user_resources  # noqa: E402
 
 throwaway_user_resources("sinew-bench-")
@@ -54,23 +54,11 @@ def _install() -> None:
 
 
 def _strip(name: str) -> bpy.types.Object:
-    verts = [((i / NX - 0.5) * 0.4, 2.4 * j / NY * math.sin(TILT),
-              0.65 + 2.4 * j / NY * math.cos(TILT)) for j in range(NY + 1) for i in range(NX + 1)]
-    w = NX + 1
-    faces = [(j * w + i, j * w + i + 1, (j + 1) * w + i + 1, (j + 1) * w + i)
-             for j in range(NY) for i in range(NX)]
-    me = bpy.data.meshes.new(name)
-    me.from_pydata(verts, [], faces)
-    ob = bpy.data.objects.new(name, me)
-    bpy.context.scene.collection.objects.link(ob)
-    bpy.context.view_layer.objects.active = ob
-    return ob
+    return meshes.leaning_strip(name, NX, NY, TILT)
 
 
 def _box(name: str, modifier: bool) -> bpy.types.Object:
-    bpy.ops.mesh.primitive_cube_add(size=0.6, location=(0.0, 0.0, 0.3))
-    ob = bpy.context.active_object
-    ob.name = name
+    ob = meshes.cube_on_ground(0.6, name)
     if modifier:
         ob.modifiers.new("Collision", "COLLISION")
     return ob

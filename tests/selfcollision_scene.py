@@ -7,8 +7,6 @@ Shared by the bpy-module test (tests/blender) and the command-line test on the r
 
 from __future__ import annotations
 
-import math
-
 NX, NY, TILT = 2, 12, 0.05  # quads across and along the strip; lean, rad
 DISTANCE = 0.02  # self_distance, m
 
@@ -18,22 +16,14 @@ def strip_over_box(frames: int = 30):
     FAST bake with self-collision over frames 1..``frames``."""
     import bpy
 
+    from tools.scenes import meshes
+
     scene = bpy.context.scene
-    bpy.ops.mesh.primitive_cube_add(size=0.6, location=(0.0, 0.0, 0.3))
-    box = bpy.context.active_object
+    box = meshes.cube_on_ground(0.6)
     coll = bpy.data.collections.new("Colliders")
     scene.collection.children.link(coll)
     coll.objects.link(box)
-    w = NX + 1
-    verts = [((i / NX - 0.5) * 0.4, 2.4 * j / NY * math.sin(TILT), 0.65 + 2.4 * j / NY * math.cos(TILT))
-             for j in range(NY + 1) for i in range(w)]
-    faces = [(j * w + i, j * w + i + 1, (j + 1) * w + i + 1, (j + 1) * w + i)
-             for j in range(NY) for i in range(NX)]
-    me = bpy.data.meshes.new("Strip")
-    me.from_pydata(verts, [], faces)
-    ob = bpy.data.objects.new("Strip", me)
-    scene.collection.objects.link(ob)
-    bpy.context.view_layer.objects.active = ob
+    ob = meshes.leaning_strip("Strip", NX, NY, TILT)
     s = ob.sinew_springs
     s.enabled, s.solver, s.collision_collection = True, "FAST", coll
     s.vertex_mass, s.stiffness, s.shear_stiffness, s.bending_stiffness = 0.01, 1000.0, 200.0, 0.5

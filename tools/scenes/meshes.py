@@ -24,3 +24,34 @@ def hanging_grid(n: int, size: float, name: str):
     corners = [int(top[np.argmin(co[top, 0])]), int(top[np.argmax(co[top, 0])])]
     ob.vertex_groups.new(name="pins").add(corners, 1.0, "REPLACE")
     return ob
+
+
+def leaning_strip(name: str, nx: int, ny: int, tilt: float, width: float = 0.4, length: float = 2.4,
+                  bottom: float = 0.65):
+    """A strip of ``nx × ny`` quads, ``width`` by ``length`` m, standing on its end at height
+    ``bottom`` and leaning ``tilt`` rad towards +Y (the self-collision scene: it falls onto a
+    box and folds over it). Linked to the scene and active."""
+    import bpy
+
+    w = nx + 1
+    verts = [((i / nx - 0.5) * width, length * j / ny * math.sin(tilt),
+              bottom + length * j / ny * math.cos(tilt)) for j in range(ny + 1) for i in range(w)]
+    faces = [(j * w + i, j * w + i + 1, (j + 1) * w + i + 1, (j + 1) * w + i)
+             for j in range(ny) for i in range(nx)]
+    me = bpy.data.meshes.new(name)
+    me.from_pydata(verts, [], faces)
+    ob = bpy.data.objects.new(name, me)
+    bpy.context.scene.collection.objects.link(ob)
+    bpy.context.view_layer.objects.active = ob
+    return ob
+
+
+def cube_on_ground(size: float, name: str | None = None):
+    """A cube of side ``size`` m standing on z = 0 at the origin (a primitive cube); active."""
+    import bpy
+
+    bpy.ops.mesh.primitive_cube_add(size=size, location=(0.0, 0.0, 0.5 * size))
+    ob = bpy.context.active_object
+    if name is not None:
+        ob.name = name
+    return ob
