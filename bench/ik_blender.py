@@ -30,6 +30,7 @@ BONES, LENGTH = 10, 0.5
 
 # The add-on is installed from its built zip into a throw-away user folder; Blender reads
 # this once, when bpy is first imported (bpy is imported lazily below).
+from tools.scenes import bones  # noqa: E402
 from tools.userdir import throwaway_user_resources  # noqa: E402
 
 throwaway_user_resources("sinew-bench-")
@@ -65,22 +66,7 @@ def _target(bpy, frames: int):
 
 
 def _rig(bpy, name: str):
-    data = bpy.data.armatures.new(name)
-    obj = bpy.data.objects.new(name, data)
-    bpy.context.scene.collection.objects.link(obj)
-    bpy.context.view_layer.objects.active = obj
-    obj.select_set(True)
-    bpy.ops.object.mode_set(mode="EDIT")
-    prev = None
-    for i in range(BONES):
-        eb = data.edit_bones.new(f"B{i}")
-        eb.head = (0.0, 0.0, LENGTH * i)
-        eb.tail = (0.0, 0.0, LENGTH * (i + 1))
-        if prev is not None:
-            eb.parent, eb.use_connect = prev, True
-        prev = eb
-    bpy.ops.object.mode_set(mode="OBJECT")
-    return obj
+    return bones.straight_chain(name, BONES, LENGTH, select=True)
 
 
 def _max_error(bpy, rig, target, frames: int) -> float:

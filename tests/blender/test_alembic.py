@@ -16,6 +16,8 @@ import math
 import bpy
 import numpy as np
 
+from tools.scenes import bones
+
 FRAMES = range(1, 13)
 
 
@@ -42,18 +44,7 @@ def play(scene: bpy.types.Scene, names: list[str]) -> dict[str, np.ndarray]:
 
 def ik_arm_with_skin(scene: bpy.types.Scene) -> None:
     """A 3-bone chain reaching for a keyed empty, a box per bone skinned to it."""
-    arm = bpy.data.objects.new("Arm", bpy.data.armatures.new("Arm"))
-    scene.collection.objects.link(arm)
-    arm.location = (0.0, 0.0, 0.2)
-    bpy.context.view_layer.objects.active = arm
-    bpy.ops.object.mode_set(mode="EDIT")
-    parent = None
-    for i in range(3):
-        eb = arm.data.edit_bones.new(f"B{i}")
-        eb.head, eb.tail = (0.0, 0.0, 0.5 * i), (0.0, 0.0, 0.5 * (i + 1))
-        eb.parent, eb.use_connect = parent, parent is not None
-        parent = eb
-    bpy.ops.object.mode_set(mode="OBJECT")
+    arm = bones.straight_chain("Arm", 3, 0.5, location=(0.0, 0.0, 0.2))
     verts, faces = [], []
     skin = bpy.data.objects.new("Skin", bpy.data.meshes.new("Skin"))
     groups = []

@@ -16,8 +16,11 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 def build(path: str, frames: int = 12) -> None:
     import bpy
 
-    if not hasattr(bpy.types, "SINEW_OT_bake_ik"):
+    if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
+    from tools.scenes import bones
+
+    if not hasattr(bpy.types, "SINEW_OT_bake_ik"):
         import blender_addon
 
         blender_addon.register()
@@ -25,19 +28,7 @@ def build(path: str, frames: int = 12) -> None:
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, frames
 
-    arm = bpy.data.armatures.new("Arm")
-    ob = bpy.data.objects.new("Arm", arm)
-    scene.collection.objects.link(ob)
-    bpy.context.view_layer.objects.active = ob
-    bpy.ops.object.mode_set(mode="EDIT")
-    parent = None
-    for i in range(4):
-        eb = arm.edit_bones.new(f"b{i}")
-        eb.head, eb.tail = (0, 0, 0.5 * i), (0, 0, 0.5 * (i + 1))
-        if parent:
-            eb.parent, eb.use_connect = parent, True
-        parent = eb
-    bpy.ops.object.mode_set(mode="OBJECT")
+    ob = bones.straight_chain("Arm", 4, 0.5, bone_name="b{i}")
     target = bpy.data.objects.new("Target", None)
     scene.collection.objects.link(target)
     for f, loc in ((1, (1.0, 0.0, 1.2)), (frames, (0.5, 0.8, 1.5))):

@@ -14,6 +14,8 @@ import math
 import time
 from pathlib import Path
 
+from tools.scenes.bones import straight_chain
+
 from .shot import link
 
 LAB_ORIGIN = (60.0, 0.0, 0.0)
@@ -73,29 +75,11 @@ def arc_length_knots(points) -> list[float]:
 
 def make_arm(name: str, location, bones: int, length: float, direction=(0.0, 0.0, 1.0)):
     """A connected chain of ``bones`` bones of ``length`` metres along ``direction``."""
-    import bpy
     from mathutils import Vector
 
-    arm = bpy.data.armatures.new(name)
-    ob = link(bpy.data.objects.new(name, arm))
-    ob.location = location
-    bpy.context.view_layer.objects.active = ob
-    bpy.ops.object.mode_set(mode="EDIT")
-    d = Vector(direction).normalized()
-    parent = None
-    for i in range(bones):
-        eb = arm.edit_bones.new(f"{name}.{i:02d}")
-        eb.head = d * (i * length)
-        eb.tail = d * ((i + 1) * length)
-        eb.roll = 0.0
-        if parent is not None:
-            eb.parent = parent
-            eb.use_connect = True
-        parent = eb
-    bpy.ops.object.mode_set(mode="OBJECT")
-    for pb in ob.pose.bones:
-        pb.rotation_mode = "QUATERNION"
-    skin_arm(ob, d, length, bones)
+    ob = straight_chain(name, bones, length, bone_name="{name}.{i:02d}", direction=direction,
+                        location=location, rotation_mode="QUATERNION")
+    skin_arm(ob, Vector(direction).normalized(), length, bones)
     return ob, f"{name}.{bones - 1:02d}"
 
 
