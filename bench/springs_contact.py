@@ -42,6 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from tools.scenes import meshes  # noqa: E402
 from tools.userdir import throwaway_user_resources  # noqa: E402
 
 throwaway_user_resources("sinew-bench-")
@@ -174,21 +175,10 @@ def skirt_scene():
     for f, x in ((1, 0.0), (8, 1.5), (15, 0.0)):
         body.location = (x, 0.0, 0.0)
         body.keyframe_insert("location", frame=f)
-    around, rings, radius, top, height = 32, 12, 0.34, 0.5, 0.6
-    ang = np.linspace(0, 2 * np.pi, around, endpoint=False)
-    z = top - np.linspace(0, height, rings)
-    verts = [(radius * np.cos(a), radius * np.sin(a), zz) for zz in z for a in ang]
-    faces = [(r * around + i, r * around + (i + 1) % around, (r + 1) * around + (i + 1) % around,
-              (r + 1) * around + i) for r in range(rings - 1) for i in range(around)]
-    me = bpy.data.meshes.new("Skirt")
-    me.from_pydata(verts, [], faces)
-    cloth = bpy.data.objects.new("Skirt", me)
-    scene.collection.objects.link(cloth)
+    cloth = meshes.skirt(radius=0.34, top=0.5, height=0.6, around=32, rings=12)
     cloth.parent = body
-    cloth.vertex_groups.new(name="pins").add(list(range(around)), 1.0, "REPLACE")
-    bpy.context.view_layer.objects.active = cloth
     scene.frame_set(1)
-    edges = _edges(me)
+    edges = _edges(cloth.data)
     t = np.linspace(0.0, 1.0, 7)[1:-1]
 
     def inside(x):

@@ -6,6 +6,7 @@ import bpy
 import numpy as np
 
 from tests.blender.test_springs_bake import bake, evaluated, to_world, world_matrix
+from tools.scenes import meshes
 
 
 def world_triangles(ob: bpy.types.Object) -> tuple[np.ndarray, np.ndarray]:
@@ -113,19 +114,7 @@ def test_drape_rests_on_the_sphere_above_the_ground(scene):
 
 def skirt(radius: float, top: float, height: float, around: int = 24, rings: int = 7) -> bpy.types.Object:
     """An open cylinder (no caps) of quads; vertex group "pins" holds its top ring."""
-    ang = np.linspace(0, 2 * np.pi, around, endpoint=False)
-    z = top - np.linspace(0, height, rings)
-    verts = [(radius * np.cos(a), radius * np.sin(a), zz) for zz in z for a in ang]
-    faces = [(r * around + i, r * around + (i + 1) % around, (r + 1) * around + (i + 1) % around,
-              (r + 1) * around + i) for r in range(rings - 1) for i in range(around)]
-    me = bpy.data.meshes.new("Skirt")
-    me.from_pydata(verts, [], faces)
-    ob = bpy.data.objects.new("Skirt", me)
-    bpy.context.scene.collection.objects.link(ob)
-    bpy.context.view_layer.objects.active = ob
-    ob.select_set(True)
-    ob.vertex_groups.new(name="pins").add(list(range(around)), 1.0, "REPLACE")
-    return ob
+    return meshes.skirt(radius, top, height, around, rings, select=True)
 
 
 def test_skirt_on_a_moving_body_stays_outside_it_at_every_frame(scene):

@@ -55,3 +55,26 @@ def cube_on_ground(size: float, name: str | None = None):
     if name is not None:
         ob.name = name
     return ob
+
+
+def skirt(radius: float, top: float, height: float, around: int = 24, rings: int = 7, name: str = "Skirt",
+          select: bool = False):
+    """An open cylinder (no caps) of ``around × (rings − 1)`` quads about the Z axis, from
+    ``top`` down by ``height`` m; the vertex group "pins" holds its top ring. Linked to the
+    scene and active (and selected with ``select``)."""
+    import bpy
+
+    ang = np.linspace(0, 2 * np.pi, around, endpoint=False)
+    z = top - np.linspace(0, height, rings)
+    verts = [(radius * np.cos(a), radius * np.sin(a), zz) for zz in z for a in ang]
+    faces = [(r * around + i, r * around + (i + 1) % around, (r + 1) * around + (i + 1) % around,
+              (r + 1) * around + i) for r in range(rings - 1) for i in range(around)]
+    me = bpy.data.meshes.new(name)
+    me.from_pydata(verts, [], faces)
+    ob = bpy.data.objects.new(name, me)
+    bpy.context.scene.collection.objects.link(ob)
+    bpy.context.view_layer.objects.active = ob
+    if select:
+        ob.select_set(True)
+    ob.vertex_groups.new(name="pins").add(list(range(around)), 1.0, "REPLACE")
+    return ob
