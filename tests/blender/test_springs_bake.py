@@ -421,15 +421,7 @@ def test_topology_change_stops_the_bake(scene):
 
 # ----------------------------------------------------------------------------- issue 16
 def _sheet_for_preset(name: str, cuts: int = 8):
-    bpy.ops.mesh.primitive_grid_add(x_subdivisions=cuts, y_subdivisions=cuts, size=1.0)
-    ob = bpy.context.active_object
-    ob.rotation_euler = (math.pi / 2, 0.0, 0.0)
-    co = np.empty(3 * len(ob.data.vertices), dtype=np.float32)
-    ob.data.vertices.foreach_get("co", co)
-    co = co.reshape(-1, 3)
-    top = np.flatnonzero(co[:, 1] > co[:, 1].max() - 1e-6)
-    corners = [int(top[np.argmin(co[top, 0])]), int(top[np.argmax(co[top, 0])])]
-    ob.vertex_groups.new(name="pins").add(corners, 1.0, "REPLACE")
+    ob = meshes.hanging_grid(cuts, 1.0)
     assert bpy.ops.sinew.springs_preset(preset=name) == {"FINISHED"}
     ob.sinew_springs.enabled, ob.sinew_springs.pin_group = True, "pins"
     return ob

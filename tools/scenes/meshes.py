@@ -7,15 +7,16 @@ import math
 import numpy as np
 
 
-def hanging_grid(n: int, size: float, name: str):
+def hanging_grid(n: int, size: float, name: str | None = None):
     """A grid of ``n × n`` faces, ``size`` m wide, hanging in the XZ plane (a primitive grid
     turned a quarter about X); the vertex group "pins" holds its two top corners. Linked to
-    the scene and active."""
+    the scene and active; named ``name`` (``None``: the primitive's name)."""
     import bpy
 
     bpy.ops.mesh.primitive_grid_add(x_subdivisions=n, y_subdivisions=n, size=size)
     ob = bpy.context.active_object
-    ob.name = name
+    if name is not None:
+        ob.name = name
     ob.rotation_euler = (math.pi / 2, 0.0, 0.0)
     co = np.empty(3 * len(ob.data.vertices), dtype=np.float32)
     ob.data.vertices.foreach_get("co", co)
