@@ -50,7 +50,7 @@ from .contact import carried, step_friction
 from .model import Model, State
 from .strainlimit import ActiveSet, LinearRows, limit_strain
 
-__all__ = ["StepInfo", "Integrator", "Objective", "block_apply", "pin_targets", "split_targets",
+__all__ = ["StepInfo", "Integrator", "Objective", "block_apply", "pin_targets", "checked_pins", "split_targets",
            "anchor_forces", "CONVERGENCE_RTOL", "converged", "force_scale"]
 
 #: A step counts as converged when ``‖∇g‖ ≤ CONVERGENCE_RTOL · max(‖∇g(x_start)‖, ‖M g‖)``:
@@ -123,10 +123,16 @@ def converged(residual: float, start: float, model: Model,
 def pin_targets(model: Model, state: State, pins: np.ndarray | None) -> np.ndarray:
     """Targets ``(t, 3)`` of ``model.target_index`` (hard and soft pins) for the end
     of a step (current positions if ``None``)."""
-    p = len(model.target_index)
     if pins is None:
         return state.x[model.target_index].copy()
-    t = np.asarray(pins, dtype=np.float64)
+    return checked_pins(model, pins)
+
+
+def checked_pins(model: Model, pins: np.ndarray, copy: bool = False) -> np.ndarray:
+    """``pins`` as float64 targets ``(t, 3)`` of ``model.target_index`` (a copy with ``copy``);
+    a wrong shape or a NaN or infinite value raises :class:`~core.errors.SinewError`."""
+    p = len(model.target_index)
+    t = np.array(pins, dtype=np.float64) if copy else np.asarray(pins, dtype=np.float64)
     if t.shape != (p, 3):
         raise SinewError(f"pins must have shape ({p}, 3), got {t.shape}")
     if not np.all(np.isfinite(t)):

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import BakeCancelled, DivergenceError, SinewError, StabilityError
 from . import forces as F
-from .base import Integrator
+from .base import Integrator, checked_pins
 from .colliders import StepColliders, TriangleMesh, resolve_again
 from .contact import ContactStats, Support
 from .model import Model, State
@@ -333,15 +333,8 @@ class Simulator:
         self._targets = t.copy()
 
     def _check_pins(self, pins: np.ndarray | None) -> np.ndarray:
-        p = len(self.model.target_index)
-        if pins is None:
-            return self._targets.copy()
-        t = np.array(pins, dtype=np.float64)
-        if t.shape != (p, 3):
-            raise SinewError(f"pins must have shape ({p}, 3), got {t.shape}")
-        if not np.all(np.isfinite(t)):
-            raise SinewError("pin targets contain NaN or infinite values")
-        return t
+        """The pins' targets for the end of a frame, checked (the current ones if ``None``)."""
+        return self._targets.copy() if pins is None else checked_pins(self.model, pins, copy=True)
 
     def pre_roll(self, frames: int, colliders: Sequence[Any] = (), external: Any = None) -> None:
         """Simulate ``frames`` frames with the pins and ``colliders`` held still, so a
