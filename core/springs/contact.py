@@ -500,6 +500,16 @@ def _group_min(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     return first[first < k]
 
 
+def _paths(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, iv: np.ndarray,
+           tr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of :func:`_vertex_face_times` for the cloth vertices ``iv`` ``(k,)`` against the
+    window's triangles ``tr`` ``(k, 3)``: the triangle's corners then the vertex, at the start
+    and at the end of the step, ``(k, 4, 3)`` each."""
+    p = np.stack([win.c0[tr[:, 0]], win.c0[tr[:, 1]], win.c0[tr[:, 2]], x_old[iv]], 1)
+    p1 = np.stack([win.c1[tr[:, 0]], win.c1[tr[:, 1]], win.c1[tr[:, 2]], x[iv]], 1)
+    return p, p1
+
+
 def _vertex_face_times(p: np.ndarray, p1: np.ndarray) -> tuple[np.ndarray, ...]:
     """The continuous vertex–face test: rows of a triangle's three corners and a point,
     ``p`` ``(k, 4, 3)`` at the start of the step moving linearly to ``p1`` at its end
@@ -751,8 +761,7 @@ def _crossing_vertices(st: _Pass, x: np.ndarray, sub: np.ndarray, vlo: np.ndarra
     if len(iv) == 0:
         return
     tr = tris[it_]
-    p = np.stack([win.c0[tr[:, 0]], win.c0[tr[:, 1]], win.c0[tr[:, 2]], x_old[iv]], 1)
-    p1 = np.stack([win.c1[tr[:, 0]], win.c1[tr[:, 1]], win.c1[tr[:, 2]], x[iv]], 1)
+    p, p1 = _paths(win, x, x_old, iv, tr)
     sel, tt, pt, bary = _vertex_face_times(p, p1)
     if len(sel) == 0:
         return
@@ -1151,8 +1160,7 @@ def _fail_safe(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, movable: np.nd
     if len(iv) == 0:
         return
     tr = tris[it_]
-    p = np.stack([win.c0[tr[:, 0]], win.c0[tr[:, 1]], win.c0[tr[:, 2]], x_old[iv]], 1)
-    p1 = np.stack([win.c1[tr[:, 0]], win.c1[tr[:, 1]], win.c1[tr[:, 2]], x[iv]], 1)
+    p, p1 = _paths(win, x, x_old, iv, tr)
     sel, _, pt, bary = _vertex_face_times(p, p1)
     if len(sel) == 0:
         return
