@@ -24,8 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
-from core.springs import Simulator, build_model, build_springs  # noqa: E402
-from core.springs.shapes import grid, rope, triangulate  # noqa: E402
+from core.springs import Simulator, build_model  # noqa: E402
+from core.springs.shapes import grid, rope, springs_of, triangulate  # noqa: E402
 
 FPS = 24.0
 FRAMES = 48
@@ -42,8 +42,7 @@ def model_for(p: dict[str, object], n: int, *, polyline: bool = False, size: flo
     """The model the bake would build for preset ``p`` on an ``n × n``-quad sheet ``size`` m
     wide hanging in XZ from its two top corners (or on a polyline hanging from its top)."""
     g = rope(n, size) if polyline else grid(n, size, plane="XZ")
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices,
-                       shear=p["shear_stiffness"] > 0, bending=p["bending_stiffness"] > 0)
+    ss = springs_of(g, shear=p["shear_stiffness"] > 0, bending=p["bending_stiffness"] > 0)
     pin = np.zeros(len(g.positions))
     pin[[0] if polyline else [0, n]] = 1.0
     mass = ({"density": p["density"]} if p["mass_mode"] == "DENSITY"

@@ -7,7 +7,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["MeshArrays", "grid", "rope", "triangulate", "box", "uv_sphere"]
+from .topology import SpringSet, build_springs
+
+__all__ = ["MeshArrays", "grid", "rope", "triangulate", "springs_of", "box", "uv_sphere"]
 
 
 class MeshArrays(NamedTuple):
@@ -61,6 +63,12 @@ def triangulate(mesh: MeshArrays) -> np.ndarray:
     k = np.arange(len(poly)) - np.repeat(np.cumsum(tri_count) - tri_count, tri_count)
     base = starts[poly]
     return np.stack([loops[base], loops[base + k + 1], loops[base + k + 2]], axis=1)
+
+
+def springs_of(mesh: MeshArrays, **kw) -> SpringSet:
+    """:func:`~.topology.build_springs` of ``mesh`` (``kw``: its ``shear`` and ``bending``)."""
+    return build_springs(len(mesh.positions), mesh.edges, mesh.loop_starts, mesh.loop_totals,
+                         mesh.loop_vertices, **kw)
 
 
 def box(lo, hi) -> tuple[np.ndarray, np.ndarray]:

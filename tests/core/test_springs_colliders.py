@@ -5,12 +5,12 @@ import pytest
 
 from core.springs import Plane, Simulator, Sphere, TriangleMesh, build_model, build_springs
 from core.springs.colliders import closest_points_on_triangles
-from core.springs.shapes import grid, triangulate, uv_sphere
+from core.springs.shapes import grid, springs_of, triangulate, uv_sphere
 
 
 def flat_cloth(n=10, size=1.0, z=0.5):
     g = grid(n, size, plane="XY")
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    ss = springs_of(g)
     pos = g.positions + [0.0, 0.0, z]
     return build_model(pos, ss, stiffness=200.0, shear_stiffness=50.0, bending_stiffness=2.0,
                        damping=0.1, total_mass=0.3, triangles=triangulate(g), air_drag=0.1)
@@ -115,7 +115,7 @@ def quad(size=1.0, z=0.0, tilt=0.0, offset=(0.0, 0.0)):
 
 def cloth_model(n=4, size=0.4, z=0.5, mass=0.05, drag=0.0, rot=None, stiffness=200.0):
     g = grid(n, size, plane="XY")
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    ss = springs_of(g)
     pos = g.positions if rot is None else g.positions @ rot.T
     return build_model(pos + [0.0, 0.0, z], ss, stiffness=stiffness, shear_stiffness=stiffness / 4,
                        bending_stiffness=1.0, damping=0.1, total_mass=mass, triangles=triangulate(g),
@@ -284,7 +284,7 @@ def test_cube_corner_pushed_into_a_sheet_does_not_poke_through(faces):
     from core.springs.proximity import barycentric
 
     g = grid(3, 1.2, plane="XY")
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    ss = springs_of(g)
     tri = triangulate(g)
     border = np.abs(g.positions[:, :2]).max(axis=1) > 0.59
     m = build_model(g.positions, ss, stiffness=200.0, shear_stiffness=20.0, bending_stiffness=0.5,
@@ -375,7 +375,7 @@ def cotton_sheet(n, size, z):
     """A flat ``n × n`` sheet ``size`` m wide at height ``z`` with the COTTON preset's
     material and 3 % strain limit: the model and its triangles."""
     g = grid(n, size, plane="XY")
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    ss = springs_of(g)
     tri = triangulate(g)
     return build_model(g.positions + [0, 0, z], ss, stiffness=2000.0, shear_stiffness=200.0,
                        bending_stiffness=2.0, damping=1.0, density=0.15, stiffness_mode="MATERIAL",
@@ -641,7 +641,7 @@ def test_contact_rounds_that_end_past_the_strain_limit_say_the_limit_did_not_hol
     from core.springs.colliders import HeldVertices, StepColliders
 
     g = grid(3, 1.0, plane="XY")
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    ss = springs_of(g)
     m = build_model(g.positions + [0.0, 0.0, 0.5], ss, stiffness=200.0, shear_stiffness=50.0,
                     bending_stiffness=0.0, damping=0.0, total_mass=0.3,
                     triangles=triangulate(g), max_stretch=0.03)

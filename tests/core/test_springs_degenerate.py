@@ -5,7 +5,7 @@ import pytest
 
 from core.errors import BakeCancelled, SinewError
 from core.springs import INTEGRATORS, Simulator, SpringSet, build_model, build_springs, simulate
-from core.springs.shapes import grid
+from core.springs.shapes import grid, springs_of
 from tests.core.unchecked import unchecked
 
 SOLVERS = list(INTEGRATORS)
@@ -51,7 +51,7 @@ def test_zero_length_edges_and_loose_vertices(name):
 @pytest.mark.parametrize("name", SOLVERS)
 def test_all_pinned_follows_pins(name):
     g = grid(2)
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    ss = springs_of(g)
     m = build_model(g.positions, ss, vertex_mass=0.1, pinned=np.ones(len(g.positions)), **KW)
     traj = g.positions[None] + np.linspace(0, 1, 5)[:, None, None] * [0.0, 0.0, 0.3]
     out, _ = simulate(m, name, 5, fps=24, pin_trajectory=traj)
@@ -68,7 +68,7 @@ def test_empty_mesh(name):
 
 def test_caller_arrays_untouched_and_errors():
     g = grid(2)
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    ss = springs_of(g)
     pin = np.zeros(len(g.positions), bool)
     pin[0] = True
     m = build_model(g.positions, ss, vertex_mass=0.1, pinned=pin, **KW)

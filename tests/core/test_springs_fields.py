@@ -8,7 +8,7 @@ from core.errors import DivergenceError, SinewError
 from core.springs import INTEGRATORS, FieldForces, ForceField, Simulator, build_model, build_springs, simulate
 from core.springs.base import CONVERGENCE_RTOL, Objective, converged
 from core.springs.fields import EFFECTOR_SCALE, falloff, interpolate_fields, turbulence, value_noise
-from core.springs.shapes import grid, triangulate
+from core.springs.shapes import grid, springs_of, triangulate
 from tests.core.unchecked import unchecked
 
 FPS = 24.0
@@ -408,7 +408,7 @@ def test_line_shape_measures_distance_to_the_z_axis():
 def curtain(n=8, height=0.8):
     """A ``height`` m square of the FLAG preset's material hanging from its pinned top edge."""
     g = grid(n, height)
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    ss = springs_of(g)
     tri = triangulate(g)
     m = build_model(g.positions, ss, stiffness=3000.0, shear_stiffness=300.0, bending_stiffness=1.0,
                     damping=1.0, density=0.12, stiffness_mode="MATERIAL", triangles=tri, air_drag=3.0,

@@ -7,12 +7,12 @@ from core.errors import SinewError, TopologyError
 from core.springs import build_model, build_springs, lumped_masses
 from core.springs import forces as F
 from core.springs.base import Objective
-from core.springs.shapes import grid, triangulate
+from core.springs.shapes import grid, springs_of, triangulate
 
 
 def _model(seed=0, damping=0.3):
     g = grid(3, 1.0)
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    ss = springs_of(g)
     return build_model(g.positions, ss, stiffness=50.0, shear_stiffness=20.0,
                        bending_stiffness=5.0, damping=damping, vertex_mass=0.02, air_drag=0.4,
                        wind=(0.3, 0.0, 0.1))
@@ -119,7 +119,7 @@ def test_lumped_masses_sum_to_total():
 
 def test_model_validation():
     g = grid(2)
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    ss = springs_of(g)
     kw = dict(stiffness=10.0, shear_stiffness=1.0, bending_stiffness=0.0, damping=0.0)
     bad = g.positions.copy()
     bad[0, 0] = np.nan
@@ -155,11 +155,11 @@ def test_zero_length_springs_are_finite():
 
 def test_strain_is_the_largest_edge_stretch_not_fold_compression():
     """A folded cloth compresses shear/bending springs; strain reports edge stretch only."""
-    from core.springs import shapes, topology
+    from core.springs import shapes
     from core.springs.model import build_model
 
     g = shapes.grid(4, 1.0, plane="XY")
-    ss = topology.build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    ss = shapes.springs_of(g)
     m = build_model(g.positions, ss, stiffness=10.0, shear_stiffness=5.0, bending_stiffness=1.0,
                     damping=0.0, vertex_mass=0.01)
     assert m.edge_springs == len(ss.structural)

@@ -6,7 +6,7 @@ import pytest
 from core.errors import DivergenceError, StabilityError
 from core.springs import INTEGRATORS, LocalGlobal, NewtonImplicitEuler, Simulator, build_model, build_springs, simulate
 from core.springs.base import CONVERGENCE_RTOL
-from core.springs.shapes import grid, rope, triangulate
+from core.springs.shapes import grid, rope, springs_of, triangulate
 from core.springs.simulate import MAX_AUTO_SUBSTEPS
 from tests.core.unchecked import unchecked
 
@@ -25,7 +25,7 @@ def rope_model(n=10, k=100.0, kd=0.5, drag=2.0, mass=0.01):
 
 def grid_model(n=8, k=200.0, kd=0.2, drag=0.1, size=1.0):
     g = grid(n, size)
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    ss = springs_of(g)
     pin = np.zeros(len(g.positions), bool)
     pin[[0, n]] = True
     return build_model(g.positions, ss, stiffness=k, shear_stiffness=k / 4,
@@ -141,7 +141,7 @@ COTTON = dict(density=0.15, stiffness=2000.0, shear_stiffness=200.0, bending_sti
 
 def cotton_sheet(n):
     g = grid(n, 1.0, plane="XZ")
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    ss = springs_of(g)
     pin = np.zeros(len(g.positions))
     pin[[0, n]] = 1.0
     return build_model(g.positions, ss, pinned=pin, triangles=triangulate(g), **COTTON)
@@ -536,7 +536,7 @@ def test_fast_iterates_the_same_in_the_banded_factors_order_as_in_the_models(mon
 
     def sheet(mass):
         g = grid(14, 1.0)
-        ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+        ss = springs_of(g)
         pin = np.zeros(len(g.positions), bool)
         pin[[0, 14]] = True
         return build_model(g.positions, ss, stiffness=2000.0, shear_stiffness=200.0,

@@ -9,14 +9,10 @@ from scipy.sparse.linalg import spsolve
 from core.errors import SinewError
 from core.springs import INTEGRATORS, NewtonImplicitEuler, Simulator, build_model, build_springs, simulate
 from core.springs.linsolve import factor_spd, pcg
-from core.springs.shapes import grid, rope, triangulate
+from core.springs.shapes import grid, rope, springs_of, triangulate
 
 G = 9.81
 SOLVERS = list(INTEGRATORS)
-
-
-def springs_of(g):
-    return build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
 
 
 def sheet(n, size=1.0, pins=(0, None), stretch_x=1.0, **kw):

@@ -27,7 +27,7 @@ from core.springs import (
 )
 from core.springs.proximity import box_pairs, closest_points_on_triangles, coplanarity_times, segment_parameters
 from core.springs.selfcollision import crossing_pairs, triangles_intersect
-from core.springs.shapes import MeshArrays, grid, triangulate
+from core.springs.shapes import MeshArrays, grid, springs_of, triangulate
 
 
 def tri(*pts) -> np.ndarray:
@@ -71,8 +71,7 @@ def strip(nx: int, ny: int, width: float, length: float, tilt: float, z0: float)
 
 
 def model_of(mesh: MeshArrays, **kw):
-    springs = build_springs(len(mesh.positions), mesh.edges, mesh.loop_starts, mesh.loop_totals,
-                            mesh.loop_vertices)
+    springs = springs_of(mesh)
     args = dict(stiffness=2000.0, shear_stiffness=500.0, bending_stiffness=0.5, damping=0.5,
                 vertex_mass=0.3 / len(mesh.positions), air_drag=0.1)
     args.update(kw)
@@ -479,8 +478,7 @@ def test_cotton_strip_heaping_on_a_box_at_one_substep() -> None:
 
     mesh = strip(4, 24, 0.4, 2.4, 0.05, 0.65)
     tris = triangulate(mesh)
-    springs = build_springs(len(mesh.positions), mesh.edges, mesh.loop_starts, mesh.loop_totals,
-                            mesh.loop_vertices)
+    springs = springs_of(mesh)
     model = build_model(mesh.positions, springs, triangles=tris, **COTTON)
     v = np.array([[x, y, z] for x in (-0.3, 0.3) for y in (-0.3, 0.3) for z in (0.0, 0.6)])
     quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from core.errors import SinewError
-from core.springs import Simulator, build_model, build_springs
-from core.springs.shapes import grid, triangulate
+from core.springs import Simulator, build_model
+from core.springs.shapes import grid, springs_of, triangulate
 
 H = 1.0 / 24.0
 
 
 def cloth():
     g = grid(4, 0.6)
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    ss = springs_of(g)
     pin = np.zeros(len(g.positions), bool)
     pin[[0, 4]] = True
     return build_model(g.positions, ss, stiffness=300.0, shear_stiffness=60.0, bending_stiffness=5.0,

@@ -5,12 +5,11 @@ import pytest
 
 from core.errors import TopologyError
 from core.springs import build_springs
-from core.springs.shapes import grid, rope
+from core.springs.shapes import grid, rope, springs_of
 
 
 def _build(mesh, **kw):
-    return build_springs(len(mesh.positions), mesh.edges, mesh.loop_starts, mesh.loop_totals,
-                         mesh.loop_vertices, **kw)
+    return springs_of(mesh, **kw)
 
 
 def _pairs(a):

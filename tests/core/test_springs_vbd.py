@@ -8,8 +8,8 @@ against triangle tests), at every step.
 import numpy as np
 import pytest
 
-from core.springs import Plane, Simulator, Sphere, TriangleMesh, build_model, build_springs
-from core.springs.shapes import box, grid, triangulate, uv_sphere
+from core.springs import Plane, Simulator, Sphere, TriangleMesh, build_model
+from core.springs.shapes import box, grid, springs_of, triangulate, uv_sphere
 from core.springs.vbd import VertexBlockDescent
 from tests.core.test_kernels import segment_crosses
 
@@ -19,7 +19,7 @@ FPS = 24
 def cotton(n, size, z, *, max_stretch=0.03, x=0.0, y=0.0, pinned=None, stiffness=2000.0):
     """COTTON's material on an ``n × n`` flat grid ``size`` m wide at height ``z``."""
     g = grid(n, size, plane="XY")
-    ss = build_springs(len(g.positions), g.edges, g.loop_starts, g.loop_totals, g.loop_vertices)
+    ss = springs_of(g)
     return build_model(g.positions + [x, y, z], ss, stiffness=stiffness, shear_stiffness=200.0,
                        bending_stiffness=2.0, damping=1.0, density=0.15, stiffness_mode="MATERIAL",
                        triangles=triangulate(g), air_drag=0.5, max_stretch=max_stretch,
