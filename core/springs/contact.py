@@ -147,7 +147,7 @@ class MeshWindow:
     closed : bool
         Every edge has two triangles: behind the surface is inside at any depth. For open
         meshes only points straight behind a face (the nearest point inside it) count.
-    cache : dict
+    cache : WindowCache
         Broad-phase structures built from this window's geometry by :func:`resolve_mesh`
         (box trees of its triangles, ridges and ridge points, and the candidate pairs found
         so far): every contact pass of the step reuses them, and a static collider's
@@ -162,16 +162,40 @@ class MeshWindow:
     thickness: float
     friction: float
     closed: bool
-    cache: dict = field(default_factory=dict, repr=False, compare=False)
+    cache: WindowCache = field(default_factory=lambda: WindowCache(), repr=False, compare=False)
+
+
+@dataclass
+class WindowCache:
+    """What :mod:`.contact` computes once per :class:`MeshWindow` (each ``None`` until first
+    needed): its box over the step (``box``: lo, hi), the part near the cloth it was last cut
+    to (``near``: the cloth's box it was cut for and the part), its vertex and face normals
+    (``vertex_normals``; ``normals_start``, ``normals_end``), its triangles swept over the
+    step (``triangles``: a box tree of their boxes grown by the band, and the boxes) with
+    the continuous test's box slack (``meet``, m), its ridges (``ridges``: a box tree and
+    their normals) and ridge points (``points``: the points, their normals, a box tree and
+    their boxes), and the candidate pairs found so far (``pairs``: cloth ``"vertices"``,
+    ``"edges"`` and ``"faces"`` against those trees)."""
+
+    box: tuple | None = None
+    near: tuple | None = None
+    vertex_normals: np.ndarray | None = None
+    normals_start: np.ndarray | None = None
+    normals_end: np.ndarray | None = None
+    triangles: tuple | None = None
+    meet: float = 0.0
+    ridges: tuple | None = None
+    points: tuple | None = None
+    pairs: dict[str, PairCache] = field(default_factory=dict)
 
 
 def _apart(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, grow: float) -> bool:
     """Whether the collider's bounding box over the step, grown by ``grow`` (m), misses
     the cloth's ``x_old → x`` (then neither vertices, edges nor faces can touch it)."""
-    if "box" not in win.cache:
-        win.cache["box"] = (np.minimum(win.c0.min(axis=0), win.c1.min(axis=0)),
+    if win.cache.box is None:
+        win.cache.box = (np.minimum(win.c0.min(axis=0), win.c1.min(axis=0)),
                             np.maximum(win.c0.max(axis=0), win.c1.max(axis=0)))
-    lo, hi = win.cache["box"]
+    lo, hi = win.cache.box
     return not bool(np.all((np.minimum(x.min(axis=0), x_old.min(axis=0)) <= hi + grow)
                            & (lo - grow <= np.maximum(x.max(axis=0), x_old.max(axis=0)))))
 
@@ -191,7 +215,7 @@ def _near_part(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, grow: float) -
     costs broad-phase structures over the few near the cloth, not over all of them."""
     clo = np.minimum(x.min(axis=0), x_old.min(axis=0)) - grow
     chi = np.maximum(x.max(axis=0), x_old.max(axis=0)) + grow
-    done = win.cache.get("near")
+    done = win.cache.near
     if done is not None and np.all(clo >= done[0]) and np.all(chi <= done[1]):
         return done[2]
     lo, hi = clo - grow, chi + grow
@@ -217,7 +241,7 @@ def _near_part(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, grow: float) -
     renum[kt] = np.arange(len(kt))
     part = MeshWindow(win.c0, win.c1, t[kt], e[ke], renum[win.edge_faces[ke]], win.thickness,
                       win.friction, win.closed)
-    win.cache["near"] = (lo, hi, part)
+    win.cache.near = (lo, hi, part)
     return part
 
 
@@ -238,24 +262,27 @@ def _friction(x: np.ndarray, rel_start: np.ndarray, n: np.ndarray, push: np.ndar
 def _vertex_normals(win: MeshWindow) -> np.ndarray:
     """Unit normals ``(m, 3)`` of the window's vertices at the end of the step, the
     area-weighted mean of their faces' normals, computed once per window."""
-    if "vertex_normals" not in win.cache:
+    if win.cache.vertex_normals is None:
         c, t = win.c1, win.triangles
         area = np.cross(c[t[:, 1]] - c[t[:, 0]], c[t[:, 2]] - c[t[:, 0]])
         acc = np.zeros((len(c), 3))
         for k in range(3):
             np.add.at(acc, t[:, k], area)
-        win.cache["vertex_normals"] = _unit(acc)[0]
-    return win.cache["vertex_normals"]
+        win.cache.vertex_normals = _unit(acc)[0]
+    return win.cache.vertex_normals
 
 
 def _face_normals(win: MeshWindow, end: bool) -> np.ndarray:
     """Unit normals ``(t, 3)`` of the window's triangles at the end (or the start) of the
     step, computed once per window (kept in ``win.cache``)."""
-    c = win.c1 if end or win.c0 is win.c1 else win.c0
-    key = "normals1" if c is win.c1 else "normals0"
-    if key not in win.cache:
-        win.cache[key] = _normals(c, win.triangles)
-    return win.cache[key]
+    cache = win.cache
+    if end or win.c0 is win.c1:
+        if cache.normals_end is None:
+            cache.normals_end = _normals(win.c1, win.triangles)
+        return cache.normals_end
+    if cache.normals_start is None:
+        cache.normals_start = _normals(win.c0, win.triangles)
+    return cache.normals_start
 
 
 def nearest_on_triangles(p: np.ndarray, corners: np.ndarray, triangles: np.ndarray,
@@ -445,13 +472,13 @@ def _triangle_tree(win: MeshWindow) -> tuple[BoxTree, np.ndarray, np.ndarray]:
     """The window's triangles swept over the step: their boxes grown by the contact band
     indexed (:class:`.proximity.BoxTree`), and the boxes themselves ``(t, 3)`` (kept in
     ``win.cache``)."""
-    if "triangles" not in win.cache:
+    if win.cache.triangles is None:
         band = float(win.thickness) * (1.0 + _BAND) + 1e-9
         t0c, t1c = win.c0[win.triangles], win.c1[win.triangles]
         lo, hi = np.minimum(t0c.min(1), t1c.min(1)), np.maximum(t0c.max(1), t1c.max(1))
-        win.cache["triangles"] = (BoxTree(lo - band, hi + band), lo, hi)
-        win.cache["meet"] = _MEET * float(np.max(hi - lo)) + 1e-9 if len(lo) else 1e-9
-    return win.cache["triangles"]
+        win.cache.triangles = (BoxTree(lo - band, hi + band), lo, hi)
+        win.cache.meet = _MEET * float(np.max(hi - lo)) + 1e-9 if len(lo) else 1e-9
+    return win.cache.triangles
 
 
 #: Relative slack (of the boxes' sides) of the box test that keeps a pair for the exact
@@ -478,11 +505,12 @@ def _meet(alo: np.ndarray, ahi: np.ndarray, blo: np.ndarray, bhi: np.ndarray,
     return boxes_meet(alo.T, ahi.T, blo.T, bhi.T, slack)
 
 
-def _pair_cache(cache: dict, key: str, tree: BoxTree, rows: int) -> PairCache:
-    """The :class:`.proximity.PairCache` of ``rows`` query boxes against ``tree`` in ``cache``."""
-    pc = cache.get(key)
+def _pair_cache(cache: WindowCache, key: str, tree: BoxTree, rows: int) -> PairCache:
+    """The :class:`.proximity.PairCache` ``key`` of ``rows`` query boxes against ``tree`` in
+    ``cache``."""
+    pc = cache.pairs.get(key)
     if pc is None or pc.rows != rows or pc.tree is not tree:
-        pc = cache[key] = PairCache(tree, rows)
+        pc = cache.pairs[key] = PairCache(tree, rows)
     return pc
 
 
@@ -754,7 +782,7 @@ def _crossing_vertices(st: _Pass, x: np.ndarray, sub: np.ndarray, vlo: np.ndarra
     # vertex's can be crossed (see _meet): the tree's boxes are grown by ``band``, so
     # the query box is shrunk by it (it may turn inside out; the overlap test is the
     # same), less a slack; its candidates are kept grown as far as before
-    slack = (win.cache["meet"] + _MEET * _row_max(vhi - vlo))[:, None]
+    slack = (win.cache.meet + _MEET * _row_max(vhi - vlo))[:, None]
     iv, it_ = st.vpairs.pairs(vlo + (band - slack), vhi - (band - slack), sub, grow + band)
     if len(iv):
         iv, it_ = _may_cross(win, x, x_old, iv, it_)
@@ -955,7 +983,7 @@ def carried(support: Support | None, idx: np.ndarray, nrm: np.ndarray, h: float,
 
 def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndarray,
                movable: np.ndarray, active: np.ndarray, touch: _Touch,
-               cache: dict, scale: np.ndarray | None = None) -> None:
+               cache: WindowCache, scale: np.ndarray | None = None) -> None:
     """Cloth edges (with an ``active`` end) against the collider's ridge edges (module
     docstring, step 3). ``cache`` keeps the ridge boxes' tree between passes; ``scale``
     ``(n,)`` as for :func:`resolve_mesh` (an edge keeps its ends' smaller share)."""
@@ -970,15 +998,15 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     es = edges[sub]
     elo[sub], ehi[sub] = element_boxes(np.minimum(x_old, x), np.maximum(x_old, x), es)
     grow[sub] = th + np.maximum(d[es[:, 0]], d[es[:, 1]])
-    if "ridges" not in cache:
+    if cache.ridges is None:
         c0, d0, c1, d1 = win.c0[ce[:, 0]], win.c0[ce[:, 1]], win.c1[ce[:, 0]], win.c1[ce[:, 1]]
         clo = np.minimum(np.minimum(c0, d0), np.minimum(c1, d1)) - th
         chi = np.maximum(np.maximum(c0, d0), np.maximum(c1, d1)) + th
         ef = win.edge_faces
         n_ridge = _unit(_normals(win.c1, win.triangles[ef[:, 0]])
                         + _normals(win.c1, win.triangles[ef[:, 1]]))[0]
-        cache["ridges"] = (BoxTree(clo, chi), n_ridge)
-    tree, n_ridge_all = cache["ridges"]
+        cache.ridges = (BoxTree(clo, chi), n_ridge)
+    tree, n_ridge_all = cache.ridges
     ie, ic = _pair_cache(cache, "edges", tree, len(edges)).pairs(elo, ehi, sub, grow)
     if len(ie) == 0:
         return
@@ -1060,18 +1088,18 @@ def _record(verts: np.ndarray, weights: np.ndarray, nrm: np.ndarray, q0: np.ndar
 
 def _points_faces(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, triangles: np.ndarray,
                   movable: np.ndarray, active: np.ndarray, touch: _Touch,
-                  cache: dict, scale: np.ndarray | None = None) -> None:
+                  cache: WindowCache, scale: np.ndarray | None = None) -> None:
     """The collider's ridge vertices against cloth triangles with an ``active`` corner
     (module docstring, step 4); the deepest a cloth face ended behind a point goes to
     ``touch``. ``scale`` ``(n,)`` as for :func:`resolve_mesh` (a face keeps its corners'
     smallest share)."""
     th = float(win.thickness)
-    if "points" not in cache:
+    if cache.points is None:
         pts = np.unique(win.edges)
         c0, c1 = win.c0[pts], win.c1[pts]
         plo, phi = np.minimum(c0, c1), np.maximum(c0, c1)
-        cache["points"] = (pts, _vertex_normals(win)[pts], BoxTree(plo - th, phi + th), plo, phi)
-    pts, vn, tree, plo, phi = cache["points"]
+        cache.points = (pts, _vertex_normals(win)[pts], BoxTree(plo - th, phi + th), plo, phi)
+    pts, vn, tree, plo, phi = cache.points
     t0, t1, t2 = triangles[:, 0], triangles[:, 1], triangles[:, 2]
     sub = np.flatnonzero((active[t0] | active[t1] | active[t2]) & (movable[t0] | movable[t1] | movable[t2]))
     if len(sub) == 0 or len(pts) == 0:

@@ -472,7 +472,7 @@ def test_a_large_moving_collider_cut_to_the_part_near_the_cloth_acts_as_the_whol
                                 triangles=faces)
             out.append((x, v, held))
             if cut < 10**9:
-                assert len(win.cache["near"][2].triangles) < len(tris) // 4  # the top only
+                assert len(win.cache.near[2].triangles) < len(tris) // 4  # the top only
         (xw, vw, hw), (xc, vc, hc) = out
         assert np.array_equal(hw, hc)
         assert np.array_equal(xw, xc) and np.array_equal(vw, vc)
