@@ -19,18 +19,11 @@ if not hasattr(bpy.types, "SINEW_OT_bake_ik"):
 bpy.ops.wm.read_homefile(use_empty=True)
 scene = bpy.context.scene
 scene.frame_start, scene.frame_end = 1, 16
-arm = bpy.data.armatures.new("Arm")
-ob = bpy.data.objects.new("Arm", arm)
-scene.collection.objects.link(ob)
-bpy.context.view_layer.objects.active = ob
+from tools.scenes import bones
+ob = bones.straight_chain("Arm", 3, 0.5, bone_name="b{{i}}")
+arm = ob.data
 bpy.ops.object.mode_set(mode="EDIT")
-parent = None
-for i in range(3):
-    eb = arm.edit_bones.new("b%d" % i)
-    eb.head, eb.tail = (0, 0, 0.5 * i), (0, 0, 0.5 * (i + 1))
-    if parent:
-        eb.parent, eb.use_connect = parent, True
-    parent = eb
+parent = arm.edit_bones["b2"]
 for i in range(2):
     eb = arm.edit_bones.new("tail%d" % i)
     eb.head, eb.tail = (0, -0.2 * i, 1.5), (0, -0.2 * (i + 1), 1.5)
