@@ -14,6 +14,7 @@ import bpy
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 import blender_addon  # noqa: E402
+from tools.scenes import bones  # noqa: E402
 
 blender_addon.register()
 
@@ -24,21 +25,7 @@ for ob in list(bpy.data.objects):
 scene = bpy.context.scene
 scene.frame_start, scene.frame_end, scene.frame_current = 1, 48, 1
 
-data = bpy.data.armatures.new("Rig")
-rig = bpy.data.objects.new("Rig", data)
-scene.collection.objects.link(rig)
-bpy.context.view_layer.objects.active = rig
-bpy.ops.object.mode_set(mode="EDIT")
-prev = None
-for i in range(6):
-    eb = data.edit_bones.new(f"B{i}")
-    eb.head, eb.tail = (0.0, 0.0, 0.4 * i), (0.0, 0.0, 0.4 * (i + 1))
-    if prev is not None:
-        eb.parent, eb.use_connect = prev, True
-    prev = eb
-bpy.ops.object.mode_set(mode="OBJECT")
-for pb in rig.pose.bones:
-    pb.rotation_mode = "QUATERNION"
+rig = bones.straight_chain("Rig", 6, 0.4, rotation_mode="QUATERNION")
 
 target = bpy.data.objects.new("Target", None)
 target.empty_display_type = "SPHERE"
