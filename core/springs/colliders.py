@@ -665,52 +665,13 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
     share = kept if kept is not None and only is not None else room(cols, x, x_prev, movable)
     if only is None:
         step.room = share
-    after = []  # positions right after each collider
-    held = np.zeros(n, bool)
-    holds = []  # which vertices each collider holds
-    normals, velocities, frictions = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros(n)
-    for col in cols:
-        if isinstance(col, MeshWindow):
-            hit = resolve_mesh(col, x, v, x_prev, h, edges, movable, stats, support, only=only,
-                               triangles=triangles, normals=normals, velocities=velocities,
-                               scale=share)
-            held |= hit
-            frictions[hit] = col.friction
-        else:
-            sel = np.arange(n) if only is None else np.flatnonzero(only & movable)
-            # analytic colliders are cheap; ``only`` keeps them off the other vertices
-            xs, vs = x[sel], v[sel]
-            col.resolve(xs, vs, x_prev[sel], stats, share[sel])
-            hit = np.zeros(n, bool)
-            hit[sel] = np.any(xs != x[sel], axis=1)
-            held |= hit
-            normals[hit] = col.normal_at(xs[hit[sel]])
-            frictions[hit] = col.friction
-            x[sel], v[sel] = xs, vs
-        holds.append(hit)
-        after.append(x.copy())
+    found = HeldVertices.none(n)
+    holds, after = _each_collider(cols, x, v, x_prev, h, edges, movable, step, share, only, found)
     meshes = [i for i, c in enumerate(cols) if isinstance(c, MeshWindow)]
-    moved_any = np.zeros(n, bool)
-    if len(meshes) > 1:
-        # one collider's push can move a vertex into one resolved before it (a cloth in
-        # the crease between a ball and the ground): a second round over the vertices
-        # moved since, which only adds the deepest penetration left to the statistics
-        again = ContactStats()
-        for i in meshes:
-            moved = np.any(x != after[i], axis=1)
-            if np.any(moved):
-                moved_any |= moved
-                holds[i] |= resolve_mesh(cols[i], x, v, x_prev, h, edges, movable, again, None,
-                                         only=moved, triangles=triangles, scale=share)
-    others = np.zeros((n, 3))
+    moved_any, again = _meshes_again(cols, meshes, after, holds, x, v, x_prev, h, edges, movable,
+                                     triangles, share)
     if len(cols) > 1:
-        # a vertex that several colliders hold goes to one point outside all of them (the
-        # colliders one after another leave it in whichever one's shell came first)
-        both = np.flatnonzero(((np.sum(holds, axis=0) >= 2) | (held & (share < 1.0))) & movable)
-        if len(both):
-            before = x[both].copy()
-            others[both] = _joint(cols, x, x_prev, both, share)
-            moved_any[both] |= np.any(x[both] != before, axis=1)
+        _several(cols, holds, x, x_prev, movable, share, found, moved_any)
     if len(meshes) > 1:
         if np.any(moved_any):  # where two colliders still disagree, the start of the step wins
             for i in meshes:
@@ -719,8 +680,69 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
             stats.add(0, again.max_penetration)
     if support is not None:
         support.settle()
-    step.found = HeldVertices(held, normals, velocities, frictions, others)
-    return held
+    step.found = found
+    return found.mask
+
+
+def _each_collider(cols: list, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray, h: float,
+                   edges: np.ndarray, movable: np.ndarray, step: StepColliders, share: np.ndarray,
+                   only: np.ndarray | None, found: HeldVertices) -> tuple[list, list]:
+    """Every collider in turn (:func:`.contact.resolve_mesh` for meshes, their own
+    ``resolve`` for the analytic ones), filling ``found`` (mask, normals, velocities,
+    frictions); returns which vertices each one holds and the positions right after each."""
+    n = len(x)
+    holds, after = [], []
+    for col in cols:
+        if isinstance(col, MeshWindow):
+            hit = resolve_mesh(col, x, v, x_prev, h, edges, movable, step.stats, step.support, only=only,
+                               triangles=step.triangles, normals=found.normals,
+                               velocities=found.velocities, scale=share)
+        else:
+            sel = np.arange(n) if only is None else np.flatnonzero(only & movable)
+            # analytic colliders are cheap; ``only`` keeps them off the other vertices
+            xs, vs = x[sel], v[sel]
+            col.resolve(xs, vs, x_prev[sel], step.stats, share[sel])
+            hit = np.zeros(n, bool)
+            hit[sel] = np.any(xs != x[sel], axis=1)
+            found.normals[hit] = col.normal_at(xs[hit[sel]])
+            x[sel], v[sel] = xs, vs
+        found.mask |= hit
+        found.frictions[hit] = col.friction
+        holds.append(hit)
+        after.append(x.copy())
+    return holds, after
+
+
+def _meshes_again(cols: list, meshes: list, after: list, holds: list, x: np.ndarray, v: np.ndarray,
+                  x_prev: np.ndarray, h: float, edges: np.ndarray, movable: np.ndarray,
+                  triangles: np.ndarray | None, share: np.ndarray) -> tuple[np.ndarray, ContactStats]:
+    """One collider's push can move a vertex into a mesh resolved before it (a cloth in the
+    crease between a ball and the ground): with several meshes, a second round of each over
+    the vertices moved since it (``holds`` updated). Returns the vertices moved since any
+    mesh and the round's statistics (only its deepest penetration counts)."""
+    moved_any = np.zeros(len(x), bool)
+    again = ContactStats()
+    if len(meshes) > 1:
+        for i in meshes:
+            moved = np.any(x != after[i], axis=1)
+            if np.any(moved):
+                moved_any |= moved
+                holds[i] |= resolve_mesh(cols[i], x, v, x_prev, h, edges, movable, again, None,
+                                         only=moved, triangles=triangles, scale=share)
+    return moved_any, again
+
+
+def _several(cols: list, holds: list, x: np.ndarray, x_prev: np.ndarray, movable: np.ndarray,
+             share: np.ndarray, found: HeldVertices, moved_any: np.ndarray) -> None:
+    """A vertex that several colliders hold (or one whose shell is squeezed, ``share`` < 1)
+    goes to one point outside all of them (:func:`_joint`; the colliders one after another
+    leave it in whichever one's shell came first); ``found.others`` gets the second normal
+    and ``moved_any`` the vertices it moved."""
+    both = np.flatnonzero(((np.sum(holds, axis=0) >= 2) | (found.mask & (share < 1.0))) & movable)
+    if len(both):
+        before = x[both].copy()
+        found.others[both] = _joint(cols, x, x_prev, both, share)
+        moved_any[both] |= np.any(x[both] != before, axis=1)
 
 
 def resolve_again(colliders: Sequence[object], x: np.ndarray, v: np.ndarray, x_prev: np.ndarray,
