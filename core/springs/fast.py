@@ -231,7 +231,7 @@ class _Anderson:
     On the presets' 64² hanging sheet it reaches :data:`~.base.CONVERGENCE_RTOL` in ~12
     iterations where Chebyshev (estimated ``ρ``) needed ~19 and plain iterations ~50; on
     the demo's flag in wind in ~40 where Chebyshev needed 45–60 (with a hand-picked ``ρ``)
-    and was very sensitive to ``ρ`` (session 4 measurements, ``docs/MATERIAL.md``).
+    and was very sensitive to ``ρ`` (``docs/MATERIAL.md``).
     """
 
     def __init__(self, memory: int, shape: tuple[int, int]) -> None:
