@@ -40,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from tools.scenes import meshes  # noqa: E402
 from tools.userdir import throwaway_user_resources  # noqa: E402
 
 throwaway_user_resources("sinew-bench-")
@@ -48,7 +49,7 @@ import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench import step_frames  # noqa: E402
-from bench.springs_blender import _edges, _positions, _world  # noqa: E402
+from bench.springs_blender import _edges, _world  # noqa: E402
 
 CUTS = (30, 20)
 STRENGTH = 300.0
@@ -58,14 +59,7 @@ PRESETS = ("FLAG", "COTTON")  # first one the add-on offers
 def _scene(name: str) -> tuple[bpy.types.Object, np.ndarray, np.ndarray]:
     """A fresh scene with the flag and the wind; returns the flag, its edges and rest lengths."""
     bpy.ops.wm.read_homefile(use_empty=True)
-    bpy.ops.mesh.primitive_grid_add(x_subdivisions=CUTS[0], y_subdivisions=CUTS[1], size=1.0)
-    ob = bpy.context.active_object
-    ob.name = name
-    ob.scale = (1.5, 1.0, 1.0)
-    ob.rotation_euler = (math.pi / 2, 0.0, 0.0)
-    x = _positions(ob.data)[:, 0]
-    ob.vertex_groups.new(name="pole").add([int(i) for i in np.flatnonzero(x < x.min() + 1e-6)],
-                                          1.0, "REPLACE")
+    ob = meshes.flag_on_pole(CUTS[0], CUTS[1], name)
     bpy.ops.object.effector_add(type="WIND", location=(0.0, -2.0, 0.0),
                                 rotation=(-math.pi / 2, 0.0, 0.0))
     bpy.context.active_object.field.strength = STRENGTH

@@ -12,22 +12,14 @@ import numpy as np
 import pytest
 
 from tests.blender.test_springs_bake import evaluated, play, world_matrix
+from tools.scenes import meshes
 
 FRAMES = 10
 
 
 def flag(name: str = "Flag") -> bpy.types.Object:
     """A 1.5 × 1 m grid standing in the XZ plane (normal ±Y), pinned on its x-min edge."""
-    bpy.ops.mesh.primitive_grid_add(x_subdivisions=7, y_subdivisions=5, size=1.0)
-    ob = bpy.context.active_object
-    ob.name = name
-    ob.scale = (1.5, 1.0, 1.0)
-    ob.rotation_euler = (math.pi / 2, 0.0, 0.0)
-    co = np.empty(3 * len(ob.data.vertices), dtype=np.float32)
-    ob.data.vertices.foreach_get("co", co)
-    x = co.reshape(-1, 3)[:, 0]
-    ob.vertex_groups.new(name="pole").add([int(i) for i in np.flatnonzero(x < x.min() + 1e-6)],
-                                          1.0, "REPLACE")
+    ob = meshes.flag_on_pole(7, 5, name)
     s = ob.sinew_springs
     s.enabled, s.pin_group, s.solver = True, "pole", "FAST"
     s.vertex_mass, s.stiffness, s.shear_stiffness, s.bending_stiffness = 0.02, 600.0, 60.0, 2.0

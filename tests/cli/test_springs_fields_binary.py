@@ -27,13 +27,8 @@ def evaluated(ob):
 
 bpy.ops.wm.read_homefile(use_empty=True)
 scene = bpy.context.scene
-bpy.ops.mesh.primitive_grid_add(x_subdivisions=7, y_subdivisions=5, size=1.0)
-ob = bpy.context.active_object
-ob.scale = (1.5, 1.0, 1.0)
-ob.rotation_euler = (math.pi / 2, 0.0, 0.0)
-x = np.array([v.co.x for v in ob.data.vertices])
-ob.vertex_groups.new(name="pole").add([int(i) for i in np.flatnonzero(x < x.min() + 1e-6)],
-                                      1.0, "REPLACE")
+from tools.scenes import meshes
+ob = meshes.flag_on_pole(7, 5)
 s = ob.sinew_springs
 s.enabled, s.pin_group, s.solver = True, "pole", "FAST"
 s.vertex_mass, s.stiffness, s.shear_stiffness, s.bending_stiffness = 0.02, 600.0, 60.0, 2.0

@@ -79,3 +79,23 @@ def skirt(radius: float, top: float, height: float, around: int = 24, rings: int
         ob.select_set(True)
     ob.vertex_groups.new(name="pins").add(list(range(around)), 1.0, "REPLACE")
     return ob
+
+
+def flag_on_pole(nx: int, ny: int, name: str | None = None):
+    """A 1.5 × 1 m flag of ``nx × ny`` faces standing in the XZ plane (a primitive grid scaled
+    1.5 along X and turned a quarter about X); the vertex group "pole" holds its x-min edge.
+    Linked to the scene and active; named ``name`` (``None``: the primitive's name)."""
+    import bpy
+
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=nx, y_subdivisions=ny, size=1.0)
+    ob = bpy.context.active_object
+    if name is not None:
+        ob.name = name
+    ob.scale = (1.5, 1.0, 1.0)
+    ob.rotation_euler = (math.pi / 2, 0.0, 0.0)
+    co = np.empty(3 * len(ob.data.vertices), dtype=np.float32)
+    ob.data.vertices.foreach_get("co", co)
+    x = co.reshape(-1, 3)[:, 0]
+    ob.vertex_groups.new(name="pole").add([int(i) for i in np.flatnonzero(x < x.min() + 1e-6)],
+                                          1.0, "REPLACE")
+    return ob
