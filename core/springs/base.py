@@ -48,7 +48,7 @@ from . import forces as F
 from .colliders import HeldVertices, StepColliders, resolve, resolve_again
 from .contact import carried, step_friction
 from .model import Model, State
-from .strainlimit import ActiveSet, LinearRows, limit_strain
+from .strainlimit import LinearRows, StrainMemory, limit_strain
 
 __all__ = ["StepInfo", "Integrator", "Objective", "block_apply", "pin_targets", "checked_pins", "split_targets",
            "anchor_forces", "CONVERGENCE_RTOL", "converged", "force_scale"]
@@ -187,7 +187,7 @@ class Integrator:
     label: str = ""
     description: str = ""
     implicit: bool = False
-    _strain_memory: ActiveSet | None = None
+    _strain_memory: StrainMemory | None = None
 
     def stable_step(self, model: Model) -> float:
         """The largest step (s) this integrator stays stable at on ``model``
@@ -240,11 +240,12 @@ class Integrator:
         raise NotImplementedError
 
     @property
-    def strain_memory(self) -> ActiveSet:
-        """The strain limit's last active set on this integrator's model
-        (:class:`~.strainlimit.ActiveSet`): every projection of its steps starts from it."""
+    def strain_memory(self) -> StrainMemory:
+        """What the strain limit's projections of this integrator's steps carry from one to the
+        next (:class:`~.strainlimit.StrainMemory`: the last active set, what they derive from
+        the model)."""
         if self._strain_memory is None:
-            self._strain_memory = ActiveSet()
+            self._strain_memory = StrainMemory()
         return self._strain_memory
 
     def _finish(self, model: Model, state: State, x_new: np.ndarray, v_new: np.ndarray,
@@ -327,7 +328,7 @@ def _cut_held_velocities(v: np.ndarray, x: np.ndarray, x_old: np.ndarray, h: flo
 def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray, h: float,
                    colliders: StepColliders, held: np.ndarray, solved: np.ndarray,
                    directions: np.ndarray, hard: np.ndarray,
-                   rubbed: np.ndarray | None = None, memory: ActiveSet | None = None) -> bool:
+                   rubbed: np.ndarray | None = None, memory: StrainMemory | None = None) -> bool:
     """After the contact stage: pass its push on to the cloth; returns whether the strain
     limit (if any) holds.
 

@@ -60,7 +60,7 @@ import numpy as np
 from .linsolve import solve_spd_entries
 from .model import Model
 
-__all__ = ["StrainLimitInfo", "ActiveSet", "LinearRows", "limit_strain"]
+__all__ = ["StrainLimitInfo", "StrainMemory", "LinearRows", "limit_strain"]
 
 #: Relative over-length tolerated at the end of the projection.
 TOLERANCE = 5e-4
@@ -98,33 +98,50 @@ class StrainLimitInfo:
 
 
 @dataclass
-class ActiveSet:
-    """The last projection's active set of one model, for the next one to start from: a load
-    that persists (a pinned corner) is then projected in one or two Newton steps instead of
-    growing the set ring by ring. It changes how fast the projection converges, not where it
-    ends. Owned by whoever runs the steps (each integrator keeps one:
-    :attr:`.base.Integrator.strain_memory`).
+class StrainMemory:
+    """What the projections of one model carry from one call to the next, owned by whoever
+    runs the steps (each integrator keeps one: :attr:`.base.Integrator.strain_memory`):
+
+    - the last active set, for the next projection to start from: a load that persists (a
+      pinned corner) is then projected in one or two Newton steps instead of growing the set
+      ring by ring. It changes how fast the projection converges, not where it ends;
+    - what :func:`_bounds` derives from the model and the limit when no vertex is fixed (a
+      dozen array operations a call, a tenth of a spring-bone chain's projection);
+    - the :class:`_SpringPattern` of all structural springs of a small model
+      (:func:`_candidates`).
+
+    It holds one model at a time (:attr:`uid`); another model starts it afresh.
 
     Attributes
     ----------
     uid : int
         The :attr:`.model.Model.uid` it belongs to (-1: none yet).
-    springs : numpy.ndarray, optional
+    active : numpy.ndarray, optional
         Shape ``(e,)``, bool, over the structural springs.
+    bounds : tuple, optional
+        ``(s, arrays)``: the limit and :func:`_bounds`' arrays for it.
+    pattern : _SpringPattern, optional
     """
 
     uid: int = -1
-    springs: np.ndarray | None = None
+    active: np.ndarray | None = None
+    bounds: tuple | None = None
+    pattern: _SpringPattern | None = None
+
+    def of(self, model: Model) -> StrainMemory:
+        """Itself, emptied first if it held another model."""
+        if self.uid != model.uid:
+            self.uid, self.active, self.bounds, self.pattern = model.uid, None, None, None
+        return self
 
     def start(self, model: Model, e: int) -> np.ndarray:
         """The active set to start a projection of ``model`` from, ``(e,)`` bool."""
-        if self.uid == model.uid and self.springs is not None and len(self.springs) == e:
-            return self.springs
-        return np.zeros(e, dtype=bool)
+        active = self.of(model).active
+        return active if active is not None and len(active) == e else np.zeros(e, dtype=bool)
 
     def keep(self, model: Model, active: np.ndarray) -> None:
         """Remember ``active`` ``(e,)`` for the next projection of ``model``."""
-        self.uid, self.springs = model.uid, active
+        self.of(model).active = active
 
 
 @dataclass
@@ -199,7 +216,7 @@ class LinearRows:
 def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
                  fixed: np.ndarray | None = None, rows: LinearRows | None = None,
                  stretch: bool = True, compliance: float = 0.0,
-                 memory: ActiveSet | None = None) -> StrainLimitInfo:
+                 memory: StrainMemory | None = None) -> StrainLimitInfo:
     """Project the structural springs of ``x`` onto ``ℓ ≤ (1 + max_stretch) L`` in place.
 
     Parameters
@@ -230,9 +247,10 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         ``(J W Jᵀ + α diag(J W Jᵀ) + εI) δλ = C``, a step of a least-squares
         compromise where the constraints are redundant or contradict each other (module
         docstring); 0: the plain fast projection.
-    memory : ActiveSet, optional
-        The last projection's active set: this one starts from it and leaves its own there
-        (``None``: starts from no active spring).
+    memory : StrainMemory, optional
+        What the last projection of this model left: this one starts from its active set,
+        reuses what it derived from the model and leaves its own there (``None``: starts from
+        no active spring and derives everything anew).
 
     Returns
     -------
@@ -245,7 +263,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
     springs = model.springs[:e]
     rest = model.rest_lengths[:e]
     n = model.vertex_count
-    inv_m, bound, scale, tol_bound, band_floor, keep_floor = _bounds(model, s, fixed)
+    inv_m, bound, scale, tol_bound, band_floor, keep_floor = _bounds(model, s, fixed, memory)
     r = 0 if rows is None else len(rows.targets)
     no_rows = np.zeros(0, bool)
     if r:
@@ -296,7 +314,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         dropped = []  # the springs released in this Newton step's rounds
         step = None
         if alone:  # its rounds work within the springs active now
-            cand, pattern = _candidates(model, active, springs)
+            cand, pattern = _candidates(model, active, springs, memory)
             step = _SpringStep(pattern, d.take(cand, axis=0) / length.take(cand)[:, None], inv_m)
         for _ in range(_ROUNDS if not r else 4):
             hi, co = np.flatnonzero(active), np.flatnonzero(active_r)
@@ -377,22 +395,18 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
     return StrainLimitInfo(it, converged, excess)
 
 
-#: :func:`_bounds` without fixed vertices, per model (``Model.uid`` → (``s``, the arrays));
-#: bounded like :data:`_ACTIVE`.
-_BOUNDS: dict[int, tuple[float, tuple[np.ndarray, ...]]] = {}
-
-
-def _bounds(model: Model, s: float, fixed: np.ndarray | None) -> tuple[np.ndarray, ...]:
+def _bounds(model: Model, s: float, fixed: np.ndarray | None,
+            memory: StrainMemory | None = None) -> tuple[np.ndarray, ...]:
     """What :func:`limit_strain` derives from the model, the limit ``s`` and the ``fixed``
     vertices: inverse masses ``(n + 1,)`` (0 for pinned and fixed vertices and for index ``n``,
     a row's padding), the springs' bounds ``(e,)`` (``inf`` where neither end can move, or
     without a limit), the lengths violations are relative to, the tolerated excess over the
     bounds, and the over-lengths above which a spring is a candidate and stays active
     (all ``(e,)``, m). Without ``fixed`` they are the same at every step of a model: kept in
-    :data:`_BOUNDS` (a dozen array operations a call, a tenth of a spring-bone chain's
-    projection)."""
-    if fixed is None:
-        kept = _BOUNDS.get(model.uid)
+    ``memory`` (:class:`StrainMemory`)."""
+    keep = fixed is None and memory is not None
+    if keep:
+        kept = memory.of(model).bounds
         if kept is not None and kept[0] == s:
             return kept[1]
     e = model.structural_count
@@ -411,10 +425,8 @@ def _bounds(model: Model, s: float, fixed: np.ndarray | None) -> tuple[np.ndarra
            -0.25 * s * rest)  # the last active set: kept above this
     for a in out:
         a.setflags(write=False)
-    if fixed is None:
-        if len(_BOUNDS) > 8:
-            _BOUNDS.clear()
-        _BOUNDS[model.uid] = (s, out)
+    if keep:
+        memory.bounds = (s, out)
     return out
 
 
@@ -477,19 +489,16 @@ class _SpringPattern:
         self.slots = (springs[:, :, None] * 3 + np.arange(3)).transpose(1, 0, 2)  # (2, k, 3)
 
 
-#: The :class:`_SpringPattern` of all structural springs of each small model (``Model.uid``
-#: → pattern); bounded like :data:`_ACTIVE`.
-_PATTERNS: dict[int, _SpringPattern] = {}
 #: Models with at most this many structural springs give every Newton step all of them as
 #: candidates (:func:`_candidates`): the same :class:`_SpringPattern` every time, kept in
-#: :data:`_PATTERNS`. Spring bones' chains (4–100 bones) change their active set from step
+#: the caller's :class:`StrainMemory`. Spring bones' chains (4–100 bones) change their active set from step
 #: to step (a bone compressed under an upright antenna leaves it, a whip brings it back),
 #: and building the pattern anew was a fifth of their strain limit.
 _WHOLE = 256
 
 
-def _candidates(model: Model, active: np.ndarray,
-                springs: np.ndarray) -> tuple[np.ndarray, _SpringPattern]:
+def _candidates(model: Model, active: np.ndarray, springs: np.ndarray,
+                memory: StrainMemory | None = None) -> tuple[np.ndarray, _SpringPattern]:
     """The springs a Newton step's rounds work within (indices into ``springs`` ``(e, 2)``)
     and their :class:`_SpringPattern`: the ``active`` ones (bool ``(e,)``), or all of a small
     model's (:data:`_WHOLE`; the rounds solve for the active ones alone either way, the same
@@ -498,12 +507,11 @@ def _candidates(model: Model, active: np.ndarray,
     if e > _WHOLE:
         cand = np.flatnonzero(active)
         return cand, _SpringPattern(springs.take(cand, axis=0))
-    pattern = _PATTERNS.get(model.uid)
+    pattern = None if memory is None else memory.of(model).pattern
     if pattern is None or len(pattern.springs) != e:
         pattern = _SpringPattern(springs)
-        if len(_PATTERNS) > 8:
-            _PATTERNS.clear()
-        _PATTERNS[model.uid] = pattern
+        if memory is not None:
+            memory.pattern = pattern
     return np.arange(e), pattern
 
 
