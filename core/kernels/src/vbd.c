@@ -342,7 +342,7 @@ int sinew_vbd_cluster_sums(const SinewVbdProblem *pb, int64_t nclusters, const i
 }
 
 /* sinew_vbd_translate: the vertices of each group c (cluster_off (nclusters+1) into
- * cluster_vertices) move by the Newton step of sums row step[c] (9: sum f, sum H, as
+ * cluster_vertices) move by the Newton step of the sums row step_row[c] (9: sum f, sum H, as
  * sinew_vbd_cluster_sums gives; no move where that H is not positive definite), each
  * through the guard. step_row (nclusters,), may be NULL, names the row of each group
  * (NULL: row c), so parts of one cluster can share its row. clipped receives the number
