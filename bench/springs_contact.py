@@ -96,18 +96,10 @@ def _cuts(collider):
     (its evaluated mesh at the current frame, world space) passing through a triangle of the
     cloth: a collider's edge or corner cutting through the cloth between its vertices, which
     counting the cloth's vertices inside does not see."""
+    e = _edges(collider.data)  # the evaluated mesh keeps the object's edges (deformed, not remeshed)
 
     def count(x: np.ndarray, tris: np.ndarray) -> int:
-        ev = collider.evaluated_get(bpy.context.evaluated_depsgraph_get())
-        me = ev.to_mesh()
-        co = np.empty(3 * len(me.vertices))
-        me.vertices.foreach_get("co", co)
-        e = np.empty(2 * len(me.edges), dtype=np.int64)
-        me.edges.foreach_get("vertices", e)
-        m = np.array([list(r) for r in ev.matrix_world])
-        ev.to_mesh_clear()
-        co = co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
-        e = e.reshape(-1, 2)
+        co = _world(collider)
         A, B, C = x[tris[:, 0]], x[tris[:, 1]], x[tris[:, 2]]
         lo, hi = np.minimum(np.minimum(A, B), C), np.maximum(np.maximum(A, B), C)
         cut = np.zeros(len(e), bool)
@@ -192,28 +184,6 @@ def skirt_scene():
     return cloth, inside, edges_inside, _cuts(body)
 
 
-def _ring_mesh(name: str, radii, heights, around: int, closed: bool):
-    """A tube of ``around`` vertices per ring at the given radii and heights (rings from
-    the top); ``closed`` caps both ends with fans (a closed collider)."""
-    ang = np.linspace(0, 2 * np.pi, around, endpoint=False)
-    verts = [(r * np.cos(a), r * np.sin(a), z) for r, z in zip(radii, heights) for a in ang]
-    rings = len(heights)
-    faces = [(r * around + i, (r + 1) * around + i, (r + 1) * around + (i + 1) % around,
-              r * around + (i + 1) % around) for r in range(rings - 1) for i in range(around)]
-    if closed:
-        verts += [(0.0, 0.0, heights[0]), (0.0, 0.0, heights[-1])]
-        top, bottom = len(verts) - 2, len(verts) - 1
-        faces += [(top, (i + 1) % around, i) for i in range(around)]
-        last = (rings - 1) * around
-        faces += [(bottom, last + i, last + (i + 1) % around) for i in range(around)]
-    me = bpy.data.meshes.new(name)
-    me.from_pydata(verts, [], faces)
-    me.validate()
-    ob = bpy.data.objects.new(name, me)
-    bpy.context.scene.collection.objects.link(ob)
-    return ob
-
-
 def dress_scene():
     """A dress on an armature-deformed body, as a rigger builds it: a two-bone armature
     (hips, spine) keyed to walk 0.6 m forward, bend and twist; a closed body (1.2 m tall,
@@ -244,7 +214,7 @@ def dress_scene():
         rig.pose.bones["hips"].keyframe_insert("rotation_euler", frame=f)
         rig.pose.bones["spine"].keyframe_insert("rotation_euler", frame=f)
     heights = np.linspace(1.5, 0.3, 13)  # 0.1 m apart: waist at 1.1, hips at 0.8-0.9
-    body = _ring_mesh("Body", np.interp(heights, [0.3, 0.8, 0.9, 1.1, 1.5], [0.17, 0.21, 0.21, 0.15, 0.16]),
+    body = meshes.tube("Body", np.interp(heights, [0.3, 0.8, 0.9, 1.1, 1.5], [0.17, 0.21, 0.21, 0.15, 0.16]),
                       heights, 16, closed=True)
     z = np.array([v.co.z for v in body.data.vertices])
     up = np.clip((z - 1.0) / 0.2, 0.0, 1.0)  # blended over the waist
@@ -256,7 +226,7 @@ def dress_scene():
     body.modifiers.new("Armature", "ARMATURE").object = rig
     _collision(body)
     dh = np.linspace(1.05, 0.45, 16)  # fitted over the hips (0.24 at 0.85 m), flaring to the hem
-    dress = _ring_mesh("Dress", np.interp(dh, [0.45, 0.85, 1.05], [0.30, 0.24, 0.18]), dh, 32,
+    dress = meshes.tube("Dress", np.interp(dh, [0.45, 0.85, 1.05], [0.30, 0.24, 0.18]), dh, 32,
                        closed=False)
     dress.vertex_groups.new(name="hips").add(list(range(len(dress.data.vertices))), 1.0, "REPLACE")
     dress.vertex_groups.new(name="pins").add(list(range(32)), 1.0, "REPLACE")
@@ -267,36 +237,13 @@ def dress_scene():
     t = np.linspace(0.0, 1.0, 4)[1:-1]
 
     def inside(x):
-        return int(np.count_nonzero(_inside_mesh(body, x)))
+        return int(np.count_nonzero(meshes.inside(body, x)))
 
     def edges_inside(x):
         pts = x[edges[:, 0], None] + t[None, :, None] * (x[edges[:, 1]] - x[edges[:, 0]])[:, None]
-        return int(np.count_nonzero(_inside_mesh(body, pts.reshape(-1, 3)).reshape(len(edges), len(t)).any(axis=1)))
+        return int(np.count_nonzero(meshes.inside(body, pts.reshape(-1, 3)).reshape(len(edges), len(t)).any(axis=1)))
 
     return dress, inside, edges_inside, _cuts(body)
-
-
-def _inside_mesh(ob, points: np.ndarray) -> np.ndarray:
-    """True for points behind the nearest face of ``ob``'s evaluated closed mesh (world
-    space), as Blender's BVH tree finds it."""
-    from mathutils import Vector
-    from mathutils.bvhtree import BVHTree
-
-    dg = bpy.context.evaluated_depsgraph_get()
-    ev = ob.evaluated_get(dg)
-    me = ev.to_mesh()
-    m = np.array([list(r) for r in ev.matrix_world])
-    co = np.empty(3 * len(me.vertices))
-    me.vertices.foreach_get("co", co)
-    co = co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
-    polys = [tuple(p.vertices) for p in me.polygons]
-    ev.to_mesh_clear()
-    tree = BVHTree.FromPolygons([tuple(v) for v in co], polys)
-    out = np.zeros(len(points), bool)
-    for k, p in enumerate(points):
-        loc, normal, _, _ = tree.find_nearest(Vector(p))
-        out[k] = loc is not None and float(np.dot(np.asarray(p) - np.asarray(loc), np.asarray(normal))) < 0.0
-    return out
 
 
 def tablecloth_scene(n: int):

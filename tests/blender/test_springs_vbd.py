@@ -14,6 +14,7 @@ import numpy as np
 from tests.blender.conftest import ADDON_MODULE
 from tests.blender.test_springs_bake import bake, evaluated, to_world, world_matrix
 from tests.blender.test_springs_contact import convex_depth
+from tools.scenes import meshes
 
 
 def test_installed_addon_loads_its_own_kernel_library(scene):
@@ -97,24 +98,6 @@ def test_tight_tolerance_takes_more_iterations(scene):
     assert out[1] > out[0]
 
 
-def _inside(ob, points: np.ndarray) -> np.ndarray:
-    """True for points behind the nearest face of ``ob``'s evaluated closed mesh, as Blender's
-    BVH tree finds it (world space)."""
-    from mathutils import Vector
-    from mathutils.bvhtree import BVHTree
-
-    dg = bpy.context.evaluated_depsgraph_get()
-    tree = BVHTree.FromObject(ob, dg)  # in ob's local space
-    inv = world_matrix(ob)
-    inv = np.linalg.inv(inv)
-    local = points @ inv[:3, :3].T + inv[:3, 3]
-    out = np.zeros(len(points), bool)
-    for k, p in enumerate(local):
-        loc, normal, _, _ = tree.find_nearest(Vector(p))
-        out[k] = loc is not None and float(np.dot(p - np.asarray(loc), np.asarray(normal))) < 0.0
-    return out
-
-
 def test_armature_deformed_body_moving_into_cloth_at_one_substep_leaves_nothing_inside(scene):
     """A ball skinned to a bone (Armature and Collision modifiers at their defaults) that rises
     into a falling cloth and then sweeps sideways under it; VBD at one substep: no cloth vertex
@@ -147,6 +130,6 @@ def test_armature_deformed_body_moving_into_cloth_at_one_substep_leaves_nothing_
     for f in range(1, 25):
         scene.frame_set(f)
         x = to_world(world_matrix(ob), evaluated(ob))
-        assert not _inside(ball, x).any(), f
+        assert not meshes.inside(ball, x).any(), f
     centre = to_world(world_matrix(ball), evaluated(ball)).mean(axis=0)
     assert np.allclose(centre, [0.3, 0.0, 0.55], atol=0.02)  # the armature moved the body

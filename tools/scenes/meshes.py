@@ -58,27 +58,65 @@ def cube_on_ground(size: float, name: str | None = None):
     return ob
 
 
-def skirt(radius: float, top: float, height: float, around: int = 24, rings: int = 7, name: str = "Skirt",
-          select: bool = False):
-    """An open cylinder (no caps) of ``around × (rings − 1)`` quads about the Z axis, from
-    ``top`` down by ``height`` m; the vertex group "pins" holds its top ring. Linked to the
-    scene and active (and selected with ``select``)."""
+def tube(name: str, radii, heights, around: int, closed: bool = False, outward: bool = True):
+    """A tube about the Z axis of ``around`` vertices per ring at the given ``radii`` and
+    ``heights`` (rings from the top), quads between the rings facing outward (``outward``)
+    or inward; ``closed`` caps both ends with fans (a closed collider). Linked to the scene."""
     import bpy
 
     ang = np.linspace(0, 2 * np.pi, around, endpoint=False)
-    z = top - np.linspace(0, height, rings)
-    verts = [(radius * np.cos(a), radius * np.sin(a), zz) for zz in z for a in ang]
-    faces = [(r * around + i, r * around + (i + 1) % around, (r + 1) * around + (i + 1) % around,
-              (r + 1) * around + i) for r in range(rings - 1) for i in range(around)]
+    verts = [(r * np.cos(a), r * np.sin(a), z) for r, z in zip(radii, heights) for a in ang]
+    rings = len(heights)
+    faces = [(r * around + i, (r + 1) * around + i, (r + 1) * around + (i + 1) % around,
+              r * around + (i + 1) % around) for r in range(rings - 1) for i in range(around)]
+    if not outward:
+        faces = [(a, d, c, b) for a, b, c, d in faces]
+    if closed:
+        verts += [(0.0, 0.0, heights[0]), (0.0, 0.0, heights[-1])]
+        top, bottom = len(verts) - 2, len(verts) - 1
+        last = (rings - 1) * around
+        faces += [(top, (i + 1) % around, i) for i in range(around)]
+        faces += [(bottom, last + i, last + (i + 1) % around) for i in range(around)]
     me = bpy.data.meshes.new(name)
     me.from_pydata(verts, [], faces)
+    me.validate()
     ob = bpy.data.objects.new(name, me)
     bpy.context.scene.collection.objects.link(ob)
+    return ob
+
+
+def skirt(radius: float, top: float, height: float, around: int = 24, rings: int = 7, name: str = "Skirt",
+          select: bool = False):
+    """An open cylinder (no caps) of ``around × (rings − 1)`` quads about the Z axis, from
+    ``top`` down by ``height`` m, facing inward; the vertex group "pins" holds its top ring.
+    Linked to the scene and active (and selected with ``select``)."""
+    import bpy
+
+    ob = tube(name, [radius] * rings, top - np.linspace(0, height, rings), around, outward=False)
     bpy.context.view_layer.objects.active = ob
     if select:
         ob.select_set(True)
     ob.vertex_groups.new(name="pins").add(list(range(around)), 1.0, "REPLACE")
     return ob
+
+
+def inside(ob, points: np.ndarray) -> np.ndarray:
+    """``(n,)`` bool: world-space ``points`` behind the nearest face of ``ob``'s evaluated
+    closed mesh, as Blender's BVH tree finds it (in the object's space: an affine map keeps
+    which side of a face a point is on)."""
+    import bpy
+    from mathutils import Vector
+    from mathutils.bvhtree import BVHTree
+
+    dg = bpy.context.evaluated_depsgraph_get()
+    tree = BVHTree.FromObject(ob, dg)
+    inv = np.linalg.inv(np.array([list(r) for r in ob.evaluated_get(dg).matrix_world]))
+    local = np.asarray(points) @ inv[:3, :3].T + inv[:3, 3]
+    out = np.zeros(len(local), bool)
+    for k, p in enumerate(local):
+        loc, normal, _, _ = tree.find_nearest(Vector(p))
+        out[k] = loc is not None and float(np.dot(p - np.asarray(loc), np.asarray(normal))) < 0.0
+    return out
 
 
 def flag_on_pole(nx: int, ny: int, name: str | None = None):
