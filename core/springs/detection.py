@@ -168,6 +168,22 @@ class ColliderSoup:
     def __len__(self) -> int:
         return len(self.tris) + len(self.prim_type)
 
+    def at_start(self) -> ColliderSoup:
+        """The same colliders at the start of the step (static: ``cdisp`` ``None``), with a
+        grid of their own."""
+        out = object.__new__(ColliderSoup)
+        out.__dict__.update(self.__dict__)
+        if self.cdisp is not None:
+            out.cv = np.ascontiguousarray(self.cv - self.cdisp)
+            corners = out.cv[self.tris] if len(self.tris) else np.zeros((0, 3, 3))
+            nrm = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+            size = np.linalg.norm(nrm, axis=1)
+            out.normals = np.ascontiguousarray(
+                np.where(size[:, None] > 0, nrm / np.where(size > 0, size, 1.0)[:, None], 0.0))
+        out.cdisp = None
+        out._grid = None
+        return out
+
     def _build_grid(self, cell: float) -> tuple:
         """The hashed grid over the triangles' boxes at the end of the step."""
         lib = self._lib

@@ -331,8 +331,6 @@ class VertexBlockDescent(Integrator):
         # thickness near them, through the guard
         reference = obj.start(targets)
         x = self._guess(model, state, obj, reference, h)
-        if len(pi):
-            x[pi] = hard
         contacts = Contacts.empty(n)  # detection fills it in place: the kernels keep its addresses
         pb.set(c_id=contacts.ids, c_count=contacts.count, anchor=contacts.anchor,
                bound=contacts.bound, c_dist=contacts.slot_distance)
@@ -340,9 +338,12 @@ class VertexBlockDescent(Integrator):
             start = x0.copy()
             if soup.cdisp is not None:
                 carry = self._carry(soup, x0, h)
+                carry[pi] = 0.0  # hard pins are where their targets put them
                 start += carry
                 x += carry
                 reference += carry
+            # a moving collider may have swept over a vertex within the step: the query
+            # reaches as far as any collider point moved, so that the push-out finds it
             reach = np.linalg.norm(x - start, axis=1)
             soup.detect(start, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
             pb.set(cv=soup.cv, cdisp=soup.cdisp, tris=soup.tris, closed_tri=soup.closed,
@@ -359,6 +360,8 @@ class VertexBlockDescent(Integrator):
             held = np.zeros(1, np.int64)
             kernels.check_status(pb.lib.sinew_vbd_guard(pb.struct, x.ctypes.data, held.ctypes.data),
                                  "VBD guard")
+        if len(pi):  # hard pins are where their targets put them, whatever the guard did
+            x[pi] = hard
         its, r, r0 = self._iterate(pb, lay, x, reference, max(int(iterations), 1), tol, model,
                                    soup, contacts)
         limited = self._limit(model, lay, pb, x, soup, contacts, x0)
@@ -392,22 +395,43 @@ class VertexBlockDescent(Integrator):
 
     @staticmethod
     def _carry(soup: ColliderSoup, x0: np.ndarray, h: float) -> np.ndarray:
-        """``(n, 3)``: the displacement over the step of the collider point each vertex
-        near a moving collider rests against (zero elsewhere)."""
-        near = Contacts.empty(len(x0))
-        soup.detect(x0, np.full(len(x0), 2.0 * soup.max_radius + 1e-6), near)
+        """``(n, 3)``: how far the moving colliders take each vertex over the step (zero
+        elsewhere). Each vertex is measured against the colliders where they were at the
+        step's start (its nearest triangle there, the point of it nearest the vertex, that
+        point's displacement ``D``): a vertex resting on one (within its thickness) goes
+        along by ``D``, and friction decides in the solve whether it slides; one farther off
+        that the surface reaches within the step (``D`` along the outward normal past the gap
+        to the thickness) is pushed along that normal by as much, as an inelastic hit
+        would. The straight moves of the guard cannot do that: it holds colliders still at
+        their end-of-step positions, which a fast collider may have moved past the vertex."""
         out = np.zeros_like(x0)
+        if not len(soup.tris):
+            return out
+        before = soup.at_start()
+        moved = np.sqrt(np.einsum("ij,ij->i", soup.cdisp, soup.cdisp))
+        near = before.detect(x0, np.full(len(x0), 2.0 * soup.max_radius + float(moved.max()) + 1e-6))
         idx = np.flatnonzero(near.count > 0)
-        if len(idx) == 0 or not len(soup.tris):
+        if len(idx) == 0:
             return out
         tri = soup.tris[near.ids[idx, 0]]
         lib = kernels.library()
-        a, b, c = (np.ascontiguousarray(soup.cv[tri[:, k]]) for k in range(3))
+        a, b, c = (np.ascontiguousarray(before.cv[tri[:, k]]) for k in range(3))
         p = np.ascontiguousarray(x0[idx])
         q, bary = np.empty_like(p), np.empty_like(p)
         lib.sinew_closest_points(len(idx), p.ctypes.data, a.ctypes.data, b.ctypes.data,
                                  c.ctypes.data, q.ctypes.data, bary.ctypes.data)
-        out[idx] = np.einsum("ik,ikj->ij", bary, soup.cdisp[tri])
+        disp = np.einsum("ik,ikj->ij", bary, soup.cdisp[tri])
+        gap = near.distance[idx]  # signed: negative inside a closed collider
+        radius = soup.radius[near.ids[idx, 0]]
+        resting = gap < radius
+        out[idx[resting]] = disp[resting]
+        off = ~resting
+        outward = p[off] - q[off]
+        length = np.linalg.norm(outward, axis=1)
+        outward /= np.where(length > 0, length, 1.0)[:, None]
+        advance = np.einsum("ij,ij->i", disp[off], outward) - (gap[off] - radius[off])
+        hit = advance > 0
+        out[idx[off][hit]] = advance[hit, None] * outward[hit]
         return out
 
     def _iterate(self, pb: kernels.VbdProblem, lay: _Layout, x: np.ndarray, reference: np.ndarray,

@@ -288,3 +288,38 @@ def test_threads_change_nothing(monkeypatch):
     x = runs[1]                                # it landed on the table: contact was in play
     top = (np.abs(x[:, 0] - 0.12) < 0.25) & (np.abs(x[:, 1]) < 0.25)
     assert top.sum() > 20 and np.all(x[top, 2] > 0.5) and x[top, 2].min() < 0.53
+
+
+def test_body_faster_than_its_gap_takes_the_hanging_cloth_along():
+    """A curtain pinned by its top row 1 cm behind a box's face (the pins move with the box,
+    as a skirt's waist with its body) while the box speeds up to 3 m/s: the box moves up to
+    12 cm a step, farther than the 5 cm between it and the curtain's lower rows. No vertex is
+    ever inside the box, the pins are exactly where the box takes them, and no structural
+    spring is longer than its limit (+ 0.5 %) at the end of any step."""
+    g = grid(8, 0.4, plane="XZ")
+    pos = g.positions[:, [1, 0, 2]] + [0.01, 0.0, 0.4]  # the curtain in the YZ plane, x = 1 cm
+    pos[9:, 0] += 0.04  # its lower rows 5 cm from the box's face
+    ss = springs_of(g)
+    top = np.arange(9)
+    pinned = np.zeros(len(pos))
+    pinned[top] = 1.0
+    m = build_model(pos, ss, stiffness=2000.0, shear_stiffness=200.0, bending_stiffness=2.0,
+                    damping=1.0, density=0.15, stiffness_mode="MATERIAL", triangles=triangulate(g),
+                    air_drag=0.5, max_stretch=0.03, pinned=pinned)
+    sim = Simulator(m, "VBD", fps=FPS, substeps=1, iterations=20)
+    bv, bt = box((-0.4, -0.3, -0.1), (0.0, 0.3, 0.45))
+    rest = m.rest_lengths[:m.structural_count]
+    sp = np.asarray(m.springs).reshape(-1, 2)[:m.structural_count]
+    shift = 0.0
+    for f in range(12):
+        step = min(3.0, 0.5 * (f + 1)) / FPS
+        box_prev, box_cur = bv + [shift, 0, 0], bv + [shift + step, 0, 0]
+        shift += step
+        body = TriangleMesh(box_cur, bt, thickness=0.005, friction=0.3, previous=box_prev)
+        sim.advance(pos[top] + [shift, 0, 0], colliders=[body])
+        x = sim.state.x
+        assert body.signed_distance(x).min() >= 0.0, f"frame {f}"
+        np.testing.assert_allclose(x[top], pos[top] + [shift, 0, 0], atol=1e-12)
+        length = np.linalg.norm(x[sp[:, 0]] - x[sp[:, 1]], axis=1)
+        assert np.all(length <= (1.035 + 1e-9) * rest), f"frame {f}"
+    assert x[9:, 0].min() > shift  # the whole curtain went along in front of the box
