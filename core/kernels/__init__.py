@@ -30,10 +30,10 @@ import numpy as np
 from ..errors import SinewError
 
 __all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_path", "array",
-           "address", "VbdProblem", "check_status", "Workers", "thread_count"]
+           "address", "VbdProblem", "VbdStage", "check_status", "Workers", "thread_count"]
 
 #: Must equal ``SINEW_ABI_VERSION`` in ``src/sinew_kernels.h``.
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 _HERE = Path(__file__).resolve().parent
 _SUFFIX = {"linux": "so", "windows": "dll", "macos": "dylib"}
@@ -82,6 +82,15 @@ class _VbdStruct(ctypes.Structure):
     ]
 
 
+class VbdStage(ctypes.Structure):
+    """``SinewVbdStage`` of ``src/sinew_kernels.h``, field for field."""
+
+    _fields_ = [
+        ("groups", _I64), ("off", _P), ("vertices", _P), ("cluster", _P), ("interior", _P),
+        ("sums", _P), ("whole", _I64), ("total", _P), ("rows", _P),
+    ]
+
+
 #: Entry point → (result type, argument types).
 _SIGNATURES = {
     "sinew_abi_version": (ctypes.c_int32, []),
@@ -97,6 +106,7 @@ _SIGNATURES = {
     "sinew_vbd_guard": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _P, _P]),
     "sinew_vbd_cluster_sums": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P, _P]),
     "sinew_vbd_translate": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P, _P]),
+    "sinew_vbd_iterate": (_I64, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _I64, _P, _I64, _P, _P]),
     "sinew_vbd_forces": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
     "sinew_strain_project": (_I64, [_I64, _P, _P, _P, _I64, _F64, ctypes.POINTER(_VbdStruct), _P]),
 }

@@ -41,6 +41,7 @@ docs/CONTACT.md has the design's reasons and measurements.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from functools import partial
 from typing import Any, NamedTuple
@@ -245,6 +246,23 @@ class _Layout:
         self.spring_stiffness = np.bincount(ends, np.concatenate([model.stiffness, model.stiffness]),
                                             minlength=n)
         self.k_limit = LIMIT_STIFFNESS * float(np.max(model.stiffness[:e], initial=0.0))
+        self._table: ctypes.Array | None = None
+        self.stage_count = 0
+
+    def stage_table(self) -> ctypes.Array:
+        """The coarse correction's stages as ``sinew_vbd_iterate`` takes them (one group range
+        per stage: the one-thread layout), built once."""
+        if self._table is None:
+            rows = []
+            for level in self.levels:
+                for st in level.stages:
+                    rows.append(kernels.VbdStage(
+                        len(st.off) - 1, st.off.ctypes.data, level.vertices.ctypes.data,
+                        level.cluster.ctypes.data, level.interior.ctypes.data, st.sums.ctypes.data,
+                        int(st.whole), st.total.ctypes.data, st.rows.ctypes.data))
+            self._table = (kernels.VbdStage * max(len(rows), 1))(*rows)
+            self.stage_count = len(rows)
+        return self._table
 
 
 class VertexBlockDescent(Integrator):
@@ -395,15 +413,15 @@ class VertexBlockDescent(Integrator):
 
     @staticmethod
     def _carry(soup: ColliderSoup, x0: np.ndarray, h: float) -> np.ndarray:
-        """``(n, 3)``: how far the moving colliders take each vertex over the step (zero
+        """``(n, 3)``: how far the moving colliders push each vertex over the step (zero
         elsewhere). Each vertex is measured against the colliders where they were at the
         step's start (its nearest triangle there, the point of it nearest the vertex, that
-        point's displacement ``D``): a vertex resting on one (within its thickness) goes
-        along by ``D``, and friction decides in the solve whether it slides; one farther off
-        that the surface reaches within the step (``D`` along the outward normal past the gap
-        to the thickness) is pushed along that normal by as much, as an inelastic hit
-        would. The straight moves of the guard cannot do that: it holds colliders still at
-        their end-of-step positions, which a fast collider may have moved past the vertex."""
+        point's displacement ``D``): a surface that moves toward the vertex by more than the
+        gap to its thickness pushes it along the outward normal by as much, as an inelastic
+        hit would (a vertex resting on it: by the surface's whole approach). The motion along
+        the surface is friction's to pass on, in the solve. The straight moves of the guard
+        cannot do this: it holds colliders still at their end-of-step positions, which a fast
+        collider may have moved past the vertex."""
         out = np.zeros_like(x0)
         if not len(soup.tris):
             return out
@@ -413,7 +431,8 @@ class VertexBlockDescent(Integrator):
         idx = np.flatnonzero(near.count > 0)
         if len(idx) == 0:
             return out
-        tri = soup.tris[near.ids[idx, 0]]
+        ids = near.ids[idx, 0]
+        tri = soup.tris[ids]
         lib = kernels.library()
         a, b, c = (np.ascontiguousarray(before.cv[tri[:, k]]) for k in range(3))
         p = np.ascontiguousarray(x0[idx])
@@ -422,16 +441,17 @@ class VertexBlockDescent(Integrator):
                                  c.ctypes.data, q.ctypes.data, bary.ctypes.data)
         disp = np.einsum("ik,ikj->ij", bary, soup.cdisp[tri])
         gap = near.distance[idx]  # signed: negative inside a closed collider
-        radius = soup.radius[near.ids[idx, 0]]
-        resting = gap < radius
-        out[idx[resting]] = disp[resting]
-        off = ~resting
-        outward = p[off] - q[off]
-        length = np.linalg.norm(outward, axis=1)
-        outward /= np.where(length > 0, length, 1.0)[:, None]
-        advance = np.einsum("ij,ij->i", disp[off], outward) - (gap[off] - radius[off])
+        # outward: from the surface to the vertex; on the surface or inside a closed mesh, the
+        # face's normal (turned to the vertex's side of an open one)
+        away = p - q
+        length = np.linalg.norm(away, axis=1)
+        normal = before.normals[ids]
+        side = np.where(soup.closed[ids] > 0, 1.0, np.where(np.einsum("ij,ij->i", away, normal) < 0, -1.0, 1.0))
+        clear = (length > 1e-9) & (gap > 0)
+        outward = np.where(clear[:, None], away / np.where(clear, length, 1.0)[:, None], side[:, None] * normal)
+        advance = np.einsum("ij,ij->i", disp, outward) - np.maximum(gap - soup.radius[ids], 0.0)
         hit = advance > 0
-        out[idx[off][hit]] = advance[hit, None] * outward[hit]
+        out[idx[hit]] = advance[hit, None] * outward[hit]
         return out
 
     def _iterate(self, pb: kernels.VbdProblem, lay: _Layout, x: np.ndarray, reference: np.ndarray,
@@ -444,6 +464,22 @@ class VertexBlockDescent(Integrator):
         force = np.empty((len(lay.free), 3))
         cforce = np.empty_like(force)
         held, stages = self._plan(pb, lay, ptr)
+        if lay.threads == 1:  # every iteration's calls in one, until a vertex is held back
+            table = lay.stage_table()
+            iterate = partial(lib.sinew_vbd_iterate, pb.struct, lay.ncolors, lay.color_off.ctypes.data,
+                              lay.color_vertices.ctypes.data, lay.stage_count, ctypes.addressof(table))
+            held_at = held.ctypes.data
+
+            def run(k: int) -> int:
+                return kernels.check_status(iterate(k, ptr, held_at), "VBD iterations")
+        else:
+            def run(k: int) -> int:
+                held[...] = 0
+                for calls, what, total in stages:
+                    self._workers.run(calls, what)
+                    if total is not None:  # the parts of the one cluster, added in order
+                        total.sums[0] = total.parts.sum(axis=0)
+                return 1
 
         def residual(at: int = ptr) -> float:
             kernels.check_status(lib.sinew_vbd_forces(
@@ -456,11 +492,11 @@ class VertexBlockDescent(Integrator):
         scale = force_scale(model, r0)
         r = r0
         its = 0
-        for its in range(1, iterations + 1):
-            for calls, what, total in stages:
-                self._workers.run(calls, what)
-                if total is not None:  # the parts of the one cluster, added in order
-                    total.sums[0] = total.parts.sum(axis=0)
+        while its < iterations:
+            chunk = iterations - its
+            if self.check_every:
+                chunk = min(chunk, self.check_every - its % self.check_every)
+            its += run(chunk)
             if held.any() and soup is not None:  # (each call wrote its own count)
                 # vertices at their bound: detection again for them, where they are now (the
                 # others' balls still hold: their anchors have not changed)

@@ -19,7 +19,7 @@
 #endif
 
 /* Bumped whenever an entry point's arguments change; the loader checks it. */
-#define SINEW_ABI_VERSION 2
+#define SINEW_ABI_VERSION 3
 
 #define SINEW_OK 0
 #define SINEW_E_ARGUMENT (-1) /* an index out of range or a size that does not fit */
@@ -101,6 +101,26 @@ SINEW_API int sinew_vbd_translate(const SinewVbdProblem *pb, int64_t nclusters,
                                   const int64_t *cluster_off, const int64_t *cluster_vertices,
                                   const double *sums, const int64_t *step_row, double *x,
                                   int64_t *clipped);
+/* One stage of the coarse correction for sinew_vbd_iterate: the arguments of a
+ * sinew_vbd_cluster_sums call and of the sinew_vbd_translate call after it. When whole, the
+ * groups are parts of one cluster: their sums are added in order into total (9), and every
+ * part moves by the total's step (rows: groups zeros). */
+typedef struct SinewVbdStage {
+    int64_t groups;
+    const int64_t *off;        /* (groups+1) into vertices */
+    const int64_t *vertices;
+    const int64_t *cluster;    /* (n,) */
+    const uint8_t *interior;   /* (n,) */
+    double *sums;              /* (groups,9) scratch */
+    int64_t whole;
+    double *total;             /* (9) scratch, when whole */
+    const int64_t *rows;       /* (groups,) zeros, when whole */
+} SinewVbdStage;
+
+SINEW_API int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, int64_t ncolors,
+                                    const int64_t *color_off, const int64_t *color_vertices,
+                                    int64_t nstages, const SinewVbdStage *stages,
+                                    int64_t iterations, double *x, int64_t *clipped);
 SINEW_API int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
                                const double *x, double *force, double *contact_force);
 
