@@ -38,7 +38,7 @@ def _table(scene):
     return table, bpy.context.active_object
 
 
-def test_preset_picks_vbd_for_cloth_with_colliders_and_fast_without(scene):
+def test_preset_picks_vbd_for_cloth_with_colliders_pinned_or_not_and_fast_without(scene):
     bpy.ops.mesh.primitive_grid_add(x_subdivisions=4, y_subdivisions=4, size=1.0)
     free = bpy.context.active_object
     assert bpy.ops.sinew.springs_preset(preset="COTTON") == {"FINISHED"}
@@ -47,6 +47,13 @@ def test_preset_picks_vbd_for_cloth_with_colliders_and_fast_without(scene):
     ob = bpy.context.active_object
     assert bpy.ops.sinew.springs_preset(preset="COTTON") == {"FINISHED"}
     assert (ob.sinew_springs.solver, ob.sinew_springs.substeps) == ("VBD", 3)
+    # pinned cloth that touches things (a skirt on its body) too; a rope keeps its own solver
+    ob.vertex_groups.new(name="pins").add([0, 1], 1.0, "REPLACE")
+    ob.sinew_springs.pin_group = "pins"
+    assert bpy.ops.sinew.springs_preset(preset="SILK") == {"FINISHED"}
+    assert (ob.sinew_springs.solver, ob.sinew_springs.substeps) == ("VBD", 3)
+    assert bpy.ops.sinew.springs_preset(preset="ROPE") == {"FINISHED"}
+    assert ob.sinew_springs.solver == "FAST"
 
 
 def test_tablecloth_on_a_table_bakes_outside_centred_and_within_its_limit(scene):
