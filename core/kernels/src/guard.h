@@ -35,7 +35,11 @@ static inline int guard_move(const SinewVbdProblem *pb, int64_t i, double *nx) {
     }
     double s = 1.0;
     int64_t nc = pb->c_count ? pb->c_count[i] : 0;
+    /* the move's length from the anchor: a slot triangle farther from the anchor than that
+     * (its distance at detection) cannot be reached */
+    double reach = held ? b : l;
     for (int64_t j = 0; j < nc; ++j) {
+        if (pb->c_dist && pb->c_dist[pb->kslots * i + j] > reach) continue;
         const int64_t *tv = pb->tris + 3 * pb->c_id[pb->kslots * i + j];
         double t = segment_triangle(an, nx, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2]);
         if (t >= 0.0 && GUARD_STOP * t < s) s = GUARD_STOP * t;
