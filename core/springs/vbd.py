@@ -569,11 +569,22 @@ class VertexBlockDescent(Integrator):
             return True
         lib = kernels.library()
         limit = lay.structural_limit
-        over = 1
-        for _ in range(_LIMIT_DETECTIONS):
+        over = kernels.check_status(lib.sinew_strain_project(  # a count, no move
+            len(lay.structural), lay.structural.ctypes.data, limit.ctypes.data,
+            lay.inv_mass.ctypes.data, 0, _LIMIT_TOLERANCE, None, x.ctypes.data), "strain limit")
+        if over == 0:
+            return True
+        for attempt in range(_LIMIT_DETECTIONS):
             if soup is not None:
                 reach = np.linalg.norm(x - x0, axis=1)
-                soup.detect(x, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
+                if attempt == 0:
+                    # the balls of the last detection still hold for the vertices that
+                    # have not neared their edge: detection again for the others
+                    near = np.flatnonzero(np.linalg.norm(x - contacts.anchor, axis=1) > 0.5 * contacts.bound)
+                    if len(near):
+                        soup.detect_some(x, near, 1.5 * soup.max_radius + 3.0 * reach[near] + 1e-6, contacts)
+                else:
+                    soup.detect(x, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
             over = kernels.check_status(lib.sinew_strain_project(
                 len(lay.structural), lay.structural.ctypes.data, limit.ctypes.data,
                 lay.inv_mass.ctypes.data, _LIMIT_ROUNDS, _LIMIT_TOLERANCE,
