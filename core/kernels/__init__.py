@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import SinewError
 
 __all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_path", "array",
-           "address", "VbdProblem", "VbdStage", "check_status", "Workers", "thread_count"]
+           "address", "VbdProblem", "VbdStage", "VbdSweep", "check_status", "Workers", "thread_count"]
 
 #: Must equal ``SINEW_ABI_VERSION`` in ``src/sinew_kernels.h``.
 ABI_VERSION = 3
@@ -91,6 +91,12 @@ class VbdStage(ctypes.Structure):
     ]
 
 
+class VbdSweep(ctypes.Structure):
+    """``SinewVbdSweep`` of ``src/sinew_kernels.h``, field for field."""
+
+    _fields_ = [("ncolors", _I64), ("color_off", _P), ("color_vertices", _P)]
+
+
 #: Entry point → (result type, argument types).
 _SIGNATURES = {
     "sinew_abi_version": (ctypes.c_int32, []),
@@ -106,7 +112,7 @@ _SIGNATURES = {
     "sinew_vbd_guard": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _P, _P]),
     "sinew_vbd_cluster_sums": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P, _P]),
     "sinew_vbd_translate": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P, _P]),
-    "sinew_vbd_iterate": (_I64, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _I64, _P, _I64, _P, _P]),
+    "sinew_vbd_iterate": (_I64, [ctypes.POINTER(_VbdStruct), _I64, _P, _I64, _P, _I64, _P, _P]),
     "sinew_vbd_forces": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
     "sinew_strain_project": (_I64, [_I64, _P, _P, _P, _I64, _F64, ctypes.POINTER(_VbdStruct), _P]),
 }

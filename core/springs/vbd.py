@@ -71,6 +71,11 @@ _PART = 2048
 #: Fewest vertices a thread is handed in one call (a call and its wait cost about 30 µs;
 #: a vertex's local step 0.1–0.5 µs).
 _MIN_PART = 1024
+#: Free vertices per slab of the sweep (:func:`_slabs`), at least; a cloth with fewer than
+#: twice as many is swept whole.
+_SLAB = 2048
+#: Most slabs a sweep is cut into.
+_MAX_SLABS = 16
 #: Gauss–Seidel passes of the strain-limit projection after the solve, at most.
 _LIMIT_ROUNDS = 200
 #: Detections the projection may ask for when contact bounds hold it back.
@@ -173,6 +178,45 @@ def _level(cluster: np.ndarray, springs: np.ndarray, threads: int) -> _Level:
     return _Level(count, np.ascontiguousarray(cluster, np.int64), vertices, interior, stages)
 
 
+def _chain(*calls: Any) -> int:
+    """Runs kernel calls in turn until one returns an error code; returns the last code."""
+    code = 0
+    for call in calls:
+        code = call()
+        if code < 0:
+            return code
+    return code
+
+
+def _slabs(model: Model, free: np.ndarray, springs: np.ndarray) -> np.ndarray:
+    """Each free vertex's slab ``(len(free),)``: the cloth cut across the longest side of its
+    rest shape into slabs of equal vertex counts (at least :data:`_SLAB` each, an even number
+    of them, at most :data:`_MAX_SLABS`), so that no spring joins two slabs that are not
+    next to each other. The sweep visits the even slabs, then the odd ones: slabs of one
+    parity share no spring, so they can go to several threads, and the order, so the result,
+    is the same for any number of threads. All zeros (one slab) when the cloth is small or
+    its springs reach farther than a slab is thick."""
+    one = np.zeros(len(free), np.int64)
+    count = 2 * min(len(free) // (2 * _SLAB), _MAX_SLABS // 2)
+    if count < 2:
+        return one
+    rest = model.rest_positions[free]
+    axis = int(np.argmax(rest.max(axis=0) - rest.min(axis=0)))
+    where = np.empty(model.vertex_count, np.int64)
+    where[...] = -1
+    while count >= 2:
+        order = np.argsort(rest[:, axis], kind="stable")
+        slab = np.empty(len(free), np.int64)
+        slab[order] = np.arange(len(free)) * count // len(free)
+        where[free] = slab
+        a, b = where[springs[:, 0]], where[springs[:, 1]]
+        both = (a >= 0) & (b >= 0)
+        if np.all(np.abs(a[both] - b[both]) <= 1):
+            return slab
+        count -= 2
+    return one
+
+
 def _clusters(model: Model, free: np.ndarray, threads: int) -> list[_Level]:
     """The coarse levels: all free vertices as one cluster, then cells of a grid over the rest
     shape holding about :data:`CLUSTER_SIZE` vertices each (when that makes more than one)."""
@@ -221,17 +265,28 @@ class _Layout:
         self.free = np.flatnonzero(free).astype(np.int64)
         self.movable = free.astype(bool)
         self.levels = _clusters(model, self.free, threads)
-        by_color = self.free[np.argsort(color[self.free], kind="stable")]
-        self.color_vertices = np.ascontiguousarray(by_color, np.int64)
-        self.color_off = np.ascontiguousarray(
-            np.searchsorted(color[by_color], np.arange(ncolors + 1)), np.int64)
+        # the sweep: slab by slab (even slabs, then odd ones), colour by colour within each
+        slab = _slabs(model, self.free, sp)
+        self.slab_count = int(slab.max(initial=0)) + 1
+        visit = np.r_[np.arange(0, self.slab_count, 2), np.arange(1, self.slab_count, 2)]
+        rank = np.empty(self.slab_count, np.int64)
+        rank[visit] = np.arange(self.slab_count)
+        key = rank[slab] * (ncolors + 1) + color[self.free]
+        order = np.argsort(key, kind="stable")
+        self.color_vertices = np.ascontiguousarray(self.free[order], np.int64)
+        starts = (np.arange(self.slab_count)[:, None] * (ncolors + 1) + np.arange(ncolors + 1)[None, :])
+        bounds = np.searchsorted(key[order], starts)
+        # per slab in visiting order: (ncolors + 1) offsets into color_vertices
+        self.slab_off = [np.ascontiguousarray(bounds[k], np.int64) for k in range(self.slab_count)]
         self.ncolors = ncolors
-        # each colour's vertices cut into parts for the threads: (2,) offsets per part
-        self.sweep_parts = [
-            [np.ascontiguousarray(self.color_off[c] + np.array(r), np.int64)
-             for r in _splits(np.arange(self.color_off[c + 1] - self.color_off[c] + 1), threads)]
-            for c in range(ncolors)]
-        self.threads = max((len(p) for p in self.sweep_parts), default=1)
+        half = (self.slab_count + 1) // 2
+        #: the sweep's phases: the slabs (indices into slab_off) whose sweeps may run at once
+        self.phases = [list(range(half)), list(range(half, self.slab_count))] \
+            if self.slab_count > 1 else [[0]]
+        self._sweeps = (kernels.VbdSweep * self.slab_count)(*[
+            kernels.VbdSweep(ncolors, off.ctypes.data, self.color_vertices.ctypes.data)
+            for off in self.slab_off])
+        self.threads = min(threads, max(len(ph) for ph in self.phases))
         for level in self.levels:
             self.threads = max([self.threads] + [len(st.splits) for st in level.stages])
         e = model.structural_count
@@ -466,8 +521,8 @@ class VertexBlockDescent(Integrator):
         held, stages = self._plan(pb, lay, ptr)
         if lay.threads == 1:  # every iteration's calls in one, until a vertex is held back
             table = lay.stage_table()
-            iterate = partial(lib.sinew_vbd_iterate, pb.struct, lay.ncolors, lay.color_off.ctypes.data,
-                              lay.color_vertices.ctypes.data, lay.stage_count, ctypes.addressof(table))
+            iterate = partial(lib.sinew_vbd_iterate, pb.struct, lay.slab_count,
+                              ctypes.addressof(lay._sweeps), lay.stage_count, ctypes.addressof(table))
             held_at = held.ctypes.data
 
             def run(k: int) -> int:
@@ -523,8 +578,7 @@ class VertexBlockDescent(Integrator):
         returned; a stage is ``(calls, what, total)``, ``total`` the sums to add after it
         (the parts of the one cluster of all free vertices) or None."""
         lib = pb.lib
-        slots = 1 + sum(len(p) for p in lay.sweep_parts) + sum(
-            len(st.splits) for level in lay.levels for st in level.stages)
+        slots = 1 + lay.slab_count + sum(len(st.splits) for level in lay.levels for st in level.stages)
         held = np.zeros(slots, np.int64)
         slot = iter(range(slots))
 
@@ -533,13 +587,10 @@ class VertexBlockDescent(Integrator):
 
         cv = lay.color_vertices.ctypes.data
         stages: list = []
-        if lay.threads == 1:
+        for phase in lay.phases:
             stages.append(([partial(lib.sinew_vbd_sweep, pb.struct, lay.ncolors,
-                                    lay.color_off.ctypes.data, cv, ptr, count())], "VBD sweep", None))
-        else:
-            for parts in lay.sweep_parts:
-                stages.append(([partial(lib.sinew_vbd_sweep, pb.struct, 1, part.ctypes.data, cv, ptr,
-                                        count()) for part in parts], "VBD sweep", None))
+                                    lay.slab_off[k].ctypes.data, cv, ptr, count()) for k in phase],
+                           "VBD sweep", None))
         for level in lay.levels:
             verts, cl, inner = (level.vertices.ctypes.data, level.cluster.ctypes.data,
                                 level.interior.ctypes.data)
@@ -554,9 +605,13 @@ class VertexBlockDescent(Integrator):
                         if st.whole else (st.sums.ctypes.data + 72 * a, None)
                     moves.append(partial(lib.sinew_vbd_translate, pb.struct, b - a, off, verts,
                                          *rows, ptr, count()))
-                stages.append((sums, "VBD cluster sums",
-                               _Total(st.sums, st.total) if added else None))
-                stages.append((moves, "VBD translate", None))
+                if st.whole:  # the parts' sums are added before any part moves
+                    stages.append((sums, "VBD cluster sums",
+                                   _Total(st.sums, st.total) if added else None))
+                    stages.append((moves, "VBD translate", None))
+                else:  # clusters of one colour share no spring: each range sums and moves alone
+                    stages.append(([partial(_chain, a, b) for a, b in zip(sums, moves)],
+                                   "VBD clusters", None))
         return held, stages
 
     @staticmethod

@@ -265,20 +265,21 @@ def test_messy_collider_bakes_without_complaint():
 
 
 def test_threads_change_nothing(monkeypatch):
-    """The sweeps' colours and the coarse correction's clusters cut into parts for several
-    threads (parts of at least 16 vertices here, so a small cloth is cut too): the same
-    positions, bit for bit, as one thread, on a tablecloth landing on a moving table."""
+    """The sweep's slabs and the coarse correction's clusters on several threads (slabs of
+    at least 24 vertices and parts of at least 16 here, so a small cloth is cut too): the
+    same positions, bit for bit, as one thread, on a tablecloth landing on a moving table."""
     import core.springs.vbd as vbd
 
     monkeypatch.setattr(vbd, "_MIN_PART", 16)
     monkeypatch.setattr(vbd, "_PART", 40)
+    monkeypatch.setattr(vbd, "_SLAB", 24)
     v, t = box((-0.3, -0.3, 0.0), (0.3, 0.3, 0.5))
     runs = []
     for threads in (1, 3):
         sim = Simulator(cotton(14, 0.8, 0.6), VertexBlockDescent(threads=threads), fps=FPS,
                         substeps=2, iterations=6)
         lay = sim.integrator.layout(sim.model)
-        assert lay.threads == threads
+        assert lay.threads == threads and lay.slab_count >= 4
         for f in range(12):
             prev, cur = v + [0.01 * f, 0, 0], v + [0.01 * (f + 1), 0, 0]
             sim.advance(colliders=[TriangleMesh(cur, t, thickness=0.02, friction=0.3, previous=prev),

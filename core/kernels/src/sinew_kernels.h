@@ -117,10 +117,17 @@ typedef struct SinewVbdStage {
     const int64_t *rows;       /* (groups,) zeros, when whole */
 } SinewVbdStage;
 
-SINEW_API int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, int64_t ncolors,
-                                    const int64_t *color_off, const int64_t *color_vertices,
-                                    int64_t nstages, const SinewVbdStage *stages,
-                                    int64_t iterations, double *x, int64_t *clipped);
+/* One part of a sweep for sinew_vbd_iterate: the arguments of a sinew_vbd_sweep call. */
+typedef struct SinewVbdSweep {
+    int64_t ncolors;
+    const int64_t *color_off;      /* (ncolors+1) into color_vertices */
+    const int64_t *color_vertices;
+} SinewVbdSweep;
+
+SINEW_API int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, int64_t nsweeps,
+                                    const SinewVbdSweep *sweeps, int64_t nstages,
+                                    const SinewVbdStage *stages, int64_t iterations, double *x,
+                                    int64_t *clipped);
 SINEW_API int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
                                const double *x, double *force, double *contact_force);
 

@@ -368,22 +368,27 @@ int sinew_vbd_translate(const SinewVbdProblem *pb, int64_t nclusters, const int6
     return SINEW_OK;
 }
 
-/* Iterations of the solve in one call, on one thread: each a sweep (sinew_vbd_sweep), then
- * the coarse correction's stages in order (sinew_vbd_cluster_sums and sinew_vbd_translate,
- * the parts of a whole cluster added in order, as the caller adds them when the stages go to
- * several threads: the same arithmetic). Stops after the iteration in which the guard's ball
- * bound held a vertex back (the caller runs detection again for it), or after iterations;
- * returns the iterations done, clipped the vertices held back in the last one. */
-int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *color_off,
-                          const int64_t *color_vertices, int64_t nstages,
-                          const SinewVbdStage *stages, int64_t iterations, double *x,
-                          int64_t *clipped) {
+/* Iterations of the solve in one call, on one thread: each a sweep (sinew_vbd_sweep over
+ * each of the nsweeps parts in order), then the coarse correction's stages in order
+ * (sinew_vbd_cluster_sums and sinew_vbd_translate, the parts of a whole cluster added in
+ * order, as the caller adds them when the stages go to several threads: the same
+ * arithmetic). Stops after the iteration in which the guard's ball bound held a vertex back
+ * (the caller runs detection again for it), or after iterations; returns the iterations
+ * done, clipped the vertices held back in the last one. */
+int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, int64_t nsweeps, const SinewVbdSweep *sweeps,
+                          int64_t nstages, const SinewVbdStage *stages, int64_t iterations,
+                          double *x, int64_t *clipped) {
     int64_t done = 0, held = 0;
     while (done < iterations) {
         int64_t h = 0;
-        int status = sinew_vbd_sweep(pb, ncolors, color_off, color_vertices, x, &h);
-        if (status != SINEW_OK) return status;
-        held = h;
+        int status;
+        held = 0;
+        for (int64_t w = 0; w < nsweeps; ++w) {
+            status = sinew_vbd_sweep(pb, sweeps[w].ncolors, sweeps[w].color_off,
+                                     sweeps[w].color_vertices, x, &h);
+            if (status != SINEW_OK) return status;
+            held += h;
+        }
         for (int64_t s = 0; s < nstages; ++s) {
             const SinewVbdStage *st = stages + s;
             status = sinew_vbd_cluster_sums(pb, st->groups, st->off, st->vertices, st->cluster,
