@@ -483,19 +483,21 @@ class VertexBlockDescent(Integrator):
         before = soup.at_start()
         moved = np.sqrt(np.einsum("ij,ij->i", soup.cdisp, soup.cdisp))
         near = before.detect(x0, np.full(len(x0), 2.0 * soup.max_radius + float(moved.max()) + 1e-6))
-        idx = np.flatnonzero(near.count > 0)
-        if len(idx) == 0:
+        # every (vertex, slot) pair: the triangle's nearest point, its displacement, the gap
+        vert, slot = np.nonzero(np.arange(near.ids.shape[1])[None, :] < near.count[:, None])
+        if len(vert) == 0:
             return out
-        ids = near.ids[idx, 0]
+        ids = near.ids[vert, slot]
         tri = soup.tris[ids]
         lib = kernels.library()
         a, b, c = (np.ascontiguousarray(before.cv[tri[:, k]]) for k in range(3))
-        p = np.ascontiguousarray(x0[idx])
+        p = np.ascontiguousarray(x0[vert])
         q, bary = np.empty_like(p), np.empty_like(p)
-        lib.sinew_closest_points(len(idx), p.ctypes.data, a.ctypes.data, b.ctypes.data,
+        lib.sinew_closest_points(len(vert), p.ctypes.data, a.ctypes.data, b.ctypes.data,
                                  c.ctypes.data, q.ctypes.data, bary.ctypes.data)
         disp = np.einsum("ik,ikj->ij", bary, soup.cdisp[tri])
-        gap = near.distance[idx]  # signed: negative inside a closed collider
+        # signed for the nearest (negative inside a closed collider), unsigned for the others
+        gap = np.where(slot == 0, near.distance[vert], near.slot_distance[vert, slot])
         # outward: from the surface to the vertex; on the surface or inside a closed mesh, the
         # face's normal (turned to the vertex's side of an open one)
         away = p - q
@@ -505,8 +507,11 @@ class VertexBlockDescent(Integrator):
         clear = (length > 1e-9) & (gap > 0)
         outward = np.where(clear[:, None], away / np.where(clear, length, 1.0)[:, None], side[:, None] * normal)
         advance = np.einsum("ij,ij->i", disp, outward) - np.maximum(gap - soup.radius[ids], 0.0)
-        hit = advance > 0
-        out[idx[hit]] = advance[hit, None] * outward[hit]
+        # each vertex takes the largest push of its surfaces
+        order = np.lexsort((-advance, vert))
+        first = order[np.r_[True, vert[order][1:] != vert[order][:-1]]]
+        hit = first[advance[first] > 0]
+        out[vert[hit]] = advance[hit, None] * outward[hit]
         return out
 
     def _iterate(self, pb: kernels.VbdProblem, lay: _Layout, x: np.ndarray, reference: np.ndarray,
