@@ -210,6 +210,8 @@ class VbdProblem:
     #: would read past their end.
     _ROWS = {"x_prev": 0, "w": 0, "y": 0, "kc": 0, "anchor": 0, "bound": 0, "c_id": 0,
              "c_count": 0, "c_dist": 0, "adj_off": 1}
+    #: Arrays read for every adjacency entry: their length is ``adj_off[n]``.
+    _ENTRIES = ("adj_spring", "adj_other", "k", "rest", "kd", "dir0", "limit")
 
     def __init__(self, n: int, h: float) -> None:
         self.lib = library()
@@ -246,6 +248,13 @@ class VbdProblem:
             if rows is not None and a.shape[0] != self.struct.n + rows:
                 raise SinewError(f"{name} must have {self.struct.n + rows} rows (one per vertex"
                                  f"{', and one more' if rows else ''}), got {a.shape[0]}")
+            if name in self._ENTRIES:
+                off = self._keep.get("adj_off")
+                if off is None:
+                    raise SinewError(f"set adj_off before {name}")
+                if a.shape[0] != int(off[-1]):
+                    raise SinewError(f"{name} must have {int(off[-1])} rows (one per adjacency "
+                                     f"entry), got {a.shape[0]}")
             self._keep[name] = a
             setattr(self.struct, name, a.ctypes.data)
             if name == "prim_type":

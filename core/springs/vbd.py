@@ -294,6 +294,11 @@ class _Layout:
         if model.max_stretch > 0:
             limit[:e] = (1.0 + model.max_stretch) * model.rest_lengths[:e]
         self.limit = limit
+        # the springs' constants per adjacency entry (each vertex's springs side by side)
+        self.adj_k = np.ascontiguousarray(model.stiffness[self.adj_spring])
+        self.adj_rest = np.ascontiguousarray(model.rest_lengths[self.adj_spring])
+        self.adj_kd = np.ascontiguousarray(np.broadcast_to(model.damping, (s,))[self.adj_spring])
+        self.adj_limit = np.ascontiguousarray(limit[self.adj_spring])
         self.structural = np.ascontiguousarray(sp[:e])
         self.structural_limit = np.ascontiguousarray(limit[:e])
         self.inv_mass = np.where(free.astype(bool), 1.0 / model.masses, 0.0)
@@ -395,8 +400,8 @@ class VertexBlockDescent(Integrator):
         pb = kernels.VbdProblem(n, h)
         dir0 = obj.geometry0()[1].T if obj.has_damping else np.zeros((model.spring_count, 3))
         pb.set(x_prev=x0, w=obj.w, y=obj.y, adj_off=lay.adj_off, adj_spring=lay.adj_spring,
-               adj_other=lay.adj_other, k=model.stiffness, rest=model.rest_lengths,
-               kd=model.damping, dir0=dir0, limit=lay.limit, k_limit=lay.k_limit,
+               adj_other=lay.adj_other, k=lay.adj_k, rest=lay.adj_rest, kd=lay.adj_kd,
+               dir0=dir0[lay.adj_spring], limit=lay.adj_limit, k_limit=lay.k_limit,
                kc=CONTACT_STIFFNESS * (obj.w + lay.spring_stiffness),
                eps_u=STATIC_SPEED * h)
         # the residual's reference is x₀ + h v₀ with the pins at their targets, as for NEWTON

@@ -140,16 +140,17 @@ def vbd_problem(x_prev, springs, *, h=0.05, w=None, y=None, k=None, rest=None, k
     x_prev = c64(x_prev)
     n = len(x_prev)
     springs = np.asarray(springs, np.int64).reshape(-1, 2)
-    s = len(springs)
     off, sid, oth = adjacency(n, springs)
     pb = kernels.VbdProblem(n, h)
     nt = 0 if tris is None else len(tris)
+
+    def entries(per_spring, shape):  # the kernels read a spring's values per adjacency entry
+        return np.zeros((len(sid),) + shape) if per_spring is None else np.asarray(per_spring)[sid]
+
     pb.set(x_prev=x_prev, w=np.ones(n) if w is None else w, y=x_prev if y is None else y,
            adj_off=off, adj_spring=sid, adj_other=oth,
-           k=np.zeros(s) if k is None else k, rest=np.zeros(s) if rest is None else rest,
-           kd=np.zeros(s) if kd is None else kd,
-           dir0=np.zeros((s, 3)) if dir0 is None else dir0,
-           limit=np.zeros(s) if limit is None else limit, k_limit=k_limit,
+           k=entries(k, ()), rest=entries(rest, ()), kd=entries(kd, ()), dir0=entries(dir0, (3,)),
+           limit=entries(limit, ()), k_limit=k_limit,
            cv=np.zeros((0, 3)) if cv is None else cv, cdisp=cdisp,
            tris=np.zeros((0, 3), np.int64) if tris is None else tris,
            closed_tri=np.zeros(nt, np.uint8) if closed is None else closed,
@@ -188,12 +189,12 @@ def energy(x, pb):
                 continue
             seen.add(s)
             l = np.linalg.norm(x[i] - x[o])
-            E += 0.5 * g("k")[s] * (l - g("rest")[s]) ** 2
-            lim = g("limit")[s]
+            E += 0.5 * g("k")[e] * (l - g("rest")[e]) ** 2  # (per adjacency entry)
+            lim = g("limit")[e]
             if lim > 0 and l > lim:
                 E += 0.5 * k_lim * (l - lim) ** 2
             rel = (x[i] - xp[i]) - (x[o] - xp[o])
-            E += 0.5 / h * g("kd")[s] * float(g("dir0")[s] @ rel) ** 2
+            E += 0.5 / h * g("kd")[e] * float(g("dir0")[e] @ rel) ** 2
     cv, tris, rad = g("cv"), g("tris"), g("tri_radius")
     cid, cnt, kc = g("c_id"), g("c_count"), g("kc")
     for i in range(len(x)):
@@ -1075,6 +1076,7 @@ def test_vbd_problem_set_refuses_before_any_c(name, shape, bad):
     spec = table.get(name)
     fits = spec is not None and len(spec) == len(shape) and all(s in (-1, d) for s, d in zip(spec, shape))
     fits = fits and (name not in rows or shape[0] == 2 + rows[name])   # one row per vertex
+    fits = fits and (name not in kernels.VbdProblem._ENTRIES or shape[0] == 2)  # per entry
     nonfinite = bad and value.size and name in kernels.VbdProblem._FLOAT and name != "bound"
     if fits and not nonfinite:
         pb.set(**{name: value})

@@ -56,14 +56,15 @@ typedef struct SinewVbdProblem {
     const double *x_prev;   /* (n,3) start of the step */
     const double *w;        /* (n,) inertia weight m(1/h^2 + c/h) (+ soft-pin stiffness) */
     const double *y;        /* (n,3) inertial target */
-    const int64_t *adj_off; /* (n+1) CSR over the springs at each vertex */
+    const int64_t *adj_off; /* (n+1) CSR over the springs at each vertex: entries e */
     const int64_t *adj_spring; /* spring index per entry */
     const int64_t *adj_other;  /* other end per entry */
-    const double *k;        /* (s,) stiffness N/m */
-    const double *rest;     /* (s,) rest length m */
-    const double *kd;       /* (s,) damping N s/m (along dir0) */
-    const double *dir0;     /* (s,3) spring directions at the start of the step */
-    const double *limit;    /* (s,) strain-limit length (0 = none) */
+    /* the entry's spring, per entry (a vertex's springs side by side in memory): */
+    const double *k;        /* (e,) stiffness N/m */
+    const double *rest;     /* (e,) rest length m */
+    const double *kd;       /* (e,) damping N s/m (along dir0) */
+    const double *dir0;     /* (e,3) spring directions at the start of the step */
+    const double *limit;    /* (e,) strain-limit length (0 = none) */
     double k_limit;         /* stiffness of the strain-limit term, N/m */
     /* colliders: triangle soup and analytic primitives */
     const double *cv;       /* (nv,3) collider vertices at the end of the step */

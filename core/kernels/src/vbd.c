@@ -26,10 +26,11 @@ static inline void add_identity(double *H, double s) { H[0] += s; H[1] += s; H[2
 
 /* A spring of length l along unit u with stiffness k and rest length L: force on the vertex
  * (f -= k (l - L) u) and the projected Hessian k [u u^T + max(0, 1 - L/l)(I - u u^T)]. */
-static inline void spring_term(double *f, double *H, const double *u, double l, double k, double L) {
+static inline void spring_term(double *f, double *H, const double *u, double l, double inv_l,
+                               double k, double L) {
     double fs = k * (l - L);
     f[0] -= fs * u[0]; f[1] -= fs * u[1]; f[2] -= fs * u[2];
-    double t = l > L ? k * (1.0 - L / l) : 0.0;
+    double t = l > L ? k * (1.0 - L * inv_l) : 0.0;
     add_outer(H, u, k - t);
     add_identity(H, t);
 }
@@ -100,21 +101,22 @@ static int assemble(const SinewVbdProblem *pb, int64_t i, const double *x, doubl
     double inv_h = 1.0 / pb->h;
     int64_t e_end = (cluster && interior && interior[i]) ? pb->adj_off[i] : pb->adj_off[i + 1];
     for (int64_t e = pb->adj_off[i]; e < e_end; ++e) {
-        int64_t s = pb->adj_spring[e], o = pb->adj_other[e];
+        int64_t o = pb->adj_other[e];
         if (cluster && cluster[o] == cluster[i]) continue; /* moves with i in its cluster's translation */
         const double *xo = x + 3 * o;
         double d[3];
         sub3(xi, xo, d);
         double l = sqrt(dot3(d, d));
         if (l > 1e-300) {
-            double u[3] = {d[0] / l, d[1] / l, d[2] / l};
-            spring_term(f, H, u, l, pb->k[s], pb->rest[s]);
-            double lim = pb->limit[s];
-            if (lim > 0.0 && l > lim) spring_term(f, H, u, l, pb->k_limit, lim);
+            double inv_l = 1.0 / l;
+            double u[3] = {d[0] * inv_l, d[1] * inv_l, d[2] * inv_l};
+            spring_term(f, H, u, l, inv_l, pb->k[e], pb->rest[e]);
+            double lim = pb->limit[e];
+            if (lim > 0.0 && l > lim) spring_term(f, H, u, l, inv_l, pb->k_limit, lim);
         }
-        double kd = pb->kd[s];
+        double kd = pb->kd[e];
         if (kd > 0.0) {
-            const double *a = pb->dir0 + 3 * s, *xpo = pb->x_prev + 3 * o;
+            const double *a = pb->dir0 + 3 * e, *xpo = pb->x_prev + 3 * o;
             double rel[3] = {(xi[0] - xpi[0]) - (xo[0] - xpo[0]), (xi[1] - xpi[1]) - (xo[1] - xpo[1]),
                              (xi[2] - xpi[2]) - (xo[2] - xpo[2])};
             double sd = kd * inv_h * dot3(rel, a);
