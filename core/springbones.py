@@ -32,8 +32,12 @@ Rotations are recovered from the simulated joints by :func:`~.ik.chain.pose_from
 (the IK solvers' one implementation) as each bone's minimal swing from its *animated*
 rotation: the animation's twist is kept and none is added.
 
-Chains with the same settings and colliders are simulated together in one model (their ropes are
-disconnected), so one solve per substep serves them all.
+Chains of equal ``substeps``, ``stretch``, ``pre_roll`` and colliders are simulated together in
+one model (their ropes are disconnected; with colliders, also equal ``radius`` and ``gravity``), so
+one solve per substep serves them all: stiffness, axial springs and air drag are per vertex or
+spring, the chains' gravity where it differs from the model's is an external force, and the strain
+limit projects each rope on its own (:class:`~.springs.strainlimit._Pieces`), so a chain moves as
+it would baked alone, to round-off.
 """
 
 from __future__ import annotations
@@ -236,8 +240,11 @@ def axial_rate(settings: SpringSettings, fps: float, length: np.ndarray, gravity
 
 def _build(group: Sequence[SpringChain], joints0: Sequence[np.ndarray], gravity: np.ndarray,
            fps: float) -> tuple[Model, np.ndarray, np.ndarray]:
-    """One model for chains of equal settings: ``(model, offsets (c+1,), rest lengths (s,))``;
-    chain ``c``'s joints are vertices ``offsets[c]:offsets[c+1]``."""
+    """One model for chains of equal ``substeps``, ``stretch`` and colliders (:meth:`SpringBake._key`):
+    ``(model, offsets (c+1,), rest lengths (s,))``; chain ``c``'s joints are vertices
+    ``offsets[c]:offsets[c+1]``. Stiffness, axial springs and air drag are per chain (per vertex
+    or spring); the model's gravity is the first chain's, the others' difference is an external
+    force (:attr:`_Group.external`)."""
     s = group[0].settings
     counts = [c.chain.n + 1 for c in group]
     offsets = np.concatenate(([0], np.cumsum(counts)))
@@ -252,16 +259,20 @@ def _build(group: Sequence[SpringChain], joints0: Sequence[np.ndarray], gravity:
     np.add.at(masses, springs[:, 1], 0.5 * _DENSITY * seg)
     pinned = np.zeros(len(x), dtype=bool)
     pinned[offsets[:-1]] = True
-    g = gravity * s.gravity
+    g = float(np.linalg.norm(gravity))
     pair = np.minimum(masses[springs[:, 0]], masses[springs[:, 1]])
-    k = pair * axial_rate(s, fps, seg, float(np.linalg.norm(g)))
-    anchors = s.stiffness * masses
+    rate = np.concatenate([axial_rate(c.settings, fps, c.chain.segment_lengths, g * c.settings.gravity)
+                           for c in group])
+    per_vertex = np.repeat(np.arange(len(group)), counts)
+    anchors = np.array([c.settings.stiffness for c in group])[per_vertex] * masses
     anchors[pinned] = 0.0
+    drag = np.array([c.settings.drag + c.settings.damping for c in group])[per_vertex]
     model = Model(
-        rest_positions=x, springs=springs, rest_lengths=seg.copy(), stiffness=k,
+        rest_positions=x, springs=springs, rest_lengths=seg.copy(), stiffness=pair * rate,
         damping=np.zeros(len(springs)), masses=masses, pinned=pinned,
-        air_drag=s.drag + s.damping, gravity=g, wind=np.zeros(3), anchors=anchors,
-        max_stretch=s.stretch if s.stretch > 0 else RIGID_STRETCH, edge_contact=False)
+        air_drag=drag if np.ptp(drag) > 0 else float(drag[0]), gravity=gravity * s.gravity,
+        wind=np.zeros(3), anchors=anchors, max_stretch=s.stretch if s.stretch > 0 else RIGID_STRETCH,
+        edge_contact=False)
     return model, offsets, seg
 
 
@@ -281,7 +292,9 @@ def _thick(colliders: Sequence[Any], radius: float) -> list[Any]:
 
 
 class _Group:
-    """Chains of equal settings simulated in one model from frame index ``start``."""
+    """Chains simulated in one model from frame index ``start``: equal ``substeps``, ``stretch``,
+    ``pre_roll`` and colliders (with colliders, equal ``radius`` and ``gravity`` too); their ropes
+    are disconnected."""
 
     def __init__(self, chains: list[SpringChain], index: list[int], start: int, gravity: np.ndarray,
                  fps: float) -> None:
@@ -295,10 +308,16 @@ class _Group:
         self.targets = anim[:, model.target_index]
         t = len(anim)
         v0 = (anim[min(start + 1, t - 1)] - anim[start]) * fps
-        # the damping force's animated part, per frame (constant over the frame's substeps)
-        vel = np.zeros_like(anim)
-        vel[1:] = (anim[1:] - anim[:-1]) * fps
-        self.external = self.settings.damping * model.masses[None, :, None] * vel
+        # per frame (constant over its substeps): the damping force's animated part, and the
+        # chains' gravity where it differs from the model's
+        per_vertex = np.repeat(np.arange(len(chains)), np.diff(self.offsets))
+        damping = np.array([c.settings.damping for c in chains])[per_vertex]
+        lift = np.array([c.settings.gravity - self.settings.gravity for c in chains])[per_vertex]
+        self.external = None
+        if np.any(damping > 0) or np.any(lift != 0):
+            vel = np.zeros_like(anim)
+            vel[1:] = (anim[1:] - anim[:-1]) * fps
+            self.external = (damping * model.masses)[None, :, None] * vel + (lift * model.masses)[:, None] * gravity
         self.sim = Simulator(model, LinearImplicitEuler(residual=False), fps=fps, substeps=self.settings.substeps,
                              frame_start=start, state=State(anim[start].copy(), v0))
         self.positions = np.empty_like(anim)
@@ -306,7 +325,7 @@ class _Group:
 
     def advance(self, f: int, colliders: Sequence[Any]) -> None:
         """Simulate into frame index ``f``."""
-        ext = self.external[f] if self.settings.damping > 0 else None
+        ext = None if self.external is None else self.external[f]
         if self.mask is not None:
             colliders = [colliders[i] for i in self.mask if i < len(colliders)]
         self.sim.advance(self.targets[f], _thick(colliders, self.settings.radius), external=ext)
@@ -392,10 +411,18 @@ class SpringBake:
             if c.settings.pre_roll > self.lead:
                 raise SinewError(f"spring chain {c.name!r}: pre_roll {c.settings.pre_roll} needs "
                                  f"{c.settings.pre_roll} frames before the range, {self.lead} given")
-            groups.setdefault((c.settings, c.colliders), []).append(i)
-        self.groups = [_Group([self.chains[i] for i in idx], idx, self.lead - s.pre_roll, g, self.fps)
-                       for (s, _), idx in groups.items()]
+            groups.setdefault(self._key(c), []).append(i)
+        self.groups = [_Group([self.chains[i] for i in idx], idx, self.lead - self.chains[idx[0]].settings.pre_roll,
+                              g, self.fps) for idx in groups.values()]
         self.t = min(grp.start for grp in self.groups)
+
+    def _key(self, chain: SpringChain) -> tuple:
+        """Chains with equal keys share a model: equal ``substeps`` (a model has one step),
+        ``stretch`` (one strain limit), ``pre_roll`` (one start) and colliders; with colliders also
+        equal ``radius`` (the colliders' thickness) and ``gravity`` (the contact stage's weight)."""
+        s = chain.settings
+        touch = (s.radius, s.gravity) if self.colliders is not None else None
+        return s.substeps, s.stretch, s.pre_roll, chain.colliders, touch
 
     @property
     def done(self) -> int:
@@ -418,7 +445,7 @@ class SpringBake:
             if grp.mask is not None:
                 cols = [cols[i] for i in grp.mask if i < len(cols)]
             for col in cols:
-                deepest = max(deepest, _depth(col, pose[f, 1:], grp.settings.radius))
+                deepest = max(deepest, _depth(col, pose[f, 1:], grp.settings.radius))  # one per group
         return deepest
 
     def step(self) -> bool:

@@ -442,15 +442,15 @@ class Objective:
                  targets: np.ndarray | None = None, external: np.ndarray | None = None) -> None:
         self.model = model
         self.h = h
-        c = model.air_drag
-        a = 1.0 / h**2 + c / h
-        self.w = model.masses * a  # (n,)
+        c = model.vertex_drag[:, None]
+        a = 1.0 / h**2 + c / h  # (n, 1)
+        self.w = model.masses * a[:, 0]  # (n,)
         self.x0 = state.x.copy()
         self.v0 = state.v.copy()
         self.y = (state.x / h**2 + state.v / h + model.gravity
                   + c * (state.x / h + model.wind)) / a
         if external is not None:
-            self.y += external / (model.masses * a)[:, None]
+            self.y += external / self.w[:, None]
         ai = model.anchor_index
         if len(ai):
             if targets is None:

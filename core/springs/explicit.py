@@ -52,7 +52,7 @@ def vibration_rates(model: Model) -> tuple[np.ndarray, np.ndarray]:
     k_sum[model.anchor_index] += model.anchor_stiffness
     free = model.free_index
     m = model.masses[free]
-    return k_sum[free] / m, 2.0 * d_sum[free] / m + model.air_drag
+    return k_sum[free] / m, 2.0 * d_sum[free] / m + model.vertex_drag[free]
 
 
 def total_force(model: Model, x: np.ndarray, v: np.ndarray,
@@ -84,9 +84,10 @@ class ExplicitEuler(Integrator):
         if not np.any(stiff):
             return float("inf")
         w, g = w[stiff], g[stiff]
-        if model.air_drag <= 0:
+        c = model.vertex_drag[model.free_index][stiff]
+        if np.any(c <= 0):
             return 0.0
-        h = model.air_drag / w  # h ω² ≤ γ, sideways: only the air drag damps
+        h = c / w  # h ω² ≤ γ, sideways: only the air drag damps
         for a, b in ((g, 8.0 * w), (2.0 * g, 16.0 * w)):
             # a h − w h² ≤ c: unstable between the roots of w h² − a h + c (if real)
             disc = a * a - b

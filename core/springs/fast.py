@@ -102,7 +102,7 @@ class _Prefactored(SpringLaplacian):
     """
 
     def __init__(self, model: Model, h: float) -> None:
-        w = model.masses * (1.0 / h**2 + model.air_drag / h)
+        w = model.masses * (1.0 / h**2 + model.vertex_drag / h)
         w[model.anchor_index] += model.anchor_stiffness
         super().__init__(model, w, model.stiffness + model.damping / h)
         inc, inc_t = model.incidence, model.incidence_t

@@ -167,7 +167,7 @@ def damping_forces(model: Model, x: np.ndarray, v: np.ndarray) -> np.ndarray:
 def external_forces(model: Model, v: np.ndarray) -> np.ndarray:
     """Gravity plus air drag, ``m g − c m (v − wind)``, shape ``(n, 3)``, N."""
     m = model.masses[:, None]
-    return m * model.gravity - model.air_drag * m * (v - model.wind)
+    return m * model.gravity - model.vertex_drag[:, None] * m * (v - model.wind)
 
 
 def gravity_energy(model: Model, x: np.ndarray) -> float:

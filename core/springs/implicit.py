@@ -97,7 +97,7 @@ class LinearImplicitEuler(Integrator):
         b = self.beta
 
         def build() -> SpringLaplacian:
-            diag = model.masses * (1.0 + b * h * model.air_drag)
+            diag = model.masses * (1.0 + b * h * model.vertex_drag)
             diag[model.anchor_index] += b * h * h * model.anchor_stiffness
             return SpringLaplacian(model, diag, b * h * h * model.stiffness + b * h * model.damping)
 
@@ -112,7 +112,7 @@ class LinearImplicitEuler(Integrator):
         b = self.beta
         x0, v0 = state.x.copy(), state.v.copy()
         m = model.masses
-        c = model.air_drag
+        c = model.vertex_drag
         free, pinned = model.free_index, model.pinned_index
         v_pin = (hard - x0[pinned]) / h
         s = model.spring_count
@@ -131,8 +131,9 @@ class LinearImplicitEuler(Integrator):
             unit = None
             spring_force = np.zeros_like(x0)
         mc = m[:, None]
-        rhs = mc * v0 + h * (spring_force - (1.0 - b) * c * mc * v0
-                             + c * mc * model.wind + mc * model.gravity)
+        cmc = (c * m)[:, None]
+        rhs = mc * v0 + h * (spring_force - (1.0 - b) * cmc * v0
+                             + cmc * model.wind + mc * model.gravity)
         if external is not None:
             rhs += h * external
         if len(model.anchor_index):

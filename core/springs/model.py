@@ -46,8 +46,9 @@ class Model:
         Shape ``(n,)``, kg, all > 0.
     pinned : numpy.ndarray
         Shape ``(n,)``, bool. Pin targets are passed in ascending vertex order.
-    air_drag : float
-        1/s; force ``−c m (v − wind)`` on every vertex.
+    air_drag : float or numpy.ndarray
+        1/s; force ``−c m (v − wind)`` on every vertex: one ``c`` for all, or shape ``(n,)``
+        per vertex (spring bones: chains of different drag in one model).
     gravity : numpy.ndarray
         Shape ``(3,)``, m/s².
     wind : numpy.ndarray
@@ -76,8 +77,8 @@ class Model:
     and soft pins),
     ``free_slot`` ``(n,)`` (position in ``free_index`` or -1),
     ``incidence`` (CSR ``(s, n)``, +1 at ``i``, −1 at ``j``),
-    ``incidence_t`` (CSR ``(n, s)``) and ``rest_directions`` ``(s, 3)``
-    (unit, zero for zero rest length).
+    ``incidence_t`` (CSR ``(n, s)``), ``rest_directions`` ``(s, 3)``
+    (unit, zero for zero rest length) and ``vertex_drag`` ``(n,)`` (``air_drag`` per vertex, 1/s).
     """
 
     rest_positions: np.ndarray
@@ -87,7 +88,7 @@ class Model:
     damping: np.ndarray
     masses: np.ndarray
     pinned: np.ndarray
-    air_drag: float = 0.0
+    air_drag: float | np.ndarray = 0.0
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     wind: np.ndarray = field(default_factory=lambda: np.zeros(3))
     edge_springs: int = -1
@@ -106,6 +107,7 @@ class Model:
     target_index: np.ndarray = field(init=False, repr=False)
     target_hard: np.ndarray = field(init=False, repr=False)
     target_anchor: np.ndarray = field(init=False, repr=False)
+    vertex_drag: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.rest_positions)
@@ -141,9 +143,16 @@ class Model:
         put(self, "target_index", target_index)
         put(self, "target_hard", np.flatnonzero(self.pinned[target_index]))
         put(self, "target_anchor", np.flatnonzero(soft[target_index]))
+        drag = np.asarray(self.air_drag, dtype=np.float64)
+        if drag.ndim:
+            if drag.shape != (n,) or not np.all(np.isfinite(drag)) or np.any(drag < 0):
+                raise SinewError(f"air_drag must be a number or finite values >= 0 of shape ({n},)")
+            put(self, "air_drag", drag.copy())
+            self.air_drag.setflags(write=False)
+        put(self, "vertex_drag", np.broadcast_to(drag, (n,)).copy())
         for a in (self.rest_positions, self.springs, self.rest_lengths, self.stiffness,
                   self.damping, self.masses, self.pinned, self.gravity, self.wind, anchors,
-                  self.anchor_index, self.anchor_stiffness, self.target_index):
+                  self.anchor_index, self.anchor_stiffness, self.target_index, self.vertex_drag):
             a.setflags(write=False)
 
     @property
