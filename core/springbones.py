@@ -32,10 +32,10 @@ Rotations are recovered from the simulated joints by :func:`~.ik.chain.pose_from
 (the IK solvers' one implementation) as each bone's minimal swing from its *animated*
 rotation: the animation's twist is kept and none is added.
 
-Chains of equal ``substeps``, ``stretch``, ``pre_roll`` and colliders are simulated together in
-one model (their ropes are disconnected; with colliders, also equal ``radius`` and ``gravity``), so
-one solve per substep serves them all: stiffness, axial springs and air drag are per vertex or
-spring, the chains' gravity where it differs from the model's is an external force, and the strain
+Chains of equal ``substeps``, ``pre_roll`` and colliders are simulated together in one model
+(their ropes are disconnected; with colliders, also equal ``radius`` and ``gravity``), so one
+solve per substep serves them all: stiffness, axial springs, air drag and the strain limit are per
+vertex or spring, the chains' gravity where it differs from the model's is an external force, and the strain
 limit projects each rope on its own (:class:`~.springs.strainlimit._Pieces`), so a chain moves as
 it would baked alone, to round-off.
 """
@@ -240,11 +240,12 @@ def axial_rate(settings: SpringSettings, fps: float, length: np.ndarray, gravity
 
 def _build(group: Sequence[SpringChain], joints0: Sequence[np.ndarray], gravity: np.ndarray,
            fps: float) -> tuple[Model, np.ndarray, np.ndarray]:
-    """One model for chains of equal ``substeps``, ``stretch`` and colliders (:meth:`SpringBake._key`):
+    """One model for chains of equal ``substeps``, ``pre_roll`` and colliders (:meth:`SpringBake._key`):
     ``(model, offsets (c+1,), rest lengths (s,))``; chain ``c``'s joints are vertices
     ``offsets[c]:offsets[c+1]``. Stiffness, axial springs and air drag are per chain (per vertex
-    or spring); the model's gravity is the first chain's, the others' difference is an external
-    force (:attr:`_Group.external`)."""
+    or spring, the strain limit per spring: ``Model.spring_stretch`` where the chains' differ); the
+    model's gravity is the first chain's, the others' difference is an external force
+    (:attr:`_Group.external`)."""
     s = group[0].settings
     counts = [c.chain.n + 1 for c in group]
     offsets = np.concatenate(([0], np.cumsum(counts)))
@@ -267,12 +268,14 @@ def _build(group: Sequence[SpringChain], joints0: Sequence[np.ndarray], gravity:
     anchors = np.array([c.settings.stiffness for c in group])[per_vertex] * masses
     anchors[pinned] = 0.0
     drag = np.array([c.settings.drag + c.settings.damping for c in group])[per_vertex]
+    limit = np.repeat([c.settings.stretch if c.settings.stretch > 0 else RIGID_STRETCH for c in group],
+                      [c.chain.n for c in group])
     model = Model(
         rest_positions=x, springs=springs, rest_lengths=seg.copy(), stiffness=pair * rate,
         damping=np.zeros(len(springs)), masses=masses, pinned=pinned,
         air_drag=drag if np.ptp(drag) > 0 else float(drag[0]), gravity=gravity * s.gravity,
-        wind=np.zeros(3), anchors=anchors, max_stretch=s.stretch if s.stretch > 0 else RIGID_STRETCH,
-        edge_contact=False)
+        wind=np.zeros(3), anchors=anchors, max_stretch=float(limit.max()),
+        spring_stretch=limit if np.ptp(limit) > 0 else np.zeros(0), edge_contact=False)
     return model, offsets, seg
 
 
@@ -292,9 +295,9 @@ def _thick(colliders: Sequence[Any], radius: float) -> list[Any]:
 
 
 class _Group:
-    """Chains simulated in one model from frame index ``start``: equal ``substeps``, ``stretch``,
-    ``pre_roll`` and colliders (with colliders, equal ``radius`` and ``gravity`` too); their ropes
-    are disconnected."""
+    """Chains simulated in one model from frame index ``start``: equal ``substeps``, ``pre_roll``
+    and colliders (with colliders, equal ``radius`` and ``gravity`` too); their ropes are
+    disconnected."""
 
     def __init__(self, chains: list[SpringChain], index: list[int], start: int, gravity: np.ndarray,
                  fps: float) -> None:
@@ -304,6 +307,7 @@ class _Group:
         self.animated = [animated_joints(c) for c in chains]
         model, self.offsets, self.rest = _build(chains, [a[start] for a in self.animated], gravity, fps)
         self.model = model
+        self.stretch = np.repeat([c.settings.stretch for c in chains], [c.chain.n for c in chains])  # per bone
         anim = np.concatenate(self.animated, axis=1)  # (T, N, 3)
         self.targets = anim[:, model.target_index]
         t = len(anim)
@@ -342,12 +346,12 @@ class _Group:
         on calm frames) are not touched, so the projection adds no energy where it is not needed
         (projecting every frame onto exact lengths lifts a hanging chain by its springs' sag and
         made an undamped swing gain 0.03 % of its energy on some frames)."""
-        low = 1.0 - self.settings.stretch - LENGTH_TOLERANCE
-        high = 1.0 + self.settings.stretch + LENGTH_TOLERANCE
+        low = 1.0 - self.stretch - LENGTH_TOLERANCE
+        high = 1.0 + self.stretch + LENGTH_TOLERANCE
         springs = self.model.springs
         d = x[springs[:, 1]] - x[springs[:, 0]]
         ratio = np.sqrt(np.einsum("ij,ij->i", d, d)) / self.rest
-        if ratio.min() >= low and ratio.max() <= high:
+        if np.all(ratio >= low) and np.all(ratio <= high):
             return  # every bone within its bounds: nothing to put back
         first = self.offsets[:-1]
         n = np.diff(self.offsets) - 1
@@ -355,10 +359,11 @@ class _Group:
         for k in range(int(n.max())):
             on = n > k
             a, b = first[on] + k, first[on] + k + 1
-            rest = self.rest[spring0[on] + k]
+            bone = spring0[on] + k
+            rest = self.rest[bone]
             d = x[b] - x[a]
             length = np.sqrt(np.einsum("ij,ij->i", d, d))
-            want = np.clip(length, low * rest, high * rest)
+            want = np.clip(length, low[bone] * rest, high[bone] * rest)
             x[b] = x[a] + d * (want / np.maximum(length, 1e-300))[:, None]
 
 
@@ -418,11 +423,11 @@ class SpringBake:
 
     def _key(self, chain: SpringChain) -> tuple:
         """Chains with equal keys share a model: equal ``substeps`` (a model has one step),
-        ``stretch`` (one strain limit), ``pre_roll`` (one start) and colliders; with colliders also
-        equal ``radius`` (the colliders' thickness) and ``gravity`` (the contact stage's weight)."""
+        ``pre_roll`` (one start) and colliders; with colliders also equal ``radius`` (the
+        colliders' thickness) and ``gravity`` (the contact stage's weight)."""
         s = chain.settings
         touch = (s.radius, s.gravity) if self.colliders is not None else None
-        return s.substeps, s.stretch, s.pre_roll, chain.colliders, touch
+        return s.substeps, s.pre_roll, chain.colliders, touch
 
     @property
     def done(self) -> int:

@@ -369,7 +369,7 @@ def _after_contact(model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray
     normals = found.normals
     scale = float(np.median(rest))
     sp = model.springs[:e]
-    bound = (1.0 + model.max_stretch) * rest * (1.0 + _ROUND_TOLERANCE)
+    bound = (1.0 + model.stretch_limits) * rest * (1.0 + _ROUND_TOLERANCE)
     lower = np.minimum(solved, rest) * (1.0 - _COMPRESSION)
     along = np.einsum("ij,ij->i", x[sp[:, 0]] - x[sp[:, 1]], directions)
     compressed = bool(np.any(along < lower - _COMPRESSION_TRIGGER * rest))

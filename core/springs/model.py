@@ -63,6 +63,11 @@ class Model:
     max_stretch : float
         Strain limit (fraction, 0 = off): after every step no structural spring is
         longer than ``(1 + max_stretch) L`` (:mod:`.strainlimit`).
+    spring_stretch : numpy.ndarray
+        Shape ``(e,)`` over the structural springs, each > 0, or ``(0,)`` (the default):
+        each spring's own strain limit (spring bones: rigid and stretchy chains in one model);
+        ``max_stretch`` is then their largest. Honoured by the post-solve strain limit (every
+        integrator but VBD, which the :class:`~.simulate.Simulator` refuses for such a model).
     edge_contact : bool
         The structural springs collide as edges with colliders' ridges and points (cloth);
         False: only the vertices collide (spring bones' joints: a chain's first bone starts
@@ -78,7 +83,9 @@ class Model:
     ``free_slot`` ``(n,)`` (position in ``free_index`` or -1),
     ``incidence`` (CSR ``(s, n)``, +1 at ``i``, −1 at ``j``),
     ``incidence_t`` (CSR ``(n, s)``), ``rest_directions`` ``(s, 3)``
-    (unit, zero for zero rest length) and ``vertex_drag`` ``(n,)`` (``air_drag`` per vertex, 1/s).
+    (unit, zero for zero rest length), ``vertex_drag`` ``(n,)`` (``air_drag`` per vertex, 1/s)
+    and ``stretch_limits`` ``(e,)`` (each structural spring's strain limit, ``max_stretch`` or
+    ``spring_stretch``).
     """
 
     rest_positions: np.ndarray
@@ -95,6 +102,7 @@ class Model:
     anchors: np.ndarray = field(default_factory=lambda: np.zeros(0))
     max_stretch: float = 0.0
     edge_contact: bool = True
+    spring_stretch: np.ndarray = field(default_factory=lambda: np.zeros(0))
     uid: int = field(init=False)
     pinned_index: np.ndarray = field(init=False, repr=False)
     free_index: np.ndarray = field(init=False, repr=False)
@@ -108,6 +116,7 @@ class Model:
     target_hard: np.ndarray = field(init=False, repr=False)
     target_anchor: np.ndarray = field(init=False, repr=False)
     vertex_drag: np.ndarray = field(init=False, repr=False)
+    stretch_limits: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.rest_positions)
@@ -150,9 +159,18 @@ class Model:
             put(self, "air_drag", drag.copy())
             self.air_drag.setflags(write=False)
         put(self, "vertex_drag", np.broadcast_to(drag, (n,)).copy())
+        e = self.structural_count
+        own = np.asarray(self.spring_stretch, dtype=np.float64).reshape(-1)
+        if len(own):
+            if own.shape != (e,) or not np.all(np.isfinite(own)) or np.any(own <= 0):
+                raise SinewError(f"spring_stretch must be values > 0 of shape ({e},), one per structural spring")
+            put(self, "max_stretch", float(own.max()))
+        put(self, "spring_stretch", own)
+        put(self, "stretch_limits", own.copy() if len(own) else np.full(e, float(self.max_stretch)))
         for a in (self.rest_positions, self.springs, self.rest_lengths, self.stiffness,
                   self.damping, self.masses, self.pinned, self.gravity, self.wind, anchors,
-                  self.anchor_index, self.anchor_stiffness, self.target_index, self.vertex_drag):
+                  self.anchor_index, self.anchor_stiffness, self.target_index, self.vertex_drag,
+                  self.spring_stretch, self.stretch_limits):
             a.setflags(write=False)
 
     @property

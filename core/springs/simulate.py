@@ -261,6 +261,9 @@ class Simulator:
         self.tolerance = None if tolerance is None else float(tolerance)
         self.model = model
         self.integrator = _make_integrator(integrator)
+        if len(model.spring_stretch) and getattr(self.integrator, "contact_inside", False):
+            raise SinewError(f"{self.integrator.name} takes one strain limit for all springs (max_stretch); "
+                             f"this model has one per spring (spring_stretch)")
         self.fps = float(fps)
         self.substeps = int(substeps)
         self.iterations = int(iterations)
@@ -533,8 +536,14 @@ class Simulator:
             return True
         if model.max_stretch <= 0:
             return False
-        accepted = (1.0 + model.max_stretch) * (1.0 + STRAIN_TOLERANCE) - 1.0
-        return bool(F.max_strain(model, work.x) > _SPLIT_STRAIN * accepted)
+        if not len(model.spring_stretch):
+            accepted = (1.0 + model.max_stretch) * (1.0 + STRAIN_TOLERANCE) - 1.0
+            return bool(F.max_strain(model, work.x) > _SPLIT_STRAIN * accepted)
+        e = model.structural_count  # each spring against its own limit
+        sp, rest = model.springs[:e], model.rest_lengths[:e]
+        accepted = (1.0 + model.stretch_limits) * (1.0 + STRAIN_TOLERANCE) - 1.0
+        length = np.linalg.norm(work.x[sp[:, 0]] - work.x[sp[:, 1]], axis=1)
+        return bool(np.any(length - rest > _SPLIT_STRAIN * accepted * rest))
 
     def _sc_resolve(self, sc: SelfCollision, ss: _SelfStep, work: State, pinned: np.ndarray) -> Any:
         """``sc.resolve`` on ``work`` with the step's candidate pairs, counting what its
@@ -560,7 +569,7 @@ class Simulator:
         """
         model = self.model
         e = model.structural_count
-        sp, bound = model.springs[:e], (1.0 + model.max_stretch) * model.rest_lengths[:e]
+        sp, bound = model.springs[:e], (1.0 + model.stretch_limits) * model.rest_lengths[:e]
         contacts = 0
         stopped = np.zeros(len(work.x), bool)
         found = step.found

@@ -127,7 +127,7 @@ class StrainMemory:
     active : numpy.ndarray, optional
         Shape ``(e,)``, bool, over the structural springs.
     bounds : tuple, optional
-        ``(s, arrays)``: the limit and :func:`_bounds`' arrays for it.
+        ``(limited, arrays)``: whether the limits took part, and :func:`_bounds`' arrays.
     pattern : _SpringPattern, optional
     pieces : _Pieces, optional
     """
@@ -273,7 +273,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
     springs = model.springs[:e]
     rest = model.rest_lengths[:e]
     n = model.vertex_count
-    inv_m, bound, scale, tol_bound, band_floor, keep_floor = _bounds(model, s, fixed, memory)
+    inv_m, bound, scale, tol_bound, band_floor, keep_floor = _bounds(model, s > 0, fixed, memory)
     r = 0 if rows is None else len(rows.targets)
     no_rows = np.zeros(0, bool)
     if r:
@@ -517,9 +517,10 @@ def _piece_search(model: Model, pieces: _Pieces, x: np.ndarray, dx: np.ndarray, 
     return t, None
 
 
-def _bounds(model: Model, s: float, fixed: np.ndarray | None,
+def _bounds(model: Model, limited: bool, fixed: np.ndarray | None,
             memory: StrainMemory | None = None) -> tuple[np.ndarray, ...]:
-    """What :func:`limit_strain` derives from the model, the limit ``s`` and the ``fixed``
+    """What :func:`limit_strain` derives from the model, its limits (``model.stretch_limits``,
+    or none where not ``limited``) and the ``fixed``
     vertices: inverse masses ``(n + 1,)`` (0 for pinned and fixed vertices and for index ``n``,
     a row's padding), the springs' bounds ``(e,)`` (``inf`` where neither end can move, or
     without a limit), the lengths violations are relative to, the tolerated excess over the
@@ -529,7 +530,7 @@ def _bounds(model: Model, s: float, fixed: np.ndarray | None,
     keep = fixed is None and memory is not None
     if keep:
         kept = memory.of(model).bounds
-        if kept is not None and kept[0] == s:
+        if kept is not None and kept[0] == limited:
             return kept[1]
     e = model.structural_count
     springs, rest = model.springs[:e], model.rest_lengths[:e]
@@ -539,7 +540,8 @@ def _bounds(model: Model, s: float, fixed: np.ndarray | None,
         inv_m = np.where(fixed, 0.0, inv_m)
     inv_m = np.append(inv_m, 0.0)  # index -1 (a row's padding): no vertex
     # a constraint whose vertices cannot move is left as it is (two pinned ends)
-    bound = (1.0 + s) * rest if s > 0 else np.full(e, np.inf)
+    s = model.stretch_limits if limited else np.zeros(e)
+    bound = np.where(s > 0, (1.0 + s) * rest, np.inf)
     bound = np.where(inv_m[springs[:, 0]] + inv_m[springs[:, 1]] > 0, bound, np.inf)
     scale = (1.0 + s) * rest  # finite: violations relative to it
     out = (inv_m, bound, scale, TOLERANCE * bound,
@@ -548,7 +550,7 @@ def _bounds(model: Model, s: float, fixed: np.ndarray | None,
     for a in out:
         a.setflags(write=False)
     if keep:
-        memory.bounds = (s, out)
+        memory.bounds = (limited, out)
     return out
 
 

@@ -785,3 +785,55 @@ def test_matvec_add_is_the_sparse_product_added_in_place():
     # product: a new array whatever the layout of x
     for x3 in (xs, np.asfortranarray(xs), xs[:, 1]):
         np.testing.assert_allclose(linsolve.product(a, x3), a @ x3, rtol=1e-13, atol=1e-13)
+
+
+def _two_ropes(n=8, k=100.0, drag=(2.0, 2.0), stretch=None):
+    """Two hanging ropes side by side, disconnected, in one model (vertices of rope 0 first)."""
+    one = rope_model(n, k=k, kd=0.0, drag=1.0)
+    x = np.concatenate([one.rest_positions, one.rest_positions + (0.5, 0.0, 0.0)])
+    springs = np.concatenate([one.springs, one.springs + (n + 1)])
+    from core.springs import Model
+
+    per = np.repeat(np.asarray(drag, dtype=float), n + 1)
+    return Model(rest_positions=x, springs=springs, rest_lengths=np.tile(one.rest_lengths, 2),
+                 stiffness=np.tile(one.stiffness, 2), damping=np.zeros(2 * n), masses=np.tile(one.masses, 2),
+                 pinned=np.tile(one.pinned, 2), air_drag=per, gravity=one.gravity,
+                 spring_stretch=np.zeros(0) if stretch is None else np.repeat(stretch, n))
+
+
+@pytest.mark.parametrize("name", ["SYMPLECTIC", "IMPLICIT", "NEWTON", "FAST"])
+def test_per_vertex_air_drag_gives_each_particle_its_terminal_velocity(name):
+    """Free particles (no springs) falling with air drag c reach v = g / c: with one drag per
+    vertex, each its own."""
+    from core.springs import Model, State
+
+    drag = np.array([0.5, 2.0, 8.0])
+    x = np.zeros((3, 3))
+    model = Model(rest_positions=x, springs=np.zeros((0, 2), dtype=np.int64), rest_lengths=np.zeros(0),
+                  stiffness=np.zeros(0), damping=np.zeros(0), masses=np.full(3, 0.1),
+                  pinned=np.zeros(3, bool), air_drag=drag, gravity=np.array([0.0, 0.0, -G]))
+    sim = Simulator(model, name, fps=24, substeps=4, state=State(x.copy(), np.zeros((3, 3))))
+    for _ in range(24 * 20):  # 20 s: 10 time constants of the slowest
+        sim.advance()
+    np.testing.assert_allclose(sim.state.v[:, 2], -G / drag, rtol=1e-3)
+
+
+def test_per_spring_strain_limits_hold_each_rope_to_its_own():
+    """Two soft hanging ropes in one model, strain limits 1 % and 20 %: each ends within its own
+    limit, and the looser one really stretches past the tighter one's (a shared limit would not
+    tell them apart). VBD, which takes one limit for all springs, is refused."""
+    from core.errors import SinewError
+    from core.springs.strainlimit import TOLERANCE
+
+    model = _two_ropes(k=2.0, stretch=[0.01, 0.20])
+    assert model.max_stretch == pytest.approx(0.20)
+    sim = Simulator(model, "IMPLICIT", fps=24, substeps=2)
+    for _ in range(48):
+        sim.advance()
+    x = sim.state.x
+    strain = np.linalg.norm(x[model.springs[:, 0]] - x[model.springs[:, 1]], axis=1) / model.rest_lengths - 1
+    assert strain[:8].max() <= (1.01) * (1 + TOLERANCE) - 1
+    assert strain[8:].max() <= (1.20) * (1 + TOLERANCE) - 1
+    assert strain[8:].max() > 0.05
+    with pytest.raises(SinewError, match="one strain limit"):
+        Simulator(model, "VBD", fps=24)
