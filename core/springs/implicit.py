@@ -89,6 +89,7 @@ class LinearImplicitEuler(Integrator):
         self.beta = float(beta)
         self.residual = bool(residual)
         self._assemblers: FactorCache[F.HessianAssembler] = FactorCache(size=1)
+        self._pin_springs: FactorCache[tuple] = FactorCache(size=1)
         self._pre: FactorCache[SpringLaplacian] = FactorCache()
         self.last_cg_iterations = 0
 
@@ -180,10 +181,12 @@ class LinearImplicitEuler(Integrator):
             idx = np.arange(3)
             blocks[:, idx, idx] += a_co[:, None]
             if len(pinned):
+                # the pinned vertices' known velocities, moved to the right-hand side: only the
+                # springs with a pinned end take part (the others' terms are exactly 0)
+                on, inc, inc_t = self._pin_springs.get(model.uid, lambda: _pin_springs(model))
                 u = np.zeros_like(rhs)
                 u[pinned] = v_pin
-                rhs = rhs - _block_apply_soa(model.incidence, model.incidence_t, a_co, e_co,
-                                             unit, u)
+                rhs = rhs - _block_apply_soa(inc, inc_t, a_co[on], e_co[on], unit[on], u)
         else:
             blocks = np.zeros((model.spring_count, 3, 3))
         asm = self._assemblers.get(model.uid, lambda: F.HessianAssembler(model))
@@ -227,6 +230,14 @@ class LinearImplicitEuler(Integrator):
                   max_iterations=self.max_cg_iterations)
         self.last_cg_iterations = res.iterations
         return res.x if res.converged else None
+
+
+def _pin_springs(model: Model) -> tuple[np.ndarray, sp.csr_matrix, sp.csr_matrix]:
+    """The springs with a pinned end ``(k,)`` and their rows of ``model.incidence`` (CSR
+    ``(k, n)``) and its transpose (CSR ``(n, k)``)."""
+    on = np.flatnonzero(model.pinned[model.springs[:, 0]] | model.pinned[model.springs[:, 1]])
+    inc = model.incidence[on].tocsr()
+    return on, inc, inc.T.tocsr()
 
 
 def _block_apply_soa(inc: sp.csr_matrix, inc_t: sp.csr_matrix, a_co: np.ndarray,

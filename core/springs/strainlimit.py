@@ -273,7 +273,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
     springs = model.springs[:e]
     rest = model.rest_lengths[:e]
     n = model.vertex_count
-    inv_m, bound, scale, tol_bound, band_floor, keep_floor = _bounds(model, s > 0, fixed, memory)
+    inv_m, bound, scale, tol_bound, band_floor, keep_floor, inv_rest = _bounds(model, s > 0, fixed, memory)
     r = 0 if rows is None else len(rows.targets)
     no_rows = np.zeros(0, bool)
     if r:
@@ -304,7 +304,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         viol_r = (short > TOLERANCE * rows.scale) & free_row if r else no_rows
         if not (viol.any() or viol_r.any()):
             converged = True
-            excess = max(float(np.max(over / np.maximum(rest, 1e-300), initial=0.0)), 0.0)
+            excess = max(float(np.max(over * inv_rest, initial=0.0)), 0.0)
             break
         if pieces is not None:
             live = np.zeros(pieces.count, dtype=bool)
@@ -343,7 +343,8 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
             cand, pattern = _candidates(model, active, springs, memory)
             step = _SpringStep(pattern, d.take(cand, axis=0) / length.take(cand)[:, None], inv_m)
         for _ in range(_ROUNDS if not r else 4):
-            hi, co = np.flatnonzero(active), np.flatnonzero(active_r)
+            hi = np.flatnonzero(active)
+            co = np.flatnonzero(active_r) if r else hi[:0]
             if r:
                 verts = np.concatenate([_pad(springs[hi], width, n), _pad(row_verts[co], width, n)])
                 coefs = np.concatenate([_pad(spring_coefs[hi], width, 0.0),
@@ -484,8 +485,7 @@ def _pieces(model: Model, springs: np.ndarray, memory: StrainMemory | None) -> _
         kept = _Pieces(len(used), spring, vertex[label], order, starts)
         if memory is not None:
             memory.pieces = kept
-    joined = len(kept.spring) and np.all(kept.spring == kept.spring[0])
-    return None if joined else kept
+    return kept if kept.count > 1 else None
 
 
 def _piece_search(model: Model, pieces: _Pieces, x: np.ndarray, dx: np.ndarray, springs: np.ndarray,
@@ -524,8 +524,8 @@ def _bounds(model: Model, limited: bool, fixed: np.ndarray | None,
     vertices: inverse masses ``(n + 1,)`` (0 for pinned and fixed vertices and for index ``n``,
     a row's padding), the springs' bounds ``(e,)`` (``inf`` where neither end can move, or
     without a limit), the lengths violations are relative to, the tolerated excess over the
-    bounds, and the over-lengths above which a spring is a candidate and stays active
-    (all ``(e,)``, m). Without ``fixed`` they are the same at every step of a model: kept in
+    bounds, the over-lengths above which a spring is a candidate and stays active (m) and
+    the inverse rest lengths (1/m; all ``(e,)``). Without ``fixed`` they are the same at every step of a model: kept in
     ``memory`` (:class:`StrainMemory`)."""
     keep = fixed is None and memory is not None
     if keep:
@@ -546,7 +546,8 @@ def _bounds(model: Model, limited: bool, fixed: np.ndarray | None,
     scale = (1.0 + s) * rest  # finite: violations relative to it
     out = (inv_m, bound, scale, TOLERANCE * bound,
            -_BAND * s * rest,  # candidates: above this over-length
-           -0.25 * s * rest)  # the last active set: kept above this
+           -0.25 * s * rest,  # the last active set: kept above this
+           1.0 / np.maximum(rest, 1e-300))  # what an over-length is relative to
     for a in out:
         a.setflags(write=False)
     if keep:
