@@ -341,7 +341,8 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         step = None
         if alone:  # its rounds work within the springs active now
             cand, pattern = _candidates(model, active, springs, memory)
-            step = _SpringStep(pattern, d.take(cand, axis=0) / length.take(cand)[:, None], inv_m)
+            u_cand = d / length[:, None] if cand is None else d.take(cand, axis=0) / length.take(cand)[:, None]
+            step = _SpringStep(pattern, u_cand, inv_m)
         for _ in range(_ROUNDS if not r else 4):
             hi = np.flatnonzero(active)
             co = np.flatnonzero(active_r) if r else hi[:0]
@@ -357,7 +358,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
             else:
                 c = over[hi]
             if step is not None:
-                lam, dx = step.solve(active[cand], c)
+                lam, dx = step.solve(active if cand is None else active[cand], c)
             else:
                 if not r:
                     verts, coefs, u = springs[hi], spring_coefs[hi], d[hi] / length[hi, None]
@@ -392,7 +393,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         dx = dx[:n]
         xt = x - dx
         if pieces is not None:
-            t, known = _piece_search(model, pieces, x, dx, springs, live, length, bound, scale,
+            t, known = _piece_search(model, pieces, x, dx, springs, live, over, bound, scale,
                                      band & released, released, stuck)
             moved = t > 0
             if moved.any():
@@ -451,8 +452,10 @@ class _Pieces:
         Shape ``(e,)``, each structural spring's piece.
     vertex : numpy.ndarray
         Shape ``(n,)``, each vertex's piece (0 for a vertex in no spring: it never moves).
-    order, starts : numpy.ndarray
-        The springs sorted by piece and where each piece starts among them (:meth:`worst`).
+    order : numpy.ndarray or None
+        The springs sorted by piece (``None``: they are).
+    starts : numpy.ndarray
+        Where each piece starts among them (:meth:`worst`).
     """
 
     count: int
@@ -467,7 +470,7 @@ class _Pieces:
 
     def worst(self, values: np.ndarray) -> np.ndarray:
         """The largest of ``values`` ``(e,)`` in each piece, ``(count,)``."""
-        return np.maximum.reduceat(values.take(self.order), self.starts)
+        return np.maximum.reduceat(values if self.order is None else values.take(self.order), self.starts)
 
 
 def _pieces(model: Model, springs: np.ndarray, memory: StrainMemory | None) -> _Pieces | None:
@@ -482,14 +485,15 @@ def _pieces(model: Model, springs: np.ndarray, memory: StrainMemory | None) -> _
         vertex[used] = np.arange(len(used))
         order = np.argsort(spring, kind="stable")
         starts = np.flatnonzero(np.r_[True, spring[order][1:] != spring[order][:-1]])
-        kept = _Pieces(len(used), spring, vertex[label], order, starts)
+        in_order = bool(np.all(order == np.arange(len(order))))  # spring bones: chain after chain
+        kept = _Pieces(len(used), spring, vertex[label], None if in_order else order, starts)
         if memory is not None:
             memory.pieces = kept
     return kept if kept.count > 1 else None
 
 
 def _piece_search(model: Model, pieces: _Pieces, x: np.ndarray, dx: np.ndarray, springs: np.ndarray,
-                  live: np.ndarray, length: np.ndarray, bound: np.ndarray, scale: np.ndarray,
+                  live: np.ndarray, over: np.ndarray, bound: np.ndarray, scale: np.ndarray,
                   skipped: np.ndarray, released: np.ndarray, stuck: np.ndarray) -> tuple[np.ndarray, Any]:
     """The damped step of :func:`limit_strain`, piece by piece: each ``live`` piece's step ``dx``
     ``(n, 3)`` is halved while its worst violation grows (up to 6 times). A piece that no halving
@@ -498,7 +502,7 @@ def _piece_search(model: Model, pieces: _Pieces, x: np.ndarray, dx: np.ndarray, 
     ``stuck`` (``(count,)``, in place). Returns each piece's step length ``(count,)`` (0: not
     moved) and the geometry and shortfalls at the result (``None``: not computed)."""
     k = pieces.count
-    worst = pieces.worst((length - bound) / scale)
+    worst = pieces.worst(over / scale)
     t = live.astype(np.float64)
     bad = live
     known = None
@@ -623,11 +627,11 @@ _WHOLE = 256
 
 
 def _candidates(model: Model, active: np.ndarray, springs: np.ndarray,
-                memory: StrainMemory | None = None) -> tuple[np.ndarray, _SpringPattern]:
+                memory: StrainMemory | None = None) -> tuple[np.ndarray | None, _SpringPattern]:
     """The springs a Newton step's rounds work within (indices into ``springs`` ``(e, 2)``)
     and their :class:`_SpringPattern`: the ``active`` ones (bool ``(e,)``), or all of a small
     model's (:data:`_WHOLE`; the rounds solve for the active ones alone either way, the same
-    system)."""
+    system), then ``None`` for the indices."""
     e = len(springs)
     if e > _WHOLE:
         cand = np.flatnonzero(active)
@@ -637,7 +641,7 @@ def _candidates(model: Model, active: np.ndarray, springs: np.ndarray,
         pattern = _SpringPattern(springs)
         if memory is not None:
             memory.pattern = pattern
-    return np.arange(e), pattern
+    return None, pattern
 
 
 class _SpringStep:
