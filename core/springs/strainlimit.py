@@ -302,7 +302,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         over = length - bound
         viol = over > tol_bound
         viol_r = (short > TOLERANCE * rows.scale) & free_row if r else no_rows
-        if not (viol.any() or viol_r.any()):
+        if not (viol.any() or (r and viol_r.any())):
             converged = True
             excess = max(float(np.max(over * inv_rest, initial=0.0)), 0.0)
             break
@@ -329,14 +329,18 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
         # are candidates too: a push passed on along a chain of them reaches its far end
         # in one Newton step.
         band = over > band_floor
-        near_r = (short > -_LOWER_BAND * rows.scale) & free_row if r else no_rows
-        skipped = bool((band & released).any() or (near_r & released_r).any())
+        skipped_s = band & released  # candidates released by earlier Newton steps
         active = viol | (active & (over > keep_floor)) | (band & ~released)
         if pieces is not None:
             active &= on
-        active_r = viol_r | (near_r & ~released_r)
         released &= ~viol
-        released_r &= ~viol_r
+        if r:
+            near_r = (short > -_LOWER_BAND * rows.scale) & free_row
+            skipped = bool((near_r & released_r).any())  # rows released by earlier Newton steps
+            active_r = viol_r | (near_r & ~released_r)
+            released_r &= ~viol_r
+        else:
+            skipped, active_r = False, no_rows
         dropped = []  # the springs released in this Newton step's rounds
         step = None
         if alone:  # its rounds work within the springs active now
@@ -391,10 +395,9 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
             active_r[co[release[len(hi):]]] = False
             released_r[co[release[len(hi):]]] = True
         dx = dx[:n]
-        xt = x - dx
         if pieces is not None:
             t, known = _piece_search(model, pieces, x, dx, springs, live, over, bound, scale,
-                                     band & released, released, stuck)
+                                     skipped_s, released, stuck)
             moved = t > 0
             if moved.any():
                 x[...] = x - pieces.step_of(t, dx)
@@ -415,7 +418,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
                     break
                 t *= 0.5
             else:
-                if skipped:  # the same step with the candidates the last one released
+                if skipped_s.any() or skipped:  # the same step with the candidates the last one released
                     released[:] = False
                     released_r[:] = False
                     known = (d, length, short)
@@ -424,6 +427,7 @@ def limit_strain(model: Model, x: np.ndarray, v: np.ndarray, h: float,
                 excess = float(np.max(over[viol] / rest[viol], initial=0.0))
                 break
         else:
+            xt = x - dx
             known = None
         x[...] = xt
         it += 1
