@@ -307,7 +307,16 @@ class _Group:
         self.animated = [animated_joints(c) for c in chains]
         model, self.offsets, self.rest = _build(chains, [a[start] for a in self.animated], gravity, fps)
         self.model = model
-        self.stretch = np.repeat([c.settings.stretch for c in chains], [c.chain.n for c in chains])  # per bone
+        # the bounds of _keep_lengths (m, per bone), and its levels: the k-th bones of the chains
+        # that have one, (heads, tails, shortest, longest)
+        stretch = np.repeat([c.settings.stretch for c in chains], [c.chain.n for c in chains])
+        self.shortest = (1.0 - stretch - LENGTH_TOLERANCE) * self.rest
+        self.longest = (1.0 + stretch + LENGTH_TOLERANCE) * self.rest
+        first = self.offsets[:-1]
+        n = np.diff(self.offsets) - 1
+        spring0 = first - np.arange(len(first))  # each chain's first bone
+        self.levels = [(first[n > k] + k, first[n > k] + k + 1, self.shortest[spring0[n > k] + k],
+                        self.longest[spring0[n > k] + k]) for k in range(int(n.max()))]
         anim = np.concatenate(self.animated, axis=1)  # (T, N, 3)
         self.targets = anim[:, model.target_index]
         t = len(anim)
@@ -346,24 +355,15 @@ class _Group:
         on calm frames) are not touched, so the projection adds no energy where it is not needed
         (projecting every frame onto exact lengths lifts a hanging chain by its springs' sag and
         made an undamped swing gain 0.03 % of its energy on some frames)."""
-        low = 1.0 - self.stretch - LENGTH_TOLERANCE
-        high = 1.0 + self.stretch + LENGTH_TOLERANCE
         springs = self.model.springs
         d = x[springs[:, 1]] - x[springs[:, 0]]
-        ratio = np.sqrt(np.einsum("ij,ij->i", d, d)) / self.rest
-        if np.all(ratio >= low) and np.all(ratio <= high):
+        length = np.sqrt(np.einsum("ij,ij->i", d, d))
+        if np.all(length >= self.shortest) and np.all(length <= self.longest):
             return  # every bone within its bounds: nothing to put back
-        first = self.offsets[:-1]
-        n = np.diff(self.offsets) - 1
-        spring0 = first - np.arange(len(first))  # each chain's first spring
-        for k in range(int(n.max())):
-            on = n > k
-            a, b = first[on] + k, first[on] + k + 1
-            bone = spring0[on] + k
-            rest = self.rest[bone]
+        for a, b, lo, hi in self.levels:
             d = x[b] - x[a]
             length = np.sqrt(np.einsum("ij,ij->i", d, d))
-            want = np.clip(length, low[bone] * rest, high[bone] * rest)
+            want = np.clip(length, lo, hi)
             x[b] = x[a] + d * (want / np.maximum(length, 1e-300))[:, None]
 
 
