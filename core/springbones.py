@@ -32,8 +32,8 @@ Rotations are recovered from the simulated joints by :func:`~.ik.chain.pose_from
 (the IK solvers' one implementation) as each bone's minimal swing from its *animated*
 rotation: the animation's twist is kept and none is added.
 
-Chains of equal ``substeps``, ``pre_roll`` and colliders are simulated together in one model
-(their ropes are disconnected; with colliders, also equal ``radius`` and ``gravity``), so one
+Chains of equal ``substeps`` and ``pre_roll`` without colliders are simulated together in one
+model (their ropes are disconnected; a chain with colliders has a model of its own), so one
 solve per substep serves them all: stiffness, axial springs, air drag and the strain limit are per
 vertex or spring, the chains' gravity where it differs from the model's is an external force, and the strain
 limit projects each rope on its own (:class:`~.springs.strainlimit._Pieces`), so a chain moves as
@@ -240,7 +240,7 @@ def axial_rate(settings: SpringSettings, fps: float, length: np.ndarray, gravity
 
 def _build(group: Sequence[SpringChain], joints0: Sequence[np.ndarray], gravity: np.ndarray,
            fps: float) -> tuple[Model, np.ndarray, np.ndarray]:
-    """One model for chains of equal ``substeps``, ``pre_roll`` and colliders (:meth:`SpringBake._key`):
+    """One model for chains of equal ``substeps`` and ``pre_roll`` (:meth:`SpringBake._key`):
     ``(model, offsets (c+1,), rest lengths (s,))``; chain ``c``'s joints are vertices
     ``offsets[c]:offsets[c+1]``. Stiffness, axial springs and air drag are per chain (per vertex
     or spring, the strain limit per spring: ``Model.spring_stretch`` where the chains' differ); the
@@ -295,8 +295,8 @@ def _thick(colliders: Sequence[Any], radius: float) -> list[Any]:
 
 
 class _Group:
-    """Chains simulated in one model from frame index ``start``: equal ``substeps``, ``pre_roll``
-    and colliders (with colliders, equal ``radius`` and ``gravity`` too); their ropes are
+    """Chains simulated in one model from frame index ``start`` (:meth:`SpringBake._key`): equal
+    ``substeps`` and ``pre_roll``, no colliders (or a chain alone); their ropes are
     disconnected."""
 
     def __init__(self, chains: list[SpringChain], index: list[int], start: int, gravity: np.ndarray,
@@ -416,18 +416,20 @@ class SpringBake:
             if c.settings.pre_roll > self.lead:
                 raise SinewError(f"spring chain {c.name!r}: pre_roll {c.settings.pre_roll} needs "
                                  f"{c.settings.pre_roll} frames before the range, {self.lead} given")
-            groups.setdefault(self._key(c), []).append(i)
+            groups.setdefault(self._key(i, c), []).append(i)
         self.groups = [_Group([self.chains[i] for i in idx], idx, self.lead - self.chains[idx[0]].settings.pre_roll,
                               g, self.fps) for idx in groups.values()]
         self.t = min(grp.start for grp in self.groups)
 
-    def _key(self, chain: SpringChain) -> tuple:
-        """Chains with equal keys share a model: equal ``substeps`` (a model has one step),
-        ``pre_roll`` (one start) and colliders; with colliders also equal ``radius`` (the
-        colliders' thickness) and ``gravity`` (the contact stage's weight)."""
+    def _key(self, i: int, chain: SpringChain) -> tuple:
+        """Chains with equal keys share a model: equal ``substeps`` (a model has one step) and
+        ``pre_roll`` (one start), no colliders. A chain with colliders has a model of its own:
+        the contact stage's rounds and passes run over a whole model (two chains sharing one
+        moved up to 0.1 mm apart from their bakes alone)."""
         s = chain.settings
-        touch = (s.radius, s.gravity) if self.colliders is not None else None
-        return s.substeps, s.pre_roll, chain.colliders, touch
+        if self.colliders is not None and chain.colliders != ():
+            return ("own", i)
+        return s.substeps, s.pre_roll
 
     @property
     def done(self) -> int:
