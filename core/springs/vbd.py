@@ -25,13 +25,14 @@ vertex through a collider, however thin or fast; a vertex that reaches its ball 
 detection run again. After every sweep, clusters of vertices take a Newton step as rigid
 translations (all free vertices, then cells of about :data:`CLUSTER_SIZE`, coloured so that
 cells of one colour share no spring; ``sinew_vbd_cluster_sums``, ``sinew_vbd_translate``):
-Gauss–Seidel alone barely moves a stiff cloth as a whole (sliding, sticking, drag). A
-colour's vertices, or cells, can go to several threads (:class:`~core.kernels.Workers`) with
-the same result as one. The
-iterations start from VBD's adaptive initialisation (:meth:`VertexBlockDescent._guess`).
-Moving colliders carry the vertices resting on them into the step's start (the collider's
-displacement at the nearest point), so a body moving sideways takes its cloth along and
-friction decides whether it slides.
+Gauss–Seidel alone barely moves a stiff cloth as a whole (sliding, sticking, drag). A large
+cloth is swept in slabs (:func:`_slabs`): the slabs of one parity, and a colour's cells, can
+go to several threads (:class:`~core.kernels.Workers`) with the same result as one; on one
+thread an iteration is one kernel call (``sinew_vbd_iterate``). The iterations start from
+VBD's adaptive initialisation (:meth:`VertexBlockDescent._guess`). A moving collider pushes
+the vertices it reaches within the step into the step's start, along its outward normal
+(:meth:`VertexBlockDescent._carry`); friction in the solve decides whether a cloth on a
+body moving sideways goes along.
 
 The strain limit is then made exact (within :data:`_LIMIT_TOLERANCE`) by Gauss–Seidel
 projection of the structural springs still past it (``sinew_strain_project``, through the
@@ -581,10 +582,11 @@ class VertexBlockDescent(Integrator):
 
     @staticmethod
     def _plan(pb: kernels.VbdProblem, lay: _Layout, ptr: int) -> tuple[np.ndarray, list]:
-        """An iteration's kernel calls on ``x`` at ``ptr``, stage by stage: the sweep (colour
-        by colour, each colour's parts on the threads; one call for all colours on one
-        thread), then each level's cluster sums and translations (colour by colour of
-        clusters). Each call writes its clipped count into its own slot of the first array
+        """An iteration's kernel calls on ``x`` at ``ptr`` for several threads, stage by
+        stage: the sweep (the even slabs, then the odd ones, a call per slab), then each
+        level's cluster sums and translations (the parts of the one cluster of all free
+        vertices; the cells colour by colour, a thread's range of cells summing and moving in
+        one task). Each call writes its clipped count into its own slot of the first array
         returned; a stage is ``(calls, what, total)``, ``total`` the sums to add after it
         (the parts of the one cluster of all free vertices) or None."""
         lib = pb.lib
