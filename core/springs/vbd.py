@@ -340,10 +340,11 @@ class VertexBlockDescent(Integrator):
         one sweep, and VBD rarely meets a tight tolerance early).
     threads : int, optional
         Threads for the sweeps and the coarse correction (default
-        :func:`~core.kernels.thread_count`: ``SINEW_THREADS``, else 1). Each colour's
-        vertices, and each colour of clusters, are cut into parts of at least
-        :data:`_MIN_PART` vertices, so small cloth runs on one thread. The result does not
-        depend on the number of threads (the same arithmetic in the same order).
+        :func:`~core.kernels.thread_count`: ``SINEW_THREADS``, else 1). The sweep's slabs
+        (:data:`_SLAB` vertices or more each) and the coarse correction's parts (at least
+        :data:`_MIN_PART` vertices) go to the threads, so small cloth runs on one thread. The
+        result does not depend on the number of threads (the same arithmetic in the same
+        order).
     """
 
     name = "VBD"
