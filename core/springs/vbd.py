@@ -26,9 +26,9 @@ detection run again. After every sweep, clusters of vertices take a Newton step 
 translations (all free vertices, then cells of about :data:`CLUSTER_SIZE`, coloured so that
 cells of one colour share no spring; ``sinew_vbd_cluster_sums``, ``sinew_vbd_translate``):
 Gauss–Seidel alone barely moves a stiff cloth as a whole (sliding, sticking, drag). A large
-cloth is swept in slabs (:func:`_slabs`): the slabs of one parity, and a colour's cells, can
-go to several threads (:class:`~core.kernels.Workers`) with the same result as one; on one
-thread an iteration is one kernel call (``sinew_vbd_iterate``). The iterations start from
+cloth is swept in slabs (:func:`_slabs`): the slabs of one parity can go to several threads
+(:class:`~core.kernels.Workers`) with the same result as one; the coarse correction is one
+kernel call, and on one thread so is the whole iteration (``sinew_vbd_iterate``). The iterations start from
 VBD's adaptive initialisation (:meth:`VertexBlockDescent._guess`). A moving collider pushes
 the vertices it reaches within the step into the step's start, along its outward normal
 (:meth:`VertexBlockDescent._carry`); friction in the solve decides whether a cloth on a
@@ -66,12 +66,8 @@ LIMIT_STIFFNESS = 1.0
 STATIC_SPEED = 1e-3
 #: Free vertices per cluster of the finer coarse level (:func:`_clusters`).
 CLUSTER_SIZE = 64
-#: Vertices per part of the all-free-vertices cluster, whose sums are added in a fixed order
-#: (the same for any number of threads).
+#: Vertices per part of the all-free-vertices cluster, whose sums are added in order.
 _PART = 2048
-#: Fewest vertices a thread is handed in one call (a call and its wait cost about 30 µs;
-#: a vertex's local step 0.1–0.5 µs).
-_MIN_PART = 1024
 #: Free vertices per slab of the sweep (:func:`_slabs`), at least; a cloth with fewer than
 #: twice as many is swept whole.
 _SLAB = 2048
@@ -88,27 +84,17 @@ _LIMIT_TOLERANCE = 4e-3
 
 class _Stage(NamedTuple):
     """Groups of a level's vertices whose cluster sums are taken together and then
-    translated: the clusters of one colour (no spring joins two of them, so they can go to
-    several threads), or the parts of the one cluster of all free vertices (``whole``: their
-    sums are added in a fixed order before the translation, whatever the thread count).
-    ``off`` ``(groups + 1,)`` into the level's ``vertices``; ``splits`` the ranges of groups
-    for each thread; ``sums`` ``(groups, 9)`` and, when whole, ``total`` ``(1, 9)`` and
-    ``rows`` ``(groups,)`` zeros: scratch."""
+    translated: the clusters of one colour (no spring joins two of them), or the parts of the
+    one cluster of all free vertices (``whole``: their sums are added in a fixed order before
+    the translation). ``off`` ``(groups + 1,)`` into the level's ``vertices``; ``sums``
+    ``(groups, 9)`` and, when whole, ``total`` ``(1, 9)`` and ``rows`` ``(groups,)`` zeros:
+    scratch."""
 
     off: np.ndarray
-    splits: list[tuple[int, int]]
     sums: np.ndarray
     whole: bool
     total: np.ndarray
     rows: np.ndarray
-
-
-class _Total(NamedTuple):
-    """The sums of a cluster's parts (``parts`` ``(groups, 9)``) and their total
-    (``sums`` ``(1, 9)``)."""
-
-    parts: np.ndarray
-    sums: np.ndarray
 
 
 class _Level(NamedTuple):
@@ -124,24 +110,13 @@ class _Level(NamedTuple):
     stages: list[_Stage]
 
 
-def _splits(off: np.ndarray, threads: int) -> list[tuple[int, int]]:
-    """Contiguous ranges of the groups ``off`` bounds, one per thread, of about equal
-    vertex counts and at least :data:`_MIN_PART` vertices each (fewer ranges when small)."""
-    groups, total = len(off) - 1, int(off[-1] - off[0])
-    parts = max(min(threads, total // _MIN_PART, groups), 1)
-    cuts = np.searchsorted(off, off[0] + total * np.arange(1, parts) / parts)
-    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, groups), [groups]]))
-    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-
-
-def _stage(off: np.ndarray, threads: int, whole: bool) -> _Stage:
+def _stage(off: np.ndarray, whole: bool) -> _Stage:
     off = np.ascontiguousarray(off, np.int64)
     groups = len(off) - 1
-    return _Stage(off, _splits(off, threads), np.zeros((groups, 9)), whole, np.zeros((1, 9)),
-                  np.zeros(groups, np.int64))
+    return _Stage(off, np.zeros((groups, 9)), whole, np.zeros((1, 9)), np.zeros(groups, np.int64))
 
 
-def _level(cluster: np.ndarray, springs: np.ndarray, threads: int) -> _Level:
+def _level(cluster: np.ndarray, springs: np.ndarray) -> _Level:
     """A level from each free vertex's cluster: the clusters coloured so that no spring joins
     two of one colour, renumbered colour by colour; the one cluster of all free vertices
     (count 1) cut into parts of :data:`_PART` vertices."""
@@ -172,21 +147,11 @@ def _level(cluster: np.ndarray, springs: np.ndarray, threads: int) -> _Level:
     vertices = np.ascontiguousarray(free[np.argsort(cluster[free], kind="stable")], np.int64)
     offsets = np.searchsorted(cluster[vertices], np.arange(count + 1))
     if count > 1:
-        stages = [_stage(offsets[a:b + 1], threads, False)
+        stages = [_stage(offsets[a:b + 1], False)
                   for a, b in zip(colour_off[:-1], colour_off[1:])]
     else:
-        stages = [_stage(np.r_[np.arange(0, len(vertices), _PART), len(vertices)], threads, True)]
+        stages = [_stage(np.r_[np.arange(0, len(vertices), _PART), len(vertices)], True)]
     return _Level(count, np.ascontiguousarray(cluster, np.int64), vertices, interior, stages)
-
-
-def _chain(*calls: Any) -> int:
-    """Runs kernel calls in turn until one returns an error code; returns the last code."""
-    code = 0
-    for call in calls:
-        code = call()
-        if code < 0:
-            return code
-    return code
 
 
 def _slabs(model: Model, free: np.ndarray, springs: np.ndarray) -> np.ndarray:
@@ -218,7 +183,7 @@ def _slabs(model: Model, free: np.ndarray, springs: np.ndarray) -> np.ndarray:
     return one
 
 
-def _clusters(model: Model, free: np.ndarray, threads: int) -> list[_Level]:
+def _clusters(model: Model, free: np.ndarray) -> list[_Level]:
     """The coarse levels: all free vertices as one cluster, then cells of a grid over the rest
     shape holding about :data:`CLUSTER_SIZE` vertices each (when that makes more than one)."""
     n = model.vertex_count
@@ -227,7 +192,7 @@ def _clusters(model: Model, free: np.ndarray, threads: int) -> list[_Level]:
     whole = np.full(n, -1, np.int64)
     whole[free] = 0
     sp = np.asarray(model.springs, dtype=np.int64).reshape(-1, 2)
-    levels = [_level(whole, sp, threads)]
+    levels = [_level(whole, sp)]
     e = model.structural_count
     if len(free) > 2 * CLUSTER_SIZE and e:
         cell = np.sqrt(CLUSTER_SIZE) * float(np.median(model.rest_lengths[:e]))
@@ -236,7 +201,7 @@ def _clusters(model: Model, free: np.ndarray, threads: int) -> list[_Level]:
         fine = np.full(n, -1, np.int64)
         fine[free] = ids.reshape(-1)
         if fine.max() > 0:
-            levels.append(_level(fine, sp, threads))
+            levels.append(_level(fine, sp))
     return levels
 
 
@@ -265,7 +230,7 @@ class _Layout:
             color.ctypes.data, scratch.ctypes.data, len(scratch)), "colouring")
         self.free = np.flatnonzero(free).astype(np.int64)
         self.movable = free.astype(bool)
-        self.levels = _clusters(model, self.free, threads)
+        self.levels = _clusters(model, self.free)
         # the sweep: slab by slab (even slabs, then odd ones), colour by colour within each
         slab = _slabs(model, self.free, sp)
         self.slab_count = int(slab.max(initial=0)) + 1
@@ -288,8 +253,6 @@ class _Layout:
             kernels.VbdSweep(ncolors, off.ctypes.data, self.color_vertices.ctypes.data)
             for off in self.slab_off])
         self.threads = min(threads, max(len(ph) for ph in self.phases))
-        for level in self.levels:
-            self.threads = max([self.threads] + [len(st.splits) for st in level.stages])
         e = model.structural_count
         limit = np.zeros(s)
         if model.max_stretch > 0:
@@ -339,12 +302,10 @@ class VertexBlockDescent(Integrator):
         meets the tolerance (0: only after the last iteration; an evaluation costs about
         one sweep, and VBD rarely meets a tight tolerance early).
     threads : int, optional
-        Threads for the sweeps and the coarse correction (default
-        :func:`~core.kernels.thread_count`: ``SINEW_THREADS``, else 1). The sweep's slabs
-        (:data:`_SLAB` vertices or more each) and the coarse correction's parts (at least
-        :data:`_MIN_PART` vertices) go to the threads, so small cloth runs on one thread. The
-        result does not depend on the number of threads (the same arithmetic in the same
-        order).
+        Threads for the sweeps (default :func:`~core.kernels.thread_count`). The sweep's
+        slabs (:data:`_SLAB` free vertices or more each) go to the threads, so small cloth
+        runs on one thread. The result does not depend on the number of threads (the same
+        arithmetic in the same order).
     """
 
     name = "VBD"
@@ -539,13 +500,15 @@ class VertexBlockDescent(Integrator):
 
             def run(k: int) -> int:
                 return kernels.check_status(iterate(k, ptr, held_at), "VBD iterations")
-        else:
+        else:  # the sweep's slabs of one parity on the threads, then the coarse correction in one call
+            table = lay.stage_table()
+            coarse = partial(lib.sinew_vbd_iterate, pb.struct, 0, None, lay.stage_count,
+                             ctypes.addressof(table), 1, ptr, held.ctypes.data)
+
             def run(k: int) -> int:
-                held[...] = 0
-                for calls, what, total in stages:
+                for calls, what in stages:
                     self._workers.run(calls, what)
-                    if total is not None:  # the parts of the one cluster, added in order
-                        total.sums[0] = total.parts.sum(axis=0)
+                kernels.check_status(coarse(), "VBD coarse correction")
                 return 1
 
         def residual(at: int = ptr) -> float:
@@ -583,48 +546,18 @@ class VertexBlockDescent(Integrator):
 
     @staticmethod
     def _plan(pb: kernels.VbdProblem, lay: _Layout, ptr: int) -> tuple[np.ndarray, list]:
-        """An iteration's kernel calls on ``x`` at ``ptr`` for several threads, stage by
-        stage: the sweep (the even slabs, then the odd ones, a call per slab), then each
-        level's cluster sums and translations (the parts of the one cluster of all free
-        vertices; the cells colour by colour, a thread's range of cells summing and moving in
-        one task). Each call writes its clipped count into its own slot of the first array
-        returned; a stage is ``(calls, what, total)``, ``total`` the sums to add after it
-        (the parts of the one cluster of all free vertices) or None."""
+        """An iteration's sweep on ``x`` at ``ptr`` for several threads: the even slabs, then
+        the odd ones, a call per slab (the coarse correction follows in one call). Each call
+        writes its clipped count into its own slot of the first array returned (slot 0 is
+        the coarse correction's); a stage is ``(calls, what)``."""
         lib = pb.lib
-        slots = 1 + lay.slab_count + sum(len(st.splits) for level in lay.levels for st in level.stages)
-        held = np.zeros(slots, np.int64)
-        slot = iter(range(slots))
-
-        def count() -> int:
-            return held.ctypes.data + 8 * next(slot)
-
+        held = np.zeros(1 + lay.slab_count, np.int64)
         cv = lay.color_vertices.ctypes.data
-        stages: list = []
+        stages = []
         for phase in lay.phases:
             stages.append(([partial(lib.sinew_vbd_sweep, pb.struct, lay.ncolors,
-                                    lay.slab_off[k].ctypes.data, cv, ptr, count()) for k in phase],
-                           "VBD sweep", None))
-        for level in lay.levels:
-            verts, cl, inner = (level.vertices.ctypes.data, level.cluster.ctypes.data,
-                                level.interior.ctypes.data)
-            for st in level.stages:
-                sums, moves = [], []
-                added = st.whole and len(st.off) > 2
-                for a, b in st.splits:
-                    off = st.off.ctypes.data + 8 * a
-                    sums.append(partial(lib.sinew_vbd_cluster_sums, pb.struct, b - a, off, verts,
-                                        cl, inner, ptr, st.sums.ctypes.data + 72 * a))
-                    rows = ((st.total if added else st.sums).ctypes.data, st.rows.ctypes.data) \
-                        if st.whole else (st.sums.ctypes.data + 72 * a, None)
-                    moves.append(partial(lib.sinew_vbd_translate, pb.struct, b - a, off, verts,
-                                         *rows, ptr, count()))
-                if st.whole:  # the parts' sums are added before any part moves
-                    stages.append((sums, "VBD cluster sums",
-                                   _Total(st.sums, st.total) if added else None))
-                    stages.append((moves, "VBD translate", None))
-                else:  # clusters of one colour share no spring: each range sums and moves alone
-                    stages.append(([partial(_chain, a, b) for a, b in zip(sums, moves)],
-                                   "VBD clusters", None))
+                                    lay.slab_off[k].ctypes.data, cv, ptr, held.ctypes.data + 8 * (1 + k))
+                            for k in phase], "VBD sweep"))
         return held, stages
 
     @staticmethod
