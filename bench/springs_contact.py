@@ -25,8 +25,8 @@ dress also the most cloth edges passing through the body, the most collider edge
 through a cloth triangle (a table's rim or a body's edge cutting through the cloth between
 its vertices), the largest edge stretch ``max(ℓ/L − 1)``, the
 fastest vertex over the last frame, where the cloth's middle ended, and Sinew's frames not
-converged. The COTTON preset picks the VBD solver for every one of them (cloth with
-colliders, pinned or not).
+converged. The COTTON preset picks the VBD solver for the cloth that lands on colliders
+(drape, tablecloths) and FAST for the pinned skirt and dress.
 
 ``.venv/bpy-5.2/bin/python bench/springs_contact.py [--quick]``; importable as
 ``run(quick) -> list[dict]``.

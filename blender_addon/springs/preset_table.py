@@ -38,13 +38,14 @@ PRESETS: dict[str, dict[str, object]] = {
                  pin_stiffness=0.0, solver="FAST", substeps=1, iterations=60),
 }
 
-#: What a preset sets instead for cloth that collides (it has colliders, or self-collision is
-#: on; pinned or not): Vertex Block Descent, contact inside the solve (core/springs/vbd.py), at
-#: the substeps and iterations that let a tablecloth come to rest centred with the strain
-#: limit held (docs/CONTACT.md). On the bench's skirt pinned to a body moving 5 m/s it took
-#: 15.6 ms per frame against FAST's 28-31, with 3.2 % strain against 3.9 % (limit 3 %); a sheet
-#: that only hangs from pins is three times faster with FAST's prefactored global solve, so
-#: cloth without colliders keeps the table's solver.
+#: What a preset sets instead for free cloth that collides (it has colliders, or
+#: self-collision is on, and no pin group): Vertex Block Descent, contact inside the solve
+#: (core/springs/vbd.py), at the substeps and iterations that let a tablecloth come to rest
+#: centred with the strain limit held (docs/CONTACT.md). Pinned cloth keeps the table's
+#: solver: on the bench's skirt pinned to a body moving 5 m/s, VBD at 3 × 10 took 12.6 ms
+#: per frame against FAST's 28-31 with 3.3 % strain against 3.9 %, but the body's vertical
+#: edges cut the cloth (21 cloth edges through the body at worst, FAST's none); a sheet that
+#: only hangs from pins is also three times faster with FAST's prefactored global solve.
 CONTACT_SOLVER: dict[str, object] = dict(solver="VBD", substeps=3, iterations=10)
 
 #: Largest edge strain while hanging (the 48 frames, settling included; see the module

@@ -15,7 +15,7 @@ _ITEMS = tuple((name, _LOOK[name][0], DESCRIPTIONS[name]) for name in PRESETS)
 
 class SINEW_OT_springs_preset(bpy.types.Operator):
     """Set the active mesh's spring settings from a material preset (with the VBD solver when
-    the mesh has colliders or self-collision)"""
+    the mesh has colliders or self-collision and no pins)"""
 
     bl_idname = "sinew.springs_preset"
     bl_label = "Spring Preset"
@@ -33,8 +33,9 @@ class SINEW_OT_springs_preset(bpy.types.Operator):
         props = obj.sinew_springs
         values = dict(PRESETS[self.preset])
         colliders = read.collider_objects(obj, props.collision_collection, context.scene)
-        if self.preset != "ROPE" and (colliders or props.self_collision):
-            # cloth that touches things: contact inside the solve
+        pinned = bool(props.pin_group) and obj.vertex_groups.get(props.pin_group) is not None
+        if self.preset != "ROPE" and (colliders or props.self_collision) and not pinned:
+            # free cloth that lands on things: contact inside the solve
             values.update(CONTACT_SOLVER)
         for name, value in values.items():
             setattr(props, name, value)
