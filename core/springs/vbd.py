@@ -438,10 +438,11 @@ class VertexBlockDescent(Integrator):
     def _carry(soup: ColliderSoup, x0: np.ndarray, h: float) -> np.ndarray:
         """``(n, 3)``: how far the moving colliders push each vertex over the step (zero
         elsewhere). Each vertex is measured against the colliders where they were at the
-        step's start (its nearest triangle there, the point of it nearest the vertex, that
-        point's displacement ``D``): a surface that moves toward the vertex by more than the
-        gap to its thickness pushes it along the outward normal by as much, as an inelastic
-        hit would (a vertex resting on it: by the surface's whole approach). The motion along
+        step's start (each of its slot triangles there, the point of it nearest the vertex,
+        that point's displacement ``D``): a surface that moves toward the vertex by more than
+        the gap to its thickness pushes it along the outward normal by as much, as an
+        inelastic hit would (a vertex resting on it: by the surface's whole approach; the
+        largest push of its surfaces). The motion along
         the surface is friction's to pass on, in the solve. The straight moves of the guard
         cannot do this: it holds colliders still at their end-of-step positions, which a fast
         collider may have moved past the vertex."""
