@@ -383,8 +383,7 @@ class VertexBlockDescent(Integrator):
                 start += carry
                 x += carry
                 reference += carry
-            # a moving collider may have swept over a vertex within the step: the query
-            # reaches as far as any collider point moved, so that the push-out finds it
+            # (a vertex a moving collider swept over is already out of it: the carry)
             reach = np.linalg.norm(x - start, axis=1)
             soup.detect(start, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
             pb.set(cv=soup.cv, cdisp=soup.cdisp, tris=soup.tris, closed_tri=soup.closed,
