@@ -83,6 +83,16 @@ class Contacts:
         return self.distance < 0.0
 
 
+def _unit_normals(cv: np.ndarray, tris: np.ndarray) -> np.ndarray:
+    """``(t, 3)`` the triangles' unit normals (the kernels' triangle_normal: zero for a
+    collapsed triangle)."""
+    corners = cv[tris] if len(tris) else np.zeros((0, 3, 3))
+    nrm = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+    size = np.linalg.norm(nrm, axis=1)
+    return np.ascontiguousarray(
+        np.where(size[:, None] > 0, nrm / np.where(size > 0, size, 1.0)[:, None], 0.0))
+
+
 class ColliderSoup:
     """One step's colliders as flat arrays for the kernels.
 
@@ -152,12 +162,7 @@ class ColliderSoup:
         self.closed = np.ascontiguousarray(np.concatenate(closed) if closed else np.zeros(0, np.uint8))
         self.radius = np.ascontiguousarray(np.concatenate(radius) if radius else np.zeros(0))
         self.mu = np.ascontiguousarray(np.concatenate(mu) if mu else np.zeros(0))
-        corners = self.cv[self.tris] if len(self.tris) else np.zeros((0, 3, 3))
-        nrm = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
-        size = np.linalg.norm(nrm, axis=1)
-        # (the kernels' triangle_normal: zero for a collapsed triangle)
-        self.normals = np.ascontiguousarray(
-            np.where(size[:, None] > 0, nrm / np.where(size > 0, size, 1.0)[:, None], 0.0))
+        self.normals = _unit_normals(self.cv, self.tris)
         self.prim_type = np.asarray(ptype, dtype=np.int32)
         self.prim = kernels.array(np.array(prims) if prims else np.zeros((0, 8)), np.float64,
                                   (-1, 8), "collider primitives")
@@ -175,11 +180,7 @@ class ColliderSoup:
         out.__dict__.update(self.__dict__)
         if self.cdisp is not None:
             out.cv = np.ascontiguousarray(self.cv - self.cdisp)
-            corners = out.cv[self.tris] if len(self.tris) else np.zeros((0, 3, 3))
-            nrm = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
-            size = np.linalg.norm(nrm, axis=1)
-            out.normals = np.ascontiguousarray(
-                np.where(size[:, None] > 0, nrm / np.where(size > 0, size, 1.0)[:, None], 0.0))
+            out.normals = _unit_normals(out.cv, self.tris)
         out.cdisp = None
         out._grid = None
         return out

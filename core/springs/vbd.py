@@ -491,8 +491,8 @@ class VertexBlockDescent(Integrator):
         ptr = kernels.address(x)
         force = np.empty((len(lay.free), 3))
         cforce = np.empty_like(force)
-        held, stages = self._plan(pb, lay, ptr)
         if lay.threads == 1:  # every iteration's calls in one, until a vertex is held back
+            held = np.zeros(1, np.int64)
             table = lay.stage_table()
             iterate = partial(lib.sinew_vbd_iterate, pb.struct, lay.slab_count,
                               ctypes.addressof(lay._sweeps), lay.stage_count, ctypes.addressof(table))
@@ -501,6 +501,7 @@ class VertexBlockDescent(Integrator):
             def run(k: int) -> int:
                 return kernels.check_status(iterate(k, ptr, held_at), "VBD iterations")
         else:  # the sweep's slabs of one parity on the threads, then the coarse correction in one call
+            held, stages = self._plan(pb, lay, ptr)
             table = lay.stage_table()
             coarse = partial(lib.sinew_vbd_iterate, pb.struct, 0, None, lay.stage_count,
                              ctypes.addressof(table), 1, ptr, held.ctypes.data)
