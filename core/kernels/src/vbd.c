@@ -245,7 +245,11 @@ int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *c
                 double moved = (nx[0] - xi[0]) * (nx[0] - xi[0]) + (nx[1] - xi[1]) * (nx[1] - xi[1])
                                + (nx[2] - xi[2]) * (nx[2] - xi[2]);
                 xi[0] = nx[0]; xi[1] = nx[1]; xi[2] = nx[2];
-                if (!touchable || it + 1 == LOCAL_NEWTON || !(moved > LOCAL_STEP * LOCAL_STEP)) break;
+                /* (a step cut short at a thickness's edge goes on with the contact's
+                 * stiffness however short it was: cut from an edge it hardly moves, and the
+                 * vertex would stay there with its slide along the surface undone) */
+                if (!touchable || it + 1 == LOCAL_NEWTON
+                    || (!(moved > LOCAL_STEP * LOCAL_STEP) && gap1 != -1.0)) break;
                 /* clear of every thickness: the step was a free one (checked on the contacts
                  * alone, before assembling the springs again) */
                 if (isnan(gap1)) gap1 = thickness_gap(pb, i, xi, 0);
