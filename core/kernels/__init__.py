@@ -34,6 +34,8 @@ __all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_
 
 #: Must equal ``SINEW_ABI_VERSION`` in ``src/sinew_kernels.h``.
 ABI_VERSION = 3
+#: The most contact slots per vertex the kernels take (``SINEW_MAX_SLOTS`` in src/sinew_kernels.h).
+MAX_SLOTS = 16
 
 _HERE = Path(__file__).resolve().parent
 _SUFFIX = {"linux": "so", "windows": "dll", "macos": "dylib"}
@@ -255,6 +257,9 @@ class VbdProblem:
                 if a.shape[0] != int(off[-1]):
                     raise SinewError(f"{name} must have {int(off[-1])} rows (one per adjacency "
                                      f"entry), got {a.shape[0]}")
+            if name == "c_id" and a.shape[1] > MAX_SLOTS:
+                raise SinewError(f"c_id has {a.shape[1]} contact slots per vertex; the kernels take "
+                                 f"at most {MAX_SLOTS}")
             self._keep[name] = a
             setattr(self.struct, name, a.ctypes.data)
             if name == "prim_type":

@@ -79,6 +79,49 @@ def point_triangle_distance(p, a, b, c):
     return np.where(inside, np.minimum(d, face), d)
 
 
+def nearest_on_triangle(p, a, b, c):
+    """(q, face) for one point and triangle: the nearest point of the triangle, and whether
+    it is the plane projection strictly inside the face (else on an edge or a corner); by
+    projection and edge clamping, as point_triangle_distance."""
+    n = np.cross(b - a, c - a)
+    nn = float(n @ n)
+    if nn > 1e-24:
+        q = p - ((p - a) @ n) / nn * n
+        if all(np.cross(v - u, q - u) @ n > 1e-12 * nn for u, v in ((a, b), (b, c), (c, a))):
+            return q, True
+    best = None
+    for u, v in ((a, b), (b, c), (c, a)):
+        d = v - u
+        t = 0.0 if d @ d == 0 else float(np.clip((p - u) @ d / (d @ d), 0.0, 1.0))
+        q = u + t * d
+        if best is None or np.linalg.norm(p - q) < np.linalg.norm(p - best):
+            best = q
+    return best, False
+
+
+def surface_contacts(p, cv, tris, ids, radius):
+    """The contacts of point p with the listed triangles of an open mesh as the VBD kernels
+    count them, one per feature of the surface: (distance, unit direction from the surface to
+    p, triangle) for each triangle within its radius whose nearest point is inside its face,
+    or on a border when no face contact is as near and no border contact counted before
+    has the same nearest point."""
+    found = []
+    for t in ids:
+        q, face = nearest_on_triangle(p, *cv[tris[t]])
+        d = float(np.linalg.norm(p - q))
+        if 0 < d < radius[t]:
+            found.append((d, (p - q) / d, t, q, face))
+    nearest_face = min((d for d, _, _, _, face in found if face), default=np.inf)
+    out, seen = [], []
+    for d, u, t, q, face in found:
+        if not face:
+            if nearest_face <= d or any(np.linalg.norm(q - q0) <= 1e-9 for q0 in seen):
+                continue
+            seen.append(q)
+        out.append((d, u, t))
+    return out
+
+
 def sampled_distance(p, a, b, c, m=48):
     """Distance from each point p[i] to triangle i by dense barycentric sampling (an upper
     bound of the true distance, within the sample spacing)."""
@@ -198,10 +241,8 @@ def energy(x, pb):
     cv, tris, rad = g("cv"), g("tris"), g("tri_radius")
     cid, cnt, kc = g("c_id"), g("c_count"), g("kc")
     for i in range(len(x)):
-        for j in range(cnt[i]):
-            t = tris[cid[i, j]]
-            d = float(point_triangle_distance(x[i], cv[t[0]], cv[t[1]], cv[t[2]]))
-            E += barrier(d, rad[cid[i, j]], kc[i])
+        for d, _, t in surface_contacts(x[i], cv, tris, cid[i, :cnt[i]], rad):
+            E += barrier(d, rad[t], kc[i])
         for pt, pr in zip(g("prim_type"), g("prim")):
             d = (x[i] - pr[:3]) @ pr[3:6] if pt == 0 else np.linalg.norm(x[i] - pr[:3]) - pr[3]
             E += barrier(d, pr[6], kc[i])
@@ -497,6 +538,69 @@ def test_forces_are_minus_the_energy_gradient(lib, seed):
     lam = [pb.get("kc")[0] * rr * (rr - dd) / dd for dd, rr in zip(d, r)]
     assert np.allclose(cf[0], [0, 0, lam[0] + lam[2] - lam[1]], rtol=1e-9)
     assert np.allclose(cf[1:], 0.0)
+
+
+def _surface_problem(points, cv, tris, r=0.05, kc=300.0):
+    """Frictionless, springless vertices at points, every triangle of (cv, tris) in each one's
+    slots (open mesh, thickness r)."""
+    n, nt = len(points), len(tris)
+    c_id = np.zeros((n, max(CONTACT_SLOTS, nt)), np.int64)  # (a box's 12: within kernels.MAX_SLOTS)
+    c_id[:, :nt] = np.arange(nt)
+    return vbd_problem(c64(points), np.zeros((0, 2)), w=np.zeros(n), cv=c64(cv), tris=i64(tris),
+                       tri_radius=np.full(nt, r), c_id=c_id, c_count=np.full(n, nt, np.int64),
+                       kc=np.full(n, kc))
+
+
+def test_contact_counts_each_feature_of_the_surface_once(lib):
+    """A vertex pressed into a flat mesh near (or over) an edge two triangles share feels the
+    one barrier of its distance straight up, nothing along the surface; beyond a convex rim
+    it feels the rim once; in a concave corner it feels both faces."""
+    r, kc = 0.05, 300.0
+    lam = lambda d: kc * r * (r - d) / d  # noqa: E731
+
+    flat = c64([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]])  # a square, diagonal 0-2
+    for pt in ([0.52, 0.5, 0.02], [0.5, 0.5, 0.02], [0.7, 0.69, 0.01]):
+        pb = _surface_problem([pt], flat, [[0, 1, 2], [0, 2, 3]], r, kc)
+        _, cf = kernel_forces(lib, pb, c64([pt]))
+        assert np.allclose(cf[0], [0, 0, lam(pt[2])], rtol=1e-12, atol=1e-12)
+    # a rim: top face z = 0 for y < 0.5, side face y = 0.5 going down; the vertex beyond it
+    rim = c64([[0, 0, 0], [1, 0, 0], [1, 0.5, 0], [0, 0.5, 0], [0, 0.5, -1], [1, 0.5, -1]])
+    tris = [[0, 1, 2], [0, 2, 3], [3, 2, 5], [3, 5, 4]]
+    pt = c64([0.4, 0.52, 0.015])
+    pb = _surface_problem([pt], rim, tris, r, kc)
+    _, cf = kernel_forces(lib, pb, c64([pt]))
+    d = np.hypot(0.02, 0.015)
+    assert np.allclose(cf[0], lam(d) * np.array([0, 0.02, 0.015]) / d, rtol=1e-12)
+    # a concave corner: floor z = 0 and wall y = 0.5 going up
+    corner = c64([[0, 0, 0], [1, 0, 0], [1, 0.5, 0], [0, 0.5, 0], [0, 0.5, 1], [1, 0.5, 1]])
+    pt = c64([0.4, 0.47, 0.02])
+    pb = _surface_problem([pt], corner, tris, r, kc)
+    _, cf = kernel_forces(lib, pb, c64([pt]))
+    assert np.allclose(cf[0], [0, -lam(0.03), lam(0.02)], rtol=1e-12)
+
+
+@FUZZ
+@given(seed=SEEDS)
+def test_contact_forces_on_a_box_against_the_reference(lib, seed):
+    """Points around and inside the thickness of a box's triangles (shared edges, rims,
+    corners): the kernel's collider force is the sum of the reference's one-per-feature
+    contacts, each ``λ(d) = k_c r (r - d)/d`` along its direction (``d`` at least ``r/100``
+    in the divisor)."""
+    rng = np.random.default_rng(seed)
+    cv, tris = box((-0.5, -0.5, -0.5), (0.5, 0.5, 0.5))
+    m = 12
+    # near a random face, edge or corner of the box, within the thickness, outside the box
+    pts = rng.uniform(-0.55, 0.55, (m, 3))
+    out = np.abs(pts).max(axis=1) >= 0.5
+    pts = pts[out]
+    r, kc = 0.08, 300.0
+    pb = _surface_problem(pts, cv, tris, r, kc)
+    _, cf = kernel_forces(lib, pb, pts)
+    for p, got in zip(pts, cf):
+        want = sum((kc * r * (r - d) / max(d, 0.01 * r) * u for d, u, _ in surface_contacts(p, c64(cv), i64(tris),
+                                                                          range(len(tris)), np.full(len(tris), r))),
+                   np.zeros(3))
+        assert np.allclose(got, want, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(want).max()))
 
 
 def test_forces_on_listed_vertices_only_and_refuses_bad_index(lib):

@@ -50,6 +50,9 @@ SINEW_API int sinew_collider_query(
     int64_t k, int64_t *out_id, double *out_dist, int64_t *out_count, double *out_dmin);
 
 /* ---- vbd.c: Vertex Block Descent (Chen, Liu & Yang 2024) sweeps and residual ---- */
+/* The most contact slots a vertex may have (SinewVbdProblem.kslots). */
+#define SINEW_MAX_SLOTS 16
+
 typedef struct SinewVbdProblem {
     int64_t n;              /* vertices */
     double h;               /* step, s */
@@ -77,7 +80,7 @@ typedef struct SinewVbdProblem {
     int64_t np;
     const int32_t *prim_type;  /* (np,) 0 plane (point, normal), 1 sphere (centre, radius) */
     const double *prim;        /* (np,8): plane p,n,radius(thickness),mu; sphere c,R,thick,mu,_,_ */
-    int64_t kslots;            /* contact slots per vertex */
+    int64_t kslots;            /* contact slots per vertex, at most SINEW_MAX_SLOTS */
     const int64_t *c_id;       /* (n,kslots) collider triangles near each vertex */
     const int64_t *c_count;    /* (n,) */
     const double *c_dist;      /* (n,kslots) each slot's distance at detection, or NULL */

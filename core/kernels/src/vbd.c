@@ -40,8 +40,14 @@ static inline void spring_term(double *f, double *H, const double *u, double l, 
  * may be NULL). Adds to f and H; the normal force to cf (may be NULL). */
 static inline int contact_term(const SinewVbdProblem *pb, int64_t i, const double *xi,
                                const double *dir, double sd, double r, double mu,
-                               const double *disp, double *f, double *H, double *cf) {
-    if (sd >= r || !(r > 0.0)) return 0;
+                               const double *disp, double band, double *f, double *H, double *cf) {
+    if (!(r > 0.0)) return 0;
+    if (sd >= r) {
+        /* within band beyond the thickness: the barrier's stiffness at its edge, kc, along
+         * the normal, no force (see assemble) */
+        if (sd < r + band) add_outer(H, dir, pb->kc[i]);
+        return 0;
+    }
     /* E = kc r (r ln(r/d) - (r - d)) for d < r: the normal force lam = kc r (r - d)/d grows
      * without bound as the surface nears (a barrier, as IPC's), so a vertex pressed into the
      * thickness stays near its outer side; stiffness kc r^2/d^2. Depths below r/100 (a
@@ -124,33 +130,74 @@ static int assemble(const SinewVbdProblem *pb, int64_t i, const double *x, doubl
             add_outer(H, a, kd * inv_h);
         }
     }
+    /* A cluster's translation moves every vertex of it by the same step, which may carry a
+     * vertex just outside a thickness deep into it (no contact term in the sums stops it:
+     * the sweep's cut at the edge is per vertex), and the next sweep out again: a
+     * period-two cycle of a resting cloth. For the cluster sums, a contact within a
+     * thickness beyond the edge adds the barrier's stiffness there along its normal. */
     int active = 0;
     double least = INFINITY, moved = -1.0;
     int64_t nc = pb->c_count ? pb->c_count[i] : 0;
-    for (int64_t j = 0; j < nc; ++j) {
+    /* The slots within reach of a force, then their contacts: one per feature of the
+     * surface. A slot whose nearest point is on a border (an edge or a corner of its
+     * triangle) counts only when no other slot is as near with its nearest point inside its
+     * face, and once per point: the neighbour of a face the vertex stands over (its shared
+     * edge, nearer than its thickness when the vertex is pressed in) would push the vertex
+     * along the surface, away from the edge, and a rim or corner shared by several slots
+     * would push as many times. */
+    int64_t near_t[SINEW_MAX_SLOTS];
+    double near_sd[SINEW_MAX_SLOTS], near_dir[SINEW_MAX_SLOTS][3], near_q[SINEW_MAX_SLOTS][3],
+        near_bary[SINEW_MAX_SLOTS][3];
+    int near_region[SINEW_MAX_SLOTS], k = 0;
+    double face_sd = INFINITY;
+    for (int64_t j = 0; j < nc && k < SINEW_MAX_SLOTS; ++j) {
         int64_t t = pb->c_id[pb->kslots * i + j];
+        double band = cluster ? pb->tri_radius[t] : 0.0;
         double floor_gap = slot_floor(pb, i, j, xi, pb->tri_radius[t], &moved);
-        if (floor_gap >= 0.0) { /* out of this triangle's thickness for sure: no force */
+        if (floor_gap >= band) { /* out of this triangle's thickness (and band) for sure */
             if (floor_gap < least) least = floor_gap;
             continue;
         }
         const int64_t *tv = pb->tris + 3 * t;
-        double dir[3], sd, bary[3];
-        triangle_contact(xi, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2],
-                         TRI_NORMAL(pb, t), pb->closed_tri[t], dir, &sd, bary);
+        double sd;
+        int region = triangle_contact(xi, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2],
+                                      TRI_NORMAL(pb, t), pb->closed_tri[t], near_dir[k], &sd, near_bary[k]);
+        if (sd - pb->tri_radius[t] < least) least = sd - pb->tri_radius[t];
+        if (sd - pb->tri_radius[t] >= band) continue;
+        for (int a = 0; a < 3; ++a)
+            near_q[k][a] = near_bary[k][0] * pb->cv[3 * tv[0] + a] + near_bary[k][1] * pb->cv[3 * tv[1] + a]
+                           + near_bary[k][2] * pb->cv[3 * tv[2] + a];
+        if (region == REGION_FACE && sd < face_sd) face_sd = sd;
+        near_t[k] = t; near_sd[k] = sd; near_region[k] = region;
+        ++k;
+    }
+    for (int a = 0; a < k; ++a) {
+        if (near_region[a] != REGION_FACE) {
+            if (face_sd <= near_sd[a]) continue;
+            int seen = 0;
+            for (int b = 0; b < a && !seen; ++b) {
+                double d[3];
+                sub3(near_q[a], near_q[b], d);
+                seen = near_region[b] != REGION_FACE && dot3(d, d) <= 1e-18;
+            }
+            if (seen) continue;
+        }
+        int64_t t = near_t[a];
+        const int64_t *tv = pb->tris + 3 * t;
         double disp[3] = {0.0, 0.0, 0.0};
         if (pb->cdisp)
             for (int c = 0; c < 3; ++c)
-                for (int a = 0; a < 3; ++a) disp[a] += bary[c] * pb->cdisp[3 * tv[c] + a];
-        if (sd - pb->tri_radius[t] < least) least = sd - pb->tri_radius[t];
-        active += contact_term(pb, i, xi, dir, sd, pb->tri_radius[t], pb->tri_mu[t], disp, f, H, cf);
+                for (int b = 0; b < 3; ++b) disp[b] += near_bary[a][c] * pb->cdisp[3 * tv[c] + b];
+        double band = cluster ? pb->tri_radius[t] : 0.0;
+        active += contact_term(pb, i, xi, near_dir[a], near_sd[a], pb->tri_radius[t], pb->tri_mu[t],
+                               disp, band, f, H, cf);
     }
     for (int64_t p = 0; p < pb->np; ++p) {
         const double *pr = pb->prim + 8 * p;
         double dir[3], sd;
         primitive_contact(xi, pb->prim_type[p], pr, dir, &sd);
         if (sd - pr[6] < least) least = sd - pr[6];
-        active += contact_term(pb, i, xi, dir, sd, pr[6], pr[7], NULL, f, H, cf);
+        active += contact_term(pb, i, xi, dir, sd, pr[6], pr[7], NULL, cluster ? pr[6] : 0.0, f, H, cf);
     }
     if (gap) *gap = least;
     return active;
