@@ -34,7 +34,7 @@ the vertices it reaches within the step into the step's start, along its outward
 (:meth:`VertexBlockDescent._carry`); friction in the solve decides whether a cloth on a
 body moving sideways goes along.
 
-The strain limit is then made exact (within :data:`_LIMIT_TOLERANCE`) by Gauss–Seidel
+The strain limit is then made exact (within :func:`_limit_tolerance`) by Gauss–Seidel
 projection of the structural springs still past it (``sinew_strain_project``, through the
 same guard): no sparse factorisation in any step. Velocities are ``(x − x₀)/h``.
 docs/CONTACT.md has the design's reasons and measurements.
@@ -77,9 +77,17 @@ _MAX_SLABS = 16
 _LIMIT_ROUNDS = 200
 #: Detections the projection may ask for when contact bounds hold it back.
 _LIMIT_DETECTIONS = 4
-#: The projection stops once no structural spring is longer than its limit by more than
-#: this (relative): within issue 30's bound, (1 + max_stretch + 0.005) L, for limits up to 25 %.
-_LIMIT_TOLERANCE = 4e-3
+#: The bound the projection keeps: no structural spring longer than
+#: ``(1 + max_stretch + _LIMIT_SLACK) L`` at the end of a step (issue 30's).
+_LIMIT_SLACK = 0.005
+
+
+def _limit_tolerance(max_stretch: float) -> float:
+    """The projection stops once no structural spring is longer than its limit ``(1 + s) L``
+    by more than this (relative): ``(1 + s)(1 + t) ≤ 1 + s + _LIMIT_SLACK``, with 3 % to
+    spare for round-off. The tighter 4e-3 that held for every limit up to 25 % took a tenth
+    more time on a 160² landing (docs/CONTACT.md)."""
+    return 0.97 * _LIMIT_SLACK / (1.0 + max_stretch)
 
 
 class _Stage(NamedTuple):
@@ -571,9 +579,10 @@ class VertexBlockDescent(Integrator):
             return True
         lib = kernels.library()
         limit = lay.structural_limit
+        tol = _limit_tolerance(model.max_stretch)
         over = kernels.check_status(lib.sinew_strain_project(  # a count, no move
             len(lay.structural), lay.structural.ctypes.data, limit.ctypes.data,
-            lay.inv_mass.ctypes.data, 0, _LIMIT_TOLERANCE, None, x.ctypes.data), "strain limit")
+            lay.inv_mass.ctypes.data, 0, tol, None, x.ctypes.data), "strain limit")
         if over == 0:
             return True
         for attempt in range(_LIMIT_DETECTIONS):
@@ -589,7 +598,7 @@ class VertexBlockDescent(Integrator):
                     soup.detect(x, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
             over = kernels.check_status(lib.sinew_strain_project(
                 len(lay.structural), lay.structural.ctypes.data, limit.ctypes.data,
-                lay.inv_mass.ctypes.data, _LIMIT_ROUNDS, _LIMIT_TOLERANCE,
+                lay.inv_mass.ctypes.data, _LIMIT_ROUNDS, tol,
                 pb.struct if soup is not None else None, x.ctypes.data),
                 "strain limit")
             if over == 0 or soup is None:
