@@ -136,8 +136,11 @@ def _level(cluster: np.ndarray, springs: np.ndarray) -> _Level:
     interior[leaving.reshape(-1)] = 0
     if count > 1:
         # the clusters' graph: two clusters are neighbours when a spring joins them
-        pairs = np.unique(np.concatenate([np.c_[ca, cb], np.c_[cb, ca]]), axis=0)
-        pairs = pairs[(pairs[:, 0] != pairs[:, 1]) & (pairs[:, 0] >= 0) & (pairs[:, 1] >= 0)]
+        # (the springs leaving a cluster between two free ones, both ways, as sorted keys)
+        cross = (ca != cb) & (ca >= 0) & (cb >= 0)
+        a, b = ca[cross].astype(np.int64), cb[cross].astype(np.int64)
+        keys = np.unique(np.concatenate([a * count + b, b * count + a]))
+        pairs = np.c_[keys // count, keys % count]
         adj_off = np.ascontiguousarray(np.searchsorted(pairs[:, 0], np.arange(count + 1)), np.int64)
         adj = np.ascontiguousarray(pairs[:, 1], np.int64)
         degree = int(np.diff(adj_off).max(initial=0))
