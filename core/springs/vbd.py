@@ -29,7 +29,9 @@ Gauss–Seidel alone barely moves a stiff cloth as a whole (sliding, sticking, d
 cloth is swept in slabs (:func:`_slabs`): the slabs of one parity can go to several threads
 (:class:`~core.kernels.Workers`) with the same result as one; the coarse correction is one
 kernel call, and on one thread so is the whole iteration (``sinew_vbd_iterate``). The iterations start from
-VBD's adaptive initialisation (:meth:`VertexBlockDescent._guess`). A moving collider pushes
+VBD's adaptive initialisation (:meth:`VertexBlockDescent._guess`), less the velocity along
+the surface of each vertex resting on a still collider whose friction can stop it within the
+step (:meth:`VertexBlockDescent._stick`). A moving collider pushes
 the vertices it reaches within the step into the step's start, along its outward normal
 (:meth:`VertexBlockDescent._carry`); friction in the solve decides whether a cloth on a
 body moving sideways goes along.
@@ -397,6 +399,8 @@ class VertexBlockDescent(Integrator):
             # (a vertex a moving collider swept over is already out of it: the carry)
             reach = np.linalg.norm(x - start, axis=1)
             soup.detect(start, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
+            if soup.cdisp is None:
+                self._stick(model, lay, state, x, h, soup, contacts)
             pb.set(cv=soup.cv, cdisp=soup.cdisp, tris=soup.tris, closed_tri=soup.closed,
                    tri_normal=soup.normals, tri_radius=soup.radius, tri_mu=soup.mu,
                    prim_type=soup.prim_type, prim=soup.prim)
@@ -443,6 +447,42 @@ class VertexBlockDescent(Integrator):
             along = np.einsum("ij,ij->i", shown, push)
             share = np.clip(along / np.where(size > 0, size, 1.0), 0.0, 1.0)
         return reference + share[:, None] * push
+
+    def _stick(self, model: Model, lay: _Layout, state: State, x: np.ndarray, h: float,
+               soup: ColliderSoup, contacts: Contacts) -> None:
+        """Takes out of the start ``x`` the velocity along the surface of each vertex that
+        still colliders held at the end of the last step (its normal force there ``λ``, its
+        direction the normal) and whose friction can stop within the step, ``m |v_t| ≤ μ λ h``
+        (``μ`` the largest of the collider triangles listed for it and the planes and spheres
+        within its reach). Where friction holds a vertex, implicit Euler's step has it
+        stick; iterations started from the old velocity that stop short of converging let
+        a resting cloth creep on instead (the bench's drape at μ 0.05 slid off its ball).
+        The start only: the solve decides."""
+        last = self._motion
+        f = self.contact_force
+        if (last is None or last[0] != model.uid or not np.array_equal(last[1], state.x)
+                or len(f) != len(lay.free)):
+            return
+        lam = np.sqrt(np.einsum("ij,ij->i", f, f))
+        touching = np.flatnonzero(lam > 0)
+        if not len(touching):
+            return
+        idx = lay.free[touching]
+        # each vertex's μ: its listed triangles', and the primitives' near it
+        slots = contacts.ids[idx]
+        listed = np.arange(slots.shape[1])[None, :] < contacts.count[idx, None]
+        mu = np.where(listed, soup.mu[slots] if len(soup.mu) else 0.0, 0.0).max(axis=1, initial=0.0)
+        p = x[idx]
+        for kind, prim in zip(soup.prim_type, soup.prim):
+            sd = ((p - prim[:3]) @ prim[3:6] if kind == 0
+                  else np.linalg.norm(p - prim[:3], axis=1) - prim[3])
+            mu = np.where(sd < 2.0 * prim[6] + np.linalg.norm(p - state.x[idx], axis=1),
+                          np.maximum(mu, prim[7]), mu)
+        normal = f[touching] / lam[touching, None]
+        v = state.v[idx]
+        vt = v - np.einsum("ij,ij->i", v, normal)[:, None] * normal
+        held = model.masses[idx] * np.sqrt(np.einsum("ij,ij->i", vt, vt)) <= mu * lam[touching] * h
+        x[idx[held]] -= h * vt[held]
 
     @staticmethod
     def _carry(soup: ColliderSoup, x0: np.ndarray, h: float) -> np.ndarray:
