@@ -20,7 +20,8 @@ collision-free, in passes until nothing changes (at most :data:`PASSES`):
    make a ridge, or a boundary edge): crossing during the step (the same cubic for
    the four end points, with the two segments meeting at that time) or ending closer
    than ``thickness`` on the body's side of the ridge is a contact, and (when crossed or
-   closer than the thickness less a 5 % margin, :data:`_SLACK`) pushes the cloth edge's two
+   closer than the thickness less a 5 % margin, :data:`_SLACK`, with the cloth's triangles
+   given; without them, spring bones' bones, closer than the thickness) pushes the edge's two
    vertices along the common normal, weighted by where the edge is hit so that the
    hit point moves by the needed amount (Bridson et al. 2002, §7.2).
 4. **Collider point–cloth face.** A collider vertex on a ridge (a sphere's pole, a
@@ -706,7 +707,10 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         _crossing_vertices(st, x, sub, vlo, vhi, grow, touch, first=it == 0)
         _near_vertices(st, x, sub, grow, touch, first=it == 0)
         if len(win.edges) and len(edges):
-            _edge_edge(win, x, x_old, edges, movable, active, touch, win.cache, scale)
+            # the margin only where the collider points push the cloth's faces too (their
+            # normals and the edges' fight); spring bones' bones alone keep the full thickness
+            slack = _SLACK if triangles is not None and len(triangles) else 0.0
+            _edge_edge(win, x, x_old, edges, movable, active, touch, win.cache, scale, slack)
         if triangles is not None and len(triangles) and len(win.edges):
             _points_faces(win, x, x_old, triangles, movable, active, touch, win.cache, scale)
         active = _row_max(np.abs(x - x_pass)) > _STILL * th
@@ -983,10 +987,11 @@ def carried(support: Support | None, idx: np.ndarray, nrm: np.ndarray, h: float,
 
 def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndarray,
                movable: np.ndarray, active: np.ndarray, touch: _Touch,
-               cache: WindowCache, scale: np.ndarray | None = None) -> None:
+               cache: WindowCache, scale: np.ndarray | None = None, slack: float = _SLACK) -> None:
     """Cloth edges (with an ``active`` end) against the collider's ridge edges (module
     docstring, step 3). ``cache`` keeps the ridge boxes' tree between passes; ``scale``
-    ``(n,)`` as for :func:`resolve_mesh` (an edge keeps its ends' smaller share)."""
+    ``(n,)`` as for :func:`resolve_mesh` (an edge keeps its ends' smaller share); ``slack``:
+    the margin of the thickness within which a contact does not push (:data:`_SLACK`)."""
     th = float(win.thickness)
     ce = win.edges
     sub = np.flatnonzero(active[edges[:, 0]] | active[edges[:, 1]])
@@ -1045,9 +1050,9 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     if not np.any(act):
         return
     # every such pair is a contact (friction, the contact frame); it pushes only when
-    # crossed or closer than the margin (:data:`_SLACK`)
+    # crossed or closer than the margin (``slack``)
     the = np.broadcast_to(the, sep.shape)[act]
-    push = (crossed[act] | (sep[act] < the * (1.0 - _SLACK))).astype(float)
+    push = (crossed[act] | (sep[act] < the * (1.0 - slack))).astype(float)
     e, s, nn, sep, u, k = e[act], s[act], nn[act], sep[act], u[act], k[act]
     need = the - sep
     wa, wb = (1.0 - s) * movable[e[:, 0]] * push, s * movable[e[:, 1]] * push
