@@ -53,6 +53,7 @@ from .contact import (
     Support,
     coulomb_velocity,
     nearest_on_triangles,
+    push_edges,
     resolve_mesh,
     revert_crossings,
     surface_near,
@@ -254,14 +255,9 @@ class Sphere:
             if len(act) == 0:
                 break
             lam = need[act] / den[act]
-            move, cnt = np.zeros((n, 3)), np.zeros(n)
+            pushed[push_edges(x, e[act], wa[act], wb[act], lam, nrm[act])] = True
             for end, w in ((e[act, 0], wa[act]), (e[act, 1], wb[act])):
-                np.add.at(move, end, (lam * w)[:, None] * nrm[act])
-                np.add.at(cnt, end, w > 0)
                 np.add.at(total, end, (lam * w)[:, None] * nrm[act])
-            at = np.flatnonzero(cnt > 0)
-            x[at] += move[at] / cnt[at, None]
-            pushed[at] = True
         at = np.flatnonzero(pushed)
         if len(at):
             normals[at] = unit(total[at])[0]

@@ -23,7 +23,10 @@ collision-free, in passes until nothing changes (at most :data:`PASSES`):
    closer than the thickness less a 5 % margin, :data:`_SLACK`, with the cloth's triangles
    given; without them, spring bones' bones, closer than the thickness) pushes the edge's two
    vertices along the common normal, weighted by where the edge is hit so that the
-   hit point moves by the needed amount (Bridson et al. 2002, §7.2).
+   hit point moves by the needed amount (Bridson et al. 2002, §7.2). A model without faces
+   (spring bones' bones) has its edges kept off the ridges' end points the same way
+   (:func:`_edge_corners`: a body's convex corner between two joints), which step 4 does
+   for cloth.
 4. **Collider point–cloth face.** A collider vertex on a ridge (a sphere's pole, a
    box's corner) against the cloth's triangles (given as ``triangles``): crossing a
    triangle during the step (the same cubic, the point inside the triangle at that
@@ -709,8 +712,9 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         if len(win.edges) and len(edges):
             # the margin only where the collider points push the cloth's faces too (their
             # normals and the edges' fight); spring bones' bones alone keep the full thickness
-            slack = _SLACK if triangles is not None and len(triangles) else 0.0
-            _edge_edge(win, x, x_old, edges, movable, active, touch, win.cache, scale, slack)
+            faces = triangles is not None and len(triangles) > 0
+            _edge_edge(win, x, x_old, edges, movable, active, touch, win.cache, scale,
+                       _SLACK if faces else 0.0, corners=not faces)
         if triangles is not None and len(triangles) and len(win.edges):
             _points_faces(win, x, x_old, triangles, movable, active, touch, win.cache, scale)
         active = _row_max(np.abs(x - x_pass)) > _STILL * th
@@ -987,11 +991,14 @@ def carried(support: Support | None, idx: np.ndarray, nrm: np.ndarray, h: float,
 
 def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndarray,
                movable: np.ndarray, active: np.ndarray, touch: _Touch,
-               cache: WindowCache, scale: np.ndarray | None = None, slack: float = _SLACK) -> None:
+               cache: WindowCache, scale: np.ndarray | None = None, slack: float = _SLACK,
+               corners: bool = False) -> None:
     """Cloth edges (with an ``active`` end) against the collider's ridge edges (module
     docstring, step 3). ``cache`` keeps the ridge boxes' tree between passes; ``scale``
     ``(n,)`` as for :func:`resolve_mesh` (an edge keeps its ends' smaller share); ``slack``:
-    the margin of the thickness within which a contact does not push (:data:`_SLACK`)."""
+    the margin of the thickness within which a contact does not push (:data:`_SLACK`);
+    ``corners``: the edges against the ridges' end points too (:func:`_edge_corners`, for a
+    model without faces, whose faces would otherwise meet them)."""
     th = float(win.thickness)
     ce = win.edges
     sub = np.flatnonzero(active[edges[:, 0]] | active[edges[:, 1]])
@@ -1020,7 +1027,15 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     qc1, qd1 = win.c1[k[:, 0]], win.c1[k[:, 1]]
     # end-of-step closest points, inside both segments (else the pair is not usable)
     s, u = segment_parameters(pa1, pb1, qc1, qd1)
-    inner = np.flatnonzero((s > 1e-6) & (s < 1 - 1e-6) & (u > 1e-6) & (u < 1 - 1e-6))
+    inside_s, inside_u = (s > 1e-6) & (s < 1 - 1e-6), (u > 1e-6) & (u < 1 - 1e-6)
+    if corners and np.any(inside_s & ~inside_u):
+        at = np.flatnonzero(inside_s & ~inside_u)
+        _edge_corners(win, x, x_old, ie[at], np.where(u[at] < 0.5, k[at, 0], k[at, 1]), edges, movable,
+                      touch, scale)
+        pa1, pb1 = x[e[:, 0]], x[e[:, 1]]  # as the corners left them
+        s, u = segment_parameters(pa1, pb1, qc1, qd1)
+        inside_s, inside_u = (s > 1e-6) & (s < 1 - 1e-6), (u > 1e-6) & (u < 1 - 1e-6)
+    inner = np.flatnonzero(inside_s & inside_u)
     if len(inner) == 0:
         return
     e, k, ic, s, u = e[inner], k[inner], ic[inner], s[inner], u[inner]
@@ -1057,22 +1072,71 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     need = the - sep
     wa, wb = (1.0 - s) * movable[e[:, 0]] * push, s * movable[e[:, 1]] * push
     den = wa * wa + wb * wb
-    lam = need / np.where(den > 0, den, 1.0)
-    n = len(x)
-    dx = np.zeros((n, 3))
-    cnt = np.zeros(n)
-    np.add.at(dx, e[:, 0], (lam * wa)[:, None] * nn)
-    np.add.at(dx, e[:, 1], (lam * wb)[:, None] * nn)
-    np.add.at(cnt, e[:, 0], wa > 0)
-    np.add.at(cnt, e[:, 1], wb > 0)
-    moved = np.flatnonzero(cnt > 0)
-    x[moved] += dx[moved] / cnt[moved, None]
+    push_edges(x, e, wa, wb, need / np.where(den > 0, den, 1.0), nn)
     # contact frame for the velocity update: the ridge point's motion
     q1 = win.c1[k[:, 0]] + u[:, None] * (win.c1[k[:, 1]] - win.c1[k[:, 0]])
     q0 = win.c0[k[:, 0]] + u[:, None] * (win.c0[k[:, 1]] - win.c0[k[:, 0]])
     near_a, near_b = need * (1.0 - s) * movable[e[:, 0]], need * s * movable[e[:, 1]]  # pushing or not
     _record(e.T.ravel(), np.concatenate([near_a, near_b]), np.concatenate([nn, nn]),
             np.concatenate([q0, q0]), np.concatenate([q1, q1]), touch)
+
+
+def push_edges(x: np.ndarray, e: np.ndarray, wa: np.ndarray, wb: np.ndarray, lam: np.ndarray,
+               nrm: np.ndarray) -> np.ndarray:
+    """Push the edges ``e`` ``(k, 2)`` along ``nrm`` ``(k, 3)``, in place on ``x`` ``(n, 3)``: each
+    end by ``lam · w · nrm`` for its weight ``wa``, ``wb`` ``(k,)`` (with ``lam = need / (wa² +
+    wb²)`` the edge's point of weights ``(wa, wb)`` moves by ``need``; Bridson et al. 2002, §7.2),
+    a vertex that several edges push by the mean of their pushes. Returns the moved vertices."""
+    dx, cnt = np.zeros((len(x), 3)), np.zeros(len(x))
+    np.add.at(dx, e[:, 0], (lam * wa)[:, None] * nrm)
+    np.add.at(dx, e[:, 1], (lam * wb)[:, None] * nrm)
+    np.add.at(cnt, e[:, 0], wa > 0)
+    np.add.at(cnt, e[:, 1], wb > 0)
+    moved = np.flatnonzero(cnt > 0)
+    x[moved] += dx[moved] / cnt[moved, None]
+    return moved
+
+
+def _edge_corners(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, ie: np.ndarray, iv: np.ndarray,
+                  edges: np.ndarray, movable: np.ndarray, touch: _Touch,
+                  scale: np.ndarray | None = None) -> None:
+    """Edges ``edges[ie]`` against the collider's ridge points ``iv`` (``(k,)`` each, pairs
+    whose ridge edge is nearest an edge at its end point: a convex corner of the body between
+    two of a bone's joints), for a model without faces (spring bones' bones; a cloth's faces
+    meet the points, step 4). The pair is a contact when the edge's point nearest the corner,
+    inside the edge, ends closer than the thickness (``scale`` as for :func:`_edge_edge`) in
+    front of it (along the corner's vertex normal), or behind it by less than the thickness, or
+    when the offset from the corner to that point turned over during the step from the front
+    (the corner passed between the joints); it pushes the edge's ends along that offset (its
+    start's, when it turned over; the vertex normal, behind) as :func:`_edge_edge` does."""
+    th = float(win.thickness)
+    pair = np.unique(np.stack([ie, iv], 1), axis=0)  # a point ends several ridges
+    e, v = edges[pair[:, 0]], pair[:, 1]
+    q0, q1, nv = win.c0[v], win.c1[v], _vertex_normals(win)[v]
+    pa0, pb0, pa1, pb1 = x_old[e[:, 0]], x_old[e[:, 1]], x[e[:, 0]], x[e[:, 1]]
+    s0 = segment_parameters(pa0, pb0, q0, q0)[0]
+    s1 = segment_parameters(pa1, pb1, q1, q1)[0]
+    d0 = pa0 + s0[:, None] * (pb0 - pa0) - q0
+    d1 = pa1 + s1[:, None] * (pb1 - pa1) - q1
+    n0, n1 = _unit(d0)[0], _unit(d1)[0]
+    inner = (s0 > 1e-6) & (s0 < 1 - 1e-6) & (s1 > 1e-6) & (s1 < 1 - 1e-6)
+    crossed = inner & (_dot(d0, nv) > 0) & (_dot(d1, n0) < 0)
+    behind = ~crossed & (_dot(d1, nv) <= 0)
+    nrm = np.where(crossed[:, None], n0, np.where(behind[:, None], nv, n1))
+    sep = _dot(d1, nrm)
+    the = th if scale is None else th * np.minimum(scale[e[:, 0]], scale[e[:, 1]])
+    the = np.broadcast_to(the, sep.shape)
+    wa, wb = (1.0 - s1) * movable[e[:, 0]], s1 * movable[e[:, 1]]
+    den = wa * wa + wb * wb
+    act = np.flatnonzero((s1 > 1e-6) & (s1 < 1 - 1e-6) & (den > 0) & (sep < the - 1e-12)
+                         & (crossed | (sep > -th)) & (_dot(nrm, nrm) > 0))
+    if len(act) == 0:
+        return
+    e, s1, nrm, need, wa, wb = e[act], s1[act], nrm[act], the[act] - sep[act], wa[act], wb[act]
+    push_edges(x, e, wa, wb, need / den[act], nrm)
+    q0, q1 = q0[act], q1[act]
+    _record(e.T.ravel(), np.concatenate([need * (1.0 - s1) * movable[e[:, 0]], need * s1 * movable[e[:, 1]]]),
+            np.concatenate([nrm, nrm]), np.concatenate([q0, q0]), np.concatenate([q1, q1]), touch)
 
 
 def _record(verts: np.ndarray, weights: np.ndarray, nrm: np.ndarray, q0: np.ndarray, q1: np.ndarray,
