@@ -98,6 +98,11 @@ _RIM = 0.05
 #: vertices by ~1 mm in every pass on a draped sphere and the passes always ran out (then
 #: the fail-safe). With this margin they end within two or three passes.
 _SLACK = 0.05
+#: Models without faces with at most this many edges (spring bones' bones) test them against every ridge's
+#: box of a collider (one dense test a pass) instead of building a box tree of the ridges for
+#: each step's window: a tree over a deforming body's 13,000 ridges took half of a 6-bone tail's
+#: contact stage.
+_FEW_EDGES = 64
 #: A pass moved a vertex when it moved it more than this (relative to the thickness);
 #: round-off in the re-projection of resting vertices is not a move.
 _STILL = 1e-6
@@ -1010,18 +1015,30 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     es = edges[sub]
     elo[sub], ehi[sub] = element_boxes(np.minimum(x_old, x), np.maximum(x_old, x), es)
     grow[sub] = th + np.maximum(d[es[:, 0]], d[es[:, 1]])
+    ef = win.edge_faces
     if cache.ridges is None:
         c0, d0, c1, d1 = win.c0[ce[:, 0]], win.c0[ce[:, 1]], win.c1[ce[:, 0]], win.c1[ce[:, 1]]
         clo = np.minimum(np.minimum(c0, d0), np.minimum(c1, d1)) - th
         chi = np.maximum(np.maximum(c0, d0), np.maximum(c1, d1)) + th
-        ef = win.edge_faces
-        n_ridge = _unit(_normals(win.c1, win.triangles[ef[:, 0]])
-                        + _normals(win.c1, win.triangles[ef[:, 1]]))[0]
-        cache.ridges = (BoxTree(clo, chi), n_ridge)
-    tree, n_ridge_all = cache.ridges
-    ie, ic = _pair_cache(cache, "edges", tree, len(edges)).pairs(elo, ehi, sub, grow)
+        if corners and len(edges) <= _FEW_EDGES:  # a few bones: every ridge box tested, no tree
+            cache.ridges = (None, None, np.ascontiguousarray(clo.T), np.ascontiguousarray(chi.T))
+        else:
+            n_ridge = _unit(_normals(win.c1, win.triangles[ef[:, 0]])
+                            + _normals(win.c1, win.triangles[ef[:, 1]]))[0]
+            cache.ridges = (BoxTree(clo, chi), n_ridge, None, None)
+    tree, n_ridge_all, clo_t, chi_t = cache.ridges
+    if tree is None:
+        r, ic = np.nonzero(boxes_meet(elo[sub].T[:, :, None], ehi[sub].T[:, :, None],
+                                      clo_t[:, None, :], chi_t[:, None, :]))
+        ie = sub[r]
+    else:
+        ie, ic = _pair_cache(cache, "edges", tree, len(edges)).pairs(elo, ehi, sub, grow)
     if len(ie) == 0:
         return
+    if n_ridge_all is None:  # the pairs' ridges' normals only
+        n_pair = _unit(_normals(win.c1, win.triangles[ef[ic, 0]]) + _normals(win.c1, win.triangles[ef[ic, 1]]))[0]
+    else:
+        n_pair = n_ridge_all[ic]
     e, k = edges[ie], ce[ic]
     pa1, pb1 = x[e[:, 0]], x[e[:, 1]]
     qc1, qd1 = win.c1[k[:, 0]], win.c1[k[:, 1]]
@@ -1030,8 +1047,8 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     inside_s, inside_u = (s > 1e-6) & (s < 1 - 1e-6), (u > 1e-6) & (u < 1 - 1e-6)
     if corners and np.any(inside_s & ~inside_u):
         at = np.flatnonzero(inside_s & ~inside_u)
-        _edge_corners(win, x, x_old, ie[at], np.where(u[at] < 0.5, k[at, 0], k[at, 1]), edges, movable,
-                      touch, scale)
+        _edge_corners(win, x, x_old, ie[at], np.where(u[at] < 0.5, k[at, 0], k[at, 1]), n_pair[at],
+                      edges, movable, touch, scale)
         pa1, pb1 = x[e[:, 0]], x[e[:, 1]]  # as the corners left them
         s, u = segment_parameters(pa1, pb1, qc1, qd1)
         inside_s, inside_u = (s > 1e-6) & (s < 1 - 1e-6), (u > 1e-6) & (u < 1 - 1e-6)
@@ -1042,7 +1059,7 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     pa1, pb1, qc1, qd1 = pa1[inner], pb1[inner], qc1[inner], qd1[inner]
     pa0, pb0 = x_old[e[:, 0]], x_old[e[:, 1]]
     qc0, qd0 = (qc1, qd1) if win.c0 is win.c1 else (win.c0[k[:, 0]], win.c0[k[:, 1]])
-    n_ridge = n_ridge_all[ic]
+    n_ridge = n_pair[inner]
     # the common normal, pointing out of the ridge
     dp, dq = pb1 - pa1, qd1 - qc1
     nn, ln = _unit(np.cross(dp, dq))
@@ -1098,21 +1115,27 @@ def push_edges(x: np.ndarray, e: np.ndarray, wa: np.ndarray, wb: np.ndarray, lam
 
 
 def _edge_corners(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, ie: np.ndarray, iv: np.ndarray,
-                  edges: np.ndarray, movable: np.ndarray, touch: _Touch,
+                  n_ridge: np.ndarray, edges: np.ndarray, movable: np.ndarray, touch: _Touch,
                   scale: np.ndarray | None = None) -> None:
     """Edges ``edges[ie]`` against the collider's ridge points ``iv`` (``(k,)`` each, pairs
-    whose ridge edge is nearest an edge at its end point: a convex corner of the body between
-    two of a bone's joints), for a model without faces (spring bones' bones; a cloth's faces
-    meet the points, step 4). The pair is a contact when the edge's point nearest the corner,
-    inside the edge, ends closer than the thickness (``scale`` as for :func:`_edge_edge`) in
-    front of it (along the corner's vertex normal), or behind it by less than the thickness, or
+    whose ridge edge, of normal ``n_ridge`` ``(k, 3)``, is nearest an edge at its end point: a
+    convex corner of the body between two of a bone's joints), for a model without faces (spring
+    bones' bones; a cloth's faces meet the points, step 4). The corner's normal is the mean of
+    its ridges' among the pairs (whatever their order). The pair is a contact when the edge's
+    point nearest the corner, inside the edge, ends closer than the thickness (``scale`` as for
+    :func:`_edge_edge`) in front of it (along the corner's normal), or behind it by less than
+    the thickness, or
     when the offset from the corner to that point turned over during the step from the front
     (the corner passed between the joints); it pushes the edge's ends along that offset (its
     start's, when it turned over; the vertex normal, behind) as :func:`_edge_edge` does."""
     th = float(win.thickness)
-    pair = np.unique(np.stack([ie, iv], 1), axis=0)  # a point ends several ridges
-    e, v = edges[pair[:, 0]], pair[:, 1]
-    q0, q1, nv = win.c0[v], win.c1[v], _vertex_normals(win)[v]
+    m = len(win.c1)
+    key, which = np.unique(ie * m + iv, return_inverse=True)  # a point ends several ridges
+    e, v = edges[key // m], key % m
+    nv = np.zeros((len(key), 3))
+    np.add.at(nv, which.reshape(-1), n_ridge)
+    nv = _unit(nv)[0]
+    q0, q1 = win.c0[v], win.c1[v]
     pa0, pb0, pa1, pb1 = x_old[e[:, 0]], x_old[e[:, 1]], x[e[:, 0]], x[e[:, 1]]
     s0 = segment_parameters(pa0, pb0, q0, q0)[0]
     s1 = segment_parameters(pa1, pb1, q1, q1)[0]
