@@ -533,3 +533,21 @@ def test_a_tail_rooted_inside_the_body_it_hangs_from_bakes_and_its_joints_stay_o
     gap = np.array([body.signed_distance(r.joints[f, 1:]).min() for f in range(frames)])
     assert gap.min() >= radius * (1 - 1e-3), gap.min()
     assert r.length_error < 1e-3
+
+
+def test_an_edge_contact_mask_of_the_wrong_shape_is_refused():
+    """``Model.edge_contact`` as a mask: one bool per structural spring, else one clear message;
+    the springs it names are the ones that collide as edges."""
+    from core.springs import Model
+
+    x = np.c_[np.zeros(4), np.zeros(4), -0.1 * np.arange(4)]
+    kw = dict(rest_positions=x, springs=np.array([[0, 1], [1, 2], [2, 3]]), rest_lengths=np.full(3, 0.1),
+              stiffness=np.full(3, 100.0), damping=np.zeros(3), masses=np.full(4, 0.1),
+              pinned=np.array([True, False, False, False]))
+    m = Model(**kw, edge_contact=np.array([False, True, True]))
+    np.testing.assert_array_equal(m.contact_edges, [[1, 2], [2, 3]])
+    assert len(Model(**kw, edge_contact=False).contact_edges) == 0
+    assert len(Model(**kw).contact_edges) == 3
+    for bad in (np.array([True, False]), np.array([1, 0, 1])):
+        with pytest.raises(SinewError, match="edge_contact must be a bool or a bool array of shape"):
+            Model(**kw, edge_contact=bad)
