@@ -26,7 +26,9 @@ integrator, its colliders and divergence checks; no solver of its own):
   within a frame, as the pins do), so a chain carried at constant speed is not slowed;
 * ``drag`` (1/s) is air drag ``−drag · m v`` against still air;
 * ``gravity`` scales the scene's gravity (m/s²);
-* ``radius`` (m) is the thickness every collider keeps from the joints.
+* ``radius`` (m) is the thickness every collider keeps from the joints and from the bones
+  between them (each chain's first bone left out: its root usually sits inside the body it
+  hangs from), :attr:`~.springs.model.Model.edge_contact`.
 
 Rotations are recovered from the simulated joints by :func:`~.ik.chain.pose_from_joints`
 (the IK solvers' one implementation) as each bone's minimal swing from its *animated*
@@ -206,8 +208,8 @@ class SpringResult:
     length_error : float
         Largest ``|ℓ/L − 1|`` of the chain's segments over the frames (simulated joints).
     penetration : float
-        m, the deepest a joint of ``pose`` is inside a collider's surface plus the chain's
-        radius over the frames (0 is the goal).
+        m, the deepest a joint (but the root) or a bone (but the first) of ``pose`` is inside
+        a collider's surface plus the chain's radius over the frames (0 is the goal).
     pose : numpy.ndarray
         Shape ``(F, n+1, 3)``: the joints of the written pose (forward kinematics of
         ``rotations`` with the bones' own lengths: what Blender evaluates), m.
@@ -270,12 +272,14 @@ def _build(group: Sequence[SpringChain], joints0: Sequence[np.ndarray], gravity:
     drag = np.array([c.settings.drag + c.settings.damping for c in group])[per_vertex]
     limit = np.repeat([c.settings.stretch if c.settings.stretch > 0 else RIGID_STRETCH for c in group],
                       [c.chain.n for c in group])
+    bones = np.ones(len(springs), bool)  # the bones that collide as segments: not a chain's first
+    bones[offsets[:-1] - np.arange(len(group))] = False
     model = Model(
         rest_positions=x, springs=springs, rest_lengths=seg.copy(), stiffness=pair * rate,
         damping=np.zeros(len(springs)), masses=masses, pinned=pinned,
         air_drag=drag if np.ptp(drag) > 0 else float(drag[0]), gravity=gravity * s.gravity,
         wind=np.zeros(3), anchors=anchors, max_stretch=float(limit.max()),
-        spring_stretch=limit if np.ptp(limit) > 0 else np.zeros(0), edge_contact=False)
+        spring_stretch=limit if np.ptp(limit) > 0 else np.zeros(0), edge_contact=bones)
     return model, offsets, seg
 
 
@@ -367,9 +371,18 @@ class _Group:
             x[b] = x[a] + d * (want / np.maximum(length, 1e-300))[:, None]
 
 
-def _depth(collider: Any, points: np.ndarray, radius: float) -> float:
-    """How far ``points`` ``(k, 3)`` are inside ``collider``'s surface plus ``radius``, m (0 if none)."""
-    return float(max(0.0, np.max(radius - collider.signed_distance(points))))
+def _depth(collider: Any, joints: np.ndarray, radius: float) -> float:
+    """How far a chain's joints ``(n+1, 3)`` (the root left out) and bones (the first left out:
+    its root sits inside the body it hangs from) are inside ``collider``'s surface plus
+    ``radius``, m (0 if none). Along a bone of a mesh collider the distance is sampled every
+    ``radius / 4`` beside its exact distance to the mesh's ridges
+    (:meth:`~.springs.colliders.TriangleMesh.segment_distance`: exact outside, within
+    ``radius / 8`` inside)."""
+    depth = np.max(radius - collider.signed_distance(joints[1:]))
+    if len(joints) > 2:
+        spacing = radius / 4 if radius > 0 else float(np.linalg.norm(joints[-1] - joints[0])) / 64 + 1e-9
+        depth = max(depth, np.max(radius - collider.segment_distance(joints[1:-1], joints[2:], spacing)))
+    return float(max(0.0, depth))
 
 
 class SpringBake:
@@ -442,8 +455,8 @@ class SpringBake:
         return self.total_frames - 1 - min(grp.start for grp in self.groups)
 
     def _penetration(self, grp: _Group, pose: np.ndarray) -> float:
-        """The deepest any joint of ``pose`` ``(F, n+1, 3)`` (the written frames) is inside a
-        collider's surface plus the chain's radius, m."""
+        """The deepest any joint or bone of ``pose`` ``(F, n+1, 3)`` (the written frames) is
+        inside a collider's surface plus the chain's radius (:func:`_depth`), m."""
         if self.colliders is None:
             return 0.0
         deepest = 0.0
@@ -452,7 +465,7 @@ class SpringBake:
             if grp.mask is not None:
                 cols = [cols[i] for i in grp.mask if i < len(cols)]
             for col in cols:
-                deepest = max(deepest, _depth(col, pose[f, 1:], grp.settings.radius))  # one per group
+                deepest = max(deepest, _depth(col, pose[f], grp.settings.radius))  # one per group
         return deepest
 
     def step(self) -> bool:

@@ -15,7 +15,9 @@ the rest side; on chains with an IK stiffness, the canonical start itself, so th
 which joints bend. One kernel, vectorised over problems.
 The sweeps get half of ``max_iterations``; orientation goals, limited chains and problems still
 short of the target are finished by damped least squares from the CCD pose with the other half
-(:func:`.least_squares.finish`).
+(:func:`.least_squares.finish`). Chains with a pole are solved by damped least squares from the
+canonical start (the twist through which Blender's iterations leave a pole's plane, :mod:`.base`
+step 4, is what swing-only sweeps cannot give).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from .. import quat
 from .arc import start_joints
 from .base import Solver, SolveSettings
 from .chain import Chain, _fk, pose_from_joints
-from .least_squares import finish
+from .least_squares import finish, solve_chain
 from .limits import from_angles, limit_angles
 
 __all__ = ["CCD", "solve", "kernel"]
@@ -40,6 +42,11 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
            twist: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """CCD for a batch: coordinates (B, n, 3) from the canonical start -> coordinates, iterations
     (``twist``: the damped-least-squares finish may twist every bone, :mod:`.base` step 4)."""
+    if twist:
+        # With a pole the bend plane is where Blender's Jacobian iterations leave it, through
+        # the bones' twist (:mod:`.base` step 4), which swing-only sweeps cannot give: DLS.
+        return solve_chain(chain, angles, targets, orientations, rotation_weight, root_rot, root_pos, settings,
+                           twist)
     b, n = angles.shape[0], chain.n
     tol = settings.tolerance
     if chain.limits is not None:
@@ -107,7 +114,7 @@ class CCD(Solver):
     name = "CCD"
     label = "CCD"
     description = ("Cyclic coordinate descent from the rest pose, swing only and damped so the bend "
-                   "spreads; simple and robust")
+                   "spreads; simple and robust (chains with a pole solved by damped least squares)")
     kernel = staticmethod(kernel)
     block = 256
 

@@ -16,9 +16,10 @@ the FABRIK pose is clamped into the limits and finished by damped least squares 
 with the other half) from that pose: every problem where a limit is active or an orientation goal
 is set (FABRIK's passes know nothing of them: a documented fallback rather than the hinge
 projection of Aristidou & Lasenby 2011), otherwise only the problems still short of the target
-(FABRIK closes in slowly on targets near full reach). Chains with a non-zero IK stiffness are solved
-by damped least squares from the canonical start (joint positions carry no notion of
-stiffness).
+(FABRIK closes in slowly on targets near full reach). Chains with a non-zero IK stiffness or with a
+pole are solved by damped least squares from the canonical start (joint positions carry no notion
+of stiffness, nor of the twist through which Blender's iterations leave a pole's plane:
+:mod:`.base` step 4).
 """
 
 from __future__ import annotations
@@ -96,8 +97,10 @@ def kernel(chain: Chain, angles: np.ndarray, targets: np.ndarray, orientations: 
            twist: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """FABRIK for a batch: coordinates (B, n, 3) from the canonical start -> coordinates, iterations
     (``twist``: the damped-least-squares parts may twist every bone, :mod:`.base` step 4)."""
-    if chain.limits is not None and np.any(chain.limits.stiffness > 0):
-        # Positions carry no notion of a joint's stiffness: such chains are solved by DLS.
+    if twist or (chain.limits is not None and np.any(chain.limits.stiffness > 0)):
+        # Positions carry no notion of a joint's stiffness, nor of the twist through which
+        # Blender's Jacobian iterations leave a pole's plane (:mod:`.base` step 4): such chains
+        # are solved by DLS.
         return solve_chain(chain, angles, targets, orientations, rotation_weight, root_rot, root_pos, settings,
                            twist)
     p = start_joints(chain, angles, targets, root_rot, root_pos)
@@ -118,7 +121,7 @@ class FABRIK(Solver):
     name = "FABRIK"
     label = "FABRIK"
     description = ("Forward and backward reaching IK from the rest pose: fast, keeps the rest bend; "
-                   "limits and orientation finished by damped least squares")
+                   "limits and orientation finished by damped least squares, chains with a pole solved by it")
     kernel = staticmethod(kernel)
     block = 512
 

@@ -5,7 +5,10 @@ between the solve and the exact pins) makes the end of the step collision-free.
 
 :class:`Plane` and :class:`Sphere` are analytic and static: every vertex closer than
 ``thickness`` (or inside) is projected to the surface plus ``thickness``; a vertex whose
-step passes through the sphere is caught where the segment enters it.
+step passes through the sphere is caught where the segment enters it. For a model without
+faces (a rope, spring bones' bones) the sphere keeps the edges out too
+(:meth:`Sphere.resolve_edges`: a sphere smaller than an edge cannot pass between its ends; a
+plane's point nearest an edge is one of its ends).
 
 :class:`TriangleMesh` holds a collider's world-space vertices at the end of a frame and,
 when it moves or deforms, at the start of the frame (``previous``); every substep sees
@@ -50,11 +53,12 @@ from .contact import (
     Support,
     coulomb_velocity,
     nearest_on_triangles,
+    push_edges,
     resolve_mesh,
     revert_crossings,
     surface_near,
 )
-from .proximity import closest_points_on_triangles
+from .proximity import closest_points_on_triangles, dot, segment_parameters, unit
 
 __all__ = ["Plane", "Sphere", "TriangleMesh", "StepColliders", "HeldVertices", "resolve", "resolve_again", "room",
            "closest_points_on_triangles", "canonical_triangles"]
@@ -105,6 +109,11 @@ class Plane:
     def normal_at(self, x: np.ndarray) -> np.ndarray:
         """Outward unit normals ``(k, 3)`` at (near) surface points ``x`` ``(k, 3)``."""
         return np.broadcast_to(self.normal, x.shape).copy()
+
+    def segment_distance(self, a: np.ndarray, b: np.ndarray, spacing: float = 0.0) -> np.ndarray:
+        """Least signed distance over each segment ``a → b`` (``(k, 3)`` each), shape ``(k,)``,
+        m: the nearer end's (``spacing`` is not needed: the distance is linear along it)."""
+        return np.minimum(self.signed_distance(a), self.signed_distance(b))
 
     def resolve(self, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray,
                 stats: ContactStats | None = None, scale: np.ndarray | None = None) -> None:
@@ -185,6 +194,75 @@ class Sphere:
             normal = np.where((ri > 1e-12)[:, None], d[idx] / np.where(ri > 1e-12, ri, 1.0)[:, None], up)
             target = self.center + (self.radius + th[idx, None]) * normal
             _apply_contact(x, v, idx, target, normal, self.friction)
+
+    def _nearest_on(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each segment's parameter of its point nearest the centre ``(k,)`` and the offset
+        from the centre to that point ``(k, 3)``, for segments ``a → b`` ``(k, 3)`` each."""
+        c = np.broadcast_to(self.center, a.shape)
+        t = segment_parameters(a, b, c, c)[0]
+        return t, a + t[:, None] * (b - a) - self.center
+
+    def segment_distance(self, a: np.ndarray, b: np.ndarray, spacing: float = 0.0) -> np.ndarray:
+        """Least signed distance over each segment ``a → b`` (``(k, 3)`` each), shape ``(k,)``,
+        m (exact; ``spacing`` is not needed)."""
+        d = self._nearest_on(a, b)[1]
+        return np.sqrt(dot(d, d)) - self.radius
+
+    def resolve_edges(self, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray, edges: np.ndarray,
+                      movable: np.ndarray, stats: ContactStats | None = None,
+                      scale: np.ndarray | None = None, passes: int = 8) -> tuple[np.ndarray, np.ndarray]:
+        """Keep the segments ``edges`` ``(e, 2)`` between vertices (spring bones' bones) the
+        thickness outside the sphere, in place on ``x`` and ``v`` ``(n, 3)``, after
+        :meth:`resolve` has done the vertices.
+
+        The point of a segment nearest the centre, closer than radius plus thickness (its ends'
+        smaller share of it, ``scale`` ``(n,)`` as for :meth:`resolve`), is moved out along the
+        normal by moving the segment's ``movable`` ``(n,)`` ends in proportion to their weights
+        at that point (the mesh's edges against ridges do the same,
+        :func:`.contact._edge_edge`); a segment that the centre crossed during the step (the
+        offset from the centre to the segment's nearest point, inside both ends at the start
+        and at the end of the step, turned over) is put back on the side it came from, so a
+        sphere smaller than a bone cannot pass between two joints. A vertex that two segments
+        push gets the mean of their moves: repeated while a pass moved something, at most
+        ``passes`` times. The moved vertices' velocities lose their speed into the sphere and
+        are rubbed by friction as a vertex's are. Returns the vertices moved ``(n,)`` (bool)
+        and their outward normals ``(n, 3)``."""
+        n = len(x)
+        pushed, normals = np.zeros(n, bool), np.zeros((n, 3))
+        weights = movable[edges].astype(np.float64) if len(edges) else np.zeros((0, 2))
+        live = np.flatnonzero(weights.any(axis=1))
+        if len(live) == 0:
+            return pushed, normals
+        e, weights = edges[live], weights[live]
+        th = np.full(n, float(self.thickness)) if scale is None else float(self.thickness) * scale
+        keep = self.radius + np.minimum(th[e[:, 0]], th[e[:, 1]])
+        t0, d0 = self._nearest_on(x_prev[e[:, 0]], x_prev[e[:, 1]])
+        n0, l0 = unit(d0)
+        inner0 = (t0 > 0.0) & (t0 < 1.0)
+        total = np.zeros((n, 3))
+        for it in range(passes):
+            t, d = self._nearest_on(x[e[:, 0]], x[e[:, 1]])
+            nrm, r = unit(d)
+            crossed = inner0 & (t > 0.0) & (t < 1.0) & (dot(d, d0) < 0.0) & (l0 > 0.0)
+            nrm = np.where((crossed | (r <= 1e-12 * self.radius))[:, None], n0, nrm)
+            sep = np.where(crossed, dot(d, n0), r)
+            need = keep - sep
+            wa, wb = (1.0 - t) * weights[:, 0], t * weights[:, 1]
+            den = wa * wa + wb * wb
+            act = np.flatnonzero((need > 1e-12 * keep) & (den > 0.0) & (dot(nrm, nrm) > 0.0))
+            if it == 0 and stats is not None:
+                stats.add(len(act), 0.0, max(0.0, -float(np.min(sep - self.radius))))
+            if len(act) == 0:
+                break
+            lam = need[act] / den[act]
+            pushed[push_edges(x, e[act], wa[act], wb[act], lam, nrm[act])] = True
+            for end, w in ((e[act, 0], wa[act]), (e[act, 1], wb[act])):
+                np.add.at(total, end, (lam * w)[:, None] * nrm[act])
+        at = np.flatnonzero(pushed)
+        if len(at):
+            normals[at] = unit(total[at])[0]
+            v[at] = coulomb_velocity(v[at], 0.0, normals[at], self.friction)
+        return pushed, normals
 
 
 #: Relative depth (of an edge's length) below which two faces count as coplanar: the
@@ -398,6 +476,44 @@ class TriangleMesh:
             return np.full(len(x), np.inf)
         s = self.nearest(x)[1]
         return np.where(s < -self.max_depth, -s, s)
+
+    def segment_distance(self, a: np.ndarray, b: np.ndarray, spacing: float) -> np.ndarray:
+        """Least signed distance over each segment ``a → b`` (``(k, 3)`` each) to the surface at
+        the end of the frame, shape ``(k,)``, m.
+
+        Points along each segment at most ``spacing`` (m, > 0) apart, its ends included, give
+        the signed distance (:meth:`signed_distance`; the least of them is within
+        ``spacing / 2`` of the deepest point of a segment inside, the distance changing by at
+        most the length moved along it), and the segments' exact distances to the mesh's
+        ridges (convex and boundary edges with their end vertices) make it exact outside: the
+        point of a closed mesh nearest a segment outside it is a face's against an end of the
+        segment, or a ridge's."""
+        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        if not (np.isfinite(spacing) and spacing > 0):
+            raise SinewError("segment_distance: spacing must be > 0")
+        if len(a) == 0 or len(self.triangles) == 0:
+            return np.full(len(a), np.inf)
+        length = np.sqrt(dot(b - a, b - a))
+        count = np.maximum(2, np.ceil(length / spacing).astype(np.int64) + 1)
+        which = np.repeat(np.arange(len(a)), count)
+        f = (np.arange(len(which)) - np.repeat(np.cumsum(count) - count, count)) / (count[which] - 1)
+        sd = self.signed_distance(a[which] + f[:, None] * (b - a)[which])
+        out = np.full(len(a), np.inf)
+        np.minimum.at(out, which, sd)
+        edges = self._edges
+        if len(edges):
+            p, q = self.vertices[edges[:, 0]], self.vertices[edges[:, 1]]
+            lo, hi = np.minimum(p, q), np.maximum(p, q)
+            slo, shi = np.minimum(a, b), np.maximum(a, b)
+            reach = np.maximum(out, 0.0)  # only ridges nearer than the samples matter
+            near = np.all((lo[None] <= (shi + reach[:, None])[:, None])
+                          & (hi[None] >= (slo - reach[:, None])[:, None]), axis=2)  # (k, r)
+            iseg, iridge = np.nonzero(near)
+            if len(iseg):
+                u, w = segment_parameters(a[iseg], b[iseg], p[iridge], q[iridge])
+                gap = (a[iseg] + u[:, None] * (b - a)[iseg]) - (p[iridge] + w[:, None] * (q - p)[iridge])
+                np.minimum.at(out, iseg, np.where(out[iseg] > 0, np.sqrt(dot(gap, gap)), np.inf))
+        return out
 
     def resolve(self, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray,
                 stats: ContactStats | None = None, *, h: float = 1.0,
@@ -654,8 +770,7 @@ def resolve(colliders: Sequence[object], x: np.ndarray, v: np.ndarray,
     stats, support, triangles = step.stats, step.support, step.triangles
     n = len(x)
     if model is not None:
-        e = model.edge_springs if model.edge_springs >= 0 else model.spring_count
-        edges = model.springs[:e] if getattr(model, "edge_contact", True) else model.springs[:0]
+        edges = model.contact_edges
         movable = ~np.asarray(model.pinned, dtype=bool)
     else:
         edges, movable = np.zeros((0, 2), np.int64), np.ones(n, bool)
@@ -688,10 +803,14 @@ def _each_collider(cols: list, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray,
                    edges: np.ndarray, movable: np.ndarray, step: StepColliders, share: np.ndarray,
                    only: np.ndarray | None, found: HeldVertices) -> tuple[list, list]:
     """Every collider in turn (:func:`.contact.resolve_mesh` for meshes, their own
-    ``resolve`` for the analytic ones), filling ``found`` (mask, normals, velocities,
-    frictions); returns which vertices each one holds and the positions right after each."""
+    ``resolve`` for the analytic ones, and :meth:`Sphere.resolve_edges` for the ``edges`` of a
+    model without faces), filling ``found`` (mask, normals, velocities, frictions); returns
+    which vertices each one holds and the positions right after each."""
     n = len(x)
     holds, after = [], []
+    # a sphere keeps the edges out only of a model without faces (ropes, spring bones' bones):
+    # a cloth's faces would need it too, and its edges alone fought the vertices' pushes
+    ropes = step.triangles is None or len(step.triangles) == 0
     for col in cols:
         if isinstance(col, MeshWindow):
             hit = resolve_mesh(col, x, v, x_prev, h, edges, movable, step.stats, step.support, only=only,
@@ -706,6 +825,11 @@ def _each_collider(cols: list, x: np.ndarray, v: np.ndarray, x_prev: np.ndarray,
             hit[sel] = np.any(xs != x[sel], axis=1)
             found.normals[hit] = col.normal_at(xs[hit[sel]])
             x[sel], v[sel] = xs, vs
+            if isinstance(col, Sphere) and len(edges) and ropes:  # a plane's nearest point is an end
+                ends = edges if only is None else edges[only[edges[:, 0]] | only[edges[:, 1]]]
+                pushed, nrm = col.resolve_edges(x, v, x_prev, ends, movable, step.stats, share)
+                hit |= pushed
+                found.normals[pushed] = nrm[pushed]
         found.mask |= hit
         found.frictions[hit] = col.friction
         holds.append(hit)

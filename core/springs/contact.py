@@ -20,9 +20,13 @@ collision-free, in passes until nothing changes (at most :data:`PASSES`):
    make a ridge, or a boundary edge): crossing during the step (the same cubic for
    the four end points, with the two segments meeting at that time) or ending closer
    than ``thickness`` on the body's side of the ridge is a contact, and (when crossed or
-   closer than the thickness less a 5 % margin, :data:`_SLACK`) pushes the cloth edge's two
+   closer than the thickness less a 5 % margin, :data:`_SLACK`, with the cloth's triangles
+   given; without them, spring bones' bones, closer than the thickness) pushes the edge's two
    vertices along the common normal, weighted by where the edge is hit so that the
-   hit point moves by the needed amount (Bridson et al. 2002, §7.2).
+   hit point moves by the needed amount (Bridson et al. 2002, §7.2). A model without faces
+   (spring bones' bones) has its edges kept off the ridges' end points the same way
+   (:func:`_edge_corners`: a body's convex corner between two joints), which step 4 does
+   for cloth.
 4. **Collider point–cloth face.** A collider vertex on a ridge (a sphere's pole, a
    box's corner) against the cloth's triangles (given as ``triangles``): crossing a
    triangle during the step (the same cubic, the point inside the triangle at that
@@ -94,6 +98,11 @@ _RIM = 0.05
 #: vertices by ~1 mm in every pass on a draped sphere and the passes always ran out (then
 #: the fail-safe). With this margin they end within two or three passes.
 _SLACK = 0.05
+#: Models without faces with at most this many edges (spring bones' bones) test them against every ridge's
+#: box of a collider (one dense test a pass) instead of building a box tree of the ridges for
+#: each step's window: a tree over a deforming body's 13,000 ridges took half of a 6-bone tail's
+#: contact stage.
+_FEW_EDGES = 64
 #: A pass moved a vertex when it moved it more than this (relative to the thickness);
 #: round-off in the re-projection of resting vertices is not a move.
 _STILL = 1e-6
@@ -706,7 +715,11 @@ def resolve_mesh(win: MeshWindow, x: np.ndarray, v: np.ndarray, x_old: np.ndarra
         _crossing_vertices(st, x, sub, vlo, vhi, grow, touch, first=it == 0)
         _near_vertices(st, x, sub, grow, touch, first=it == 0)
         if len(win.edges) and len(edges):
-            _edge_edge(win, x, x_old, edges, movable, active, touch, win.cache, scale)
+            # the margin only where the collider points push the cloth's faces too (their
+            # normals and the edges' fight); spring bones' bones alone keep the full thickness
+            faces = triangles is not None and len(triangles) > 0
+            _edge_edge(win, x, x_old, edges, movable, active, touch, win.cache, scale,
+                       _SLACK if faces else 0.0, corners=not faces)
         if triangles is not None and len(triangles) and len(win.edges):
             _points_faces(win, x, x_old, triangles, movable, active, touch, win.cache, scale)
         active = _row_max(np.abs(x - x_pass)) > _STILL * th
@@ -983,10 +996,14 @@ def carried(support: Support | None, idx: np.ndarray, nrm: np.ndarray, h: float,
 
 def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndarray,
                movable: np.ndarray, active: np.ndarray, touch: _Touch,
-               cache: WindowCache, scale: np.ndarray | None = None) -> None:
+               cache: WindowCache, scale: np.ndarray | None = None, slack: float = _SLACK,
+               corners: bool = False) -> None:
     """Cloth edges (with an ``active`` end) against the collider's ridge edges (module
     docstring, step 3). ``cache`` keeps the ridge boxes' tree between passes; ``scale``
-    ``(n,)`` as for :func:`resolve_mesh` (an edge keeps its ends' smaller share)."""
+    ``(n,)`` as for :func:`resolve_mesh` (an edge keeps its ends' smaller share); ``slack``:
+    the margin of the thickness within which a contact does not push (:data:`_SLACK`);
+    ``corners``: the edges against the ridges' end points too (:func:`_edge_corners`, for a
+    model without faces, whose faces would otherwise meet them)."""
     th = float(win.thickness)
     ce = win.edges
     sub = np.flatnonzero(active[edges[:, 0]] | active[edges[:, 1]])
@@ -998,31 +1015,51 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     es = edges[sub]
     elo[sub], ehi[sub] = element_boxes(np.minimum(x_old, x), np.maximum(x_old, x), es)
     grow[sub] = th + np.maximum(d[es[:, 0]], d[es[:, 1]])
+    ef = win.edge_faces
     if cache.ridges is None:
         c0, d0, c1, d1 = win.c0[ce[:, 0]], win.c0[ce[:, 1]], win.c1[ce[:, 0]], win.c1[ce[:, 1]]
         clo = np.minimum(np.minimum(c0, d0), np.minimum(c1, d1)) - th
         chi = np.maximum(np.maximum(c0, d0), np.maximum(c1, d1)) + th
-        ef = win.edge_faces
-        n_ridge = _unit(_normals(win.c1, win.triangles[ef[:, 0]])
-                        + _normals(win.c1, win.triangles[ef[:, 1]]))[0]
-        cache.ridges = (BoxTree(clo, chi), n_ridge)
-    tree, n_ridge_all = cache.ridges
-    ie, ic = _pair_cache(cache, "edges", tree, len(edges)).pairs(elo, ehi, sub, grow)
+        if corners and len(edges) <= _FEW_EDGES:  # a few bones: every ridge box tested, no tree
+            cache.ridges = (None, None, np.ascontiguousarray(clo.T), np.ascontiguousarray(chi.T))
+        else:
+            n_ridge = _unit(_normals(win.c1, win.triangles[ef[:, 0]])
+                            + _normals(win.c1, win.triangles[ef[:, 1]]))[0]
+            cache.ridges = (BoxTree(clo, chi), n_ridge, None, None)
+    tree, n_ridge_all, clo_t, chi_t = cache.ridges
+    if tree is None:
+        r, ic = np.nonzero(boxes_meet(elo[sub].T[:, :, None], ehi[sub].T[:, :, None],
+                                      clo_t[:, None, :], chi_t[:, None, :]))
+        ie = sub[r]
+    else:
+        ie, ic = _pair_cache(cache, "edges", tree, len(edges)).pairs(elo, ehi, sub, grow)
     if len(ie) == 0:
         return
+    if n_ridge_all is None:  # the pairs' ridges' normals only
+        n_pair = _unit(_normals(win.c1, win.triangles[ef[ic, 0]]) + _normals(win.c1, win.triangles[ef[ic, 1]]))[0]
+    else:
+        n_pair = n_ridge_all[ic]
     e, k = edges[ie], ce[ic]
     pa1, pb1 = x[e[:, 0]], x[e[:, 1]]
     qc1, qd1 = win.c1[k[:, 0]], win.c1[k[:, 1]]
     # end-of-step closest points, inside both segments (else the pair is not usable)
     s, u = segment_parameters(pa1, pb1, qc1, qd1)
-    inner = np.flatnonzero((s > 1e-6) & (s < 1 - 1e-6) & (u > 1e-6) & (u < 1 - 1e-6))
+    inside_s, inside_u = (s > 1e-6) & (s < 1 - 1e-6), (u > 1e-6) & (u < 1 - 1e-6)
+    if corners and np.any(inside_s & ~inside_u):
+        at = np.flatnonzero(inside_s & ~inside_u)
+        _edge_corners(win, x, x_old, ie[at], np.where(u[at] < 0.5, k[at, 0], k[at, 1]), n_pair[at],
+                      edges, movable, touch, scale)
+        pa1, pb1 = x[e[:, 0]], x[e[:, 1]]  # as the corners left them
+        s, u = segment_parameters(pa1, pb1, qc1, qd1)
+        inside_s, inside_u = (s > 1e-6) & (s < 1 - 1e-6), (u > 1e-6) & (u < 1 - 1e-6)
+    inner = np.flatnonzero(inside_s & inside_u)
     if len(inner) == 0:
         return
     e, k, ic, s, u = e[inner], k[inner], ic[inner], s[inner], u[inner]
     pa1, pb1, qc1, qd1 = pa1[inner], pb1[inner], qc1[inner], qd1[inner]
     pa0, pb0 = x_old[e[:, 0]], x_old[e[:, 1]]
     qc0, qd0 = (qc1, qd1) if win.c0 is win.c1 else (win.c0[k[:, 0]], win.c0[k[:, 1]])
-    n_ridge = n_ridge_all[ic]
+    n_ridge = n_pair[inner]
     # the common normal, pointing out of the ridge
     dp, dq = pb1 - pa1, qd1 - qc1
     nn, ln = _unit(np.cross(dp, dq))
@@ -1045,29 +1082,84 @@ def _edge_edge(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, edges: np.ndar
     if not np.any(act):
         return
     # every such pair is a contact (friction, the contact frame); it pushes only when
-    # crossed or closer than the margin (:data:`_SLACK`)
+    # crossed or closer than the margin (``slack``)
     the = np.broadcast_to(the, sep.shape)[act]
-    push = (crossed[act] | (sep[act] < the * (1.0 - _SLACK))).astype(float)
+    push = (crossed[act] | (sep[act] < the * (1.0 - slack))).astype(float)
     e, s, nn, sep, u, k = e[act], s[act], nn[act], sep[act], u[act], k[act]
     need = the - sep
     wa, wb = (1.0 - s) * movable[e[:, 0]] * push, s * movable[e[:, 1]] * push
     den = wa * wa + wb * wb
-    lam = need / np.where(den > 0, den, 1.0)
-    n = len(x)
-    dx = np.zeros((n, 3))
-    cnt = np.zeros(n)
-    np.add.at(dx, e[:, 0], (lam * wa)[:, None] * nn)
-    np.add.at(dx, e[:, 1], (lam * wb)[:, None] * nn)
-    np.add.at(cnt, e[:, 0], wa > 0)
-    np.add.at(cnt, e[:, 1], wb > 0)
-    moved = np.flatnonzero(cnt > 0)
-    x[moved] += dx[moved] / cnt[moved, None]
+    push_edges(x, e, wa, wb, need / np.where(den > 0, den, 1.0), nn)
     # contact frame for the velocity update: the ridge point's motion
     q1 = win.c1[k[:, 0]] + u[:, None] * (win.c1[k[:, 1]] - win.c1[k[:, 0]])
     q0 = win.c0[k[:, 0]] + u[:, None] * (win.c0[k[:, 1]] - win.c0[k[:, 0]])
     near_a, near_b = need * (1.0 - s) * movable[e[:, 0]], need * s * movable[e[:, 1]]  # pushing or not
     _record(e.T.ravel(), np.concatenate([near_a, near_b]), np.concatenate([nn, nn]),
             np.concatenate([q0, q0]), np.concatenate([q1, q1]), touch)
+
+
+def push_edges(x: np.ndarray, e: np.ndarray, wa: np.ndarray, wb: np.ndarray, lam: np.ndarray,
+               nrm: np.ndarray) -> np.ndarray:
+    """Push the edges ``e`` ``(k, 2)`` along ``nrm`` ``(k, 3)``, in place on ``x`` ``(n, 3)``: each
+    end by ``lam · w · nrm`` for its weight ``wa``, ``wb`` ``(k,)`` (with ``lam = need / (wa² +
+    wb²)`` the edge's point of weights ``(wa, wb)`` moves by ``need``; Bridson et al. 2002, §7.2),
+    a vertex that several edges push by the mean of their pushes. Returns the moved vertices."""
+    dx, cnt = np.zeros((len(x), 3)), np.zeros(len(x))
+    np.add.at(dx, e[:, 0], (lam * wa)[:, None] * nrm)
+    np.add.at(dx, e[:, 1], (lam * wb)[:, None] * nrm)
+    np.add.at(cnt, e[:, 0], wa > 0)
+    np.add.at(cnt, e[:, 1], wb > 0)
+    moved = np.flatnonzero(cnt > 0)
+    x[moved] += dx[moved] / cnt[moved, None]
+    return moved
+
+
+def _edge_corners(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, ie: np.ndarray, iv: np.ndarray,
+                  n_ridge: np.ndarray, edges: np.ndarray, movable: np.ndarray, touch: _Touch,
+                  scale: np.ndarray | None = None) -> None:
+    """Edges ``edges[ie]`` against the collider's ridge points ``iv`` (``(k,)`` each, pairs
+    whose ridge edge, of normal ``n_ridge`` ``(k, 3)``, is nearest an edge at its end point: a
+    convex corner of the body between two of a bone's joints), for a model without faces (spring
+    bones' bones; a cloth's faces meet the points, step 4). The corner's normal is the mean of
+    its ridges' among the pairs (whatever their order). The pair is a contact when the edge's
+    point nearest the corner, inside the edge, ends closer than the thickness (``scale`` as for
+    :func:`_edge_edge`) in front of it (along the corner's normal), or behind it by less than
+    the thickness, or
+    when the offset from the corner to that point turned over during the step from the front
+    (the corner passed between the joints); it pushes the edge's ends along that offset (its
+    start's, when it turned over; the vertex normal, behind) as :func:`_edge_edge` does."""
+    th = float(win.thickness)
+    m = len(win.c1)
+    key, which = np.unique(ie * m + iv, return_inverse=True)  # a point ends several ridges
+    e, v = edges[key // m], key % m
+    nv = np.zeros((len(key), 3))
+    np.add.at(nv, which.reshape(-1), n_ridge)
+    nv = _unit(nv)[0]
+    q0, q1 = win.c0[v], win.c1[v]
+    pa0, pb0, pa1, pb1 = x_old[e[:, 0]], x_old[e[:, 1]], x[e[:, 0]], x[e[:, 1]]
+    s0 = segment_parameters(pa0, pb0, q0, q0)[0]
+    s1 = segment_parameters(pa1, pb1, q1, q1)[0]
+    d0 = pa0 + s0[:, None] * (pb0 - pa0) - q0
+    d1 = pa1 + s1[:, None] * (pb1 - pa1) - q1
+    n0, n1 = _unit(d0)[0], _unit(d1)[0]
+    inner = (s0 > 1e-6) & (s0 < 1 - 1e-6) & (s1 > 1e-6) & (s1 < 1 - 1e-6)
+    crossed = inner & (_dot(d0, nv) > 0) & (_dot(d1, n0) < 0)
+    behind = ~crossed & (_dot(d1, nv) <= 0)
+    nrm = np.where(crossed[:, None], n0, np.where(behind[:, None], nv, n1))
+    sep = _dot(d1, nrm)
+    the = th if scale is None else th * np.minimum(scale[e[:, 0]], scale[e[:, 1]])
+    the = np.broadcast_to(the, sep.shape)
+    wa, wb = (1.0 - s1) * movable[e[:, 0]], s1 * movable[e[:, 1]]
+    den = wa * wa + wb * wb
+    act = np.flatnonzero((s1 > 1e-6) & (s1 < 1 - 1e-6) & (den > 0) & (sep < the - 1e-12)
+                         & (crossed | (sep > -th)) & (_dot(nrm, nrm) > 0))
+    if len(act) == 0:
+        return
+    e, s1, nrm, need, wa, wb = e[act], s1[act], nrm[act], the[act] - sep[act], wa[act], wb[act]
+    push_edges(x, e, wa, wb, need / den[act], nrm)
+    q0, q1 = q0[act], q1[act]
+    _record(e.T.ravel(), np.concatenate([need * (1.0 - s1) * movable[e[:, 0]], need * s1 * movable[e[:, 1]]]),
+            np.concatenate([nrm, nrm]), np.concatenate([q0, q0]), np.concatenate([q1, q1]), touch)
 
 
 def _record(verts: np.ndarray, weights: np.ndarray, nrm: np.ndarray, q0: np.ndarray, q1: np.ndarray,

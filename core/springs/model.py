@@ -68,10 +68,12 @@ class Model:
         each spring's own strain limit (spring bones: rigid and stretchy chains in one model);
         ``max_stretch`` is then their largest. Honoured by the post-solve strain limit (every
         integrator but VBD, which the :class:`~.simulate.Simulator` refuses for such a model).
-    edge_contact : bool
-        The structural springs collide as edges with colliders' ridges and points (cloth);
-        False: only the vertices collide (spring bones' joints: a chain's first bone starts
-        at its root, often inside the body it hangs from, and cannot be kept outside it).
+    edge_contact : bool or numpy.ndarray
+        The structural springs collide as edges (segments) with colliders: mesh ridges and
+        spheres (cloth: True, all of them); False: only the vertices collide; a bool array of
+        shape ``(e,)`` over the structural springs: those that collide as edges (spring bones:
+        every bone but each chain's first, which starts at its root, often inside the body it
+        hangs from, and cannot be kept outside it).
 
     The remaining attributes are caches built in ``__post_init__``:
     ``uid`` (int), ``pinned_index`` ``(p,)``, ``free_index`` ``(f,)``,
@@ -84,8 +86,9 @@ class Model:
     ``incidence`` (CSR ``(s, n)``, +1 at ``i``, −1 at ``j``),
     ``incidence_t`` (CSR ``(n, s)``), ``rest_directions`` ``(s, 3)``
     (unit, zero for zero rest length), ``vertex_drag`` ``(n,)`` (``air_drag`` per vertex, 1/s)
-    and ``stretch_limits`` ``(e,)`` (each structural spring's strain limit, ``max_stretch`` or
-    ``spring_stretch``).
+    ``stretch_limits`` ``(e,)`` (each structural spring's strain limit, ``max_stretch`` or
+    ``spring_stretch``) and ``contact_edges`` ``(c, 2)`` (the structural springs that collide
+    as edges, :attr:`edge_contact`).
     """
 
     rest_positions: np.ndarray
@@ -101,7 +104,7 @@ class Model:
     edge_springs: int = -1
     anchors: np.ndarray = field(default_factory=lambda: np.zeros(0))
     max_stretch: float = 0.0
-    edge_contact: bool = True
+    edge_contact: bool | np.ndarray = True
     spring_stretch: np.ndarray = field(default_factory=lambda: np.zeros(0))
     uid: int = field(init=False)
     pinned_index: np.ndarray = field(init=False, repr=False)
@@ -117,6 +120,7 @@ class Model:
     target_anchor: np.ndarray = field(init=False, repr=False)
     vertex_drag: np.ndarray = field(init=False, repr=False)
     stretch_limits: np.ndarray = field(init=False, repr=False)
+    contact_edges: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.rest_positions)
@@ -167,10 +171,22 @@ class Model:
             put(self, "max_stretch", float(own.max()))
         put(self, "spring_stretch", own)
         put(self, "stretch_limits", own.copy() if len(own) else np.full(e, float(self.max_stretch)))
+        flags = np.asarray(self.edge_contact)
+        if flags.ndim == 0:
+            put(self, "edge_contact", bool(flags))
+            colliding = self.springs[:e] if self.edge_contact else self.springs[:0]
+        else:
+            if flags.shape != (e,) or flags.dtype != np.bool_:
+                raise SinewError(f"edge_contact must be a bool or a bool array of shape ({e},), "
+                                 "one per structural spring")
+            put(self, "edge_contact", flags.copy())
+            self.edge_contact.setflags(write=False)
+            colliding = self.springs[:e][flags]
+        put(self, "contact_edges", np.ascontiguousarray(colliding, dtype=np.int64))
         for a in (self.rest_positions, self.springs, self.rest_lengths, self.stiffness,
                   self.damping, self.masses, self.pinned, self.gravity, self.wind, anchors,
                   self.anchor_index, self.anchor_stiffness, self.target_index, self.vertex_drag,
-                  self.spring_stretch, self.stretch_limits):
+                  self.spring_stretch, self.stretch_limits, self.contact_edges):
             a.setflags(write=False)
 
     @property

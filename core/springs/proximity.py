@@ -426,6 +426,7 @@ def segment_parameters(p0: np.ndarray, p1: np.ndarray, q0: np.ndarray,
         s_lo = np.where(a > tiny, np.clip(-c / a, 0.0, 1.0), 0.0)
         s_hi = np.where(a > tiny, np.clip((b - c) / a, 0.0, 1.0), 0.0)
     s = np.where(u < 0.0, s_lo, np.where(u > 1.0, s_hi, s))
+    s = np.where(e > tiny, s, s_lo)  # q a point: p's point nearest it (u is 0)
     return np.nan_to_num(s), np.clip(np.nan_to_num(u), 0.0, 1.0)
 
 

@@ -206,6 +206,16 @@ def _make_integrator(integrator: Union[str, Integrator]) -> Integrator:
             f"unknown solver {integrator!r}; expected one of {', '.join(INTEGRATORS)}") from None
 
 
+def _collider_travel(colliders: Sequence[Any] | None) -> float:
+    """The farthest a vertex of a moving collider goes over the frame, m (0 for none)."""
+    out = 0.0
+    for c in colliders or ():
+        if isinstance(c, TriangleMesh) and c.previous is not None:
+            d = c.vertices - c.previous
+            out = max(out, float(np.sqrt(np.max(np.einsum("ij,ij->i", d, d), initial=0.0))))
+    return out
+
+
 class Simulator:
     """Advance a :class:`~.model.Model` frame by frame.
 
@@ -443,8 +453,11 @@ class Simulator:
         stats = acc.stats
         if np.isfinite(acc.ext_work):
             self._scale += acc.ext_work
-        if len(prev):
-            travel = float(np.max(np.linalg.norm(nxt - prev, axis=1)))
+        # what the pins and moving colliders can give the cloth this frame (a tail without
+        # gravity, hit by a moving body, gains the body's speed)
+        travel = max(float(np.max(np.linalg.norm(nxt - prev, axis=1))) if len(prev) else 0.0,
+                     _collider_travel(colliders))
+        if travel > 0.0:
             self._scale += model.total_mass * ((travel * self.fps) ** 2
                                                + float(np.linalg.norm(model.gravity)) * travel)
         if not np.isfinite(ke + pe) or (ke + pe) - self._energy0 > 100.0 * self._scale:

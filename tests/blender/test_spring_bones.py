@@ -194,6 +194,108 @@ def test_collider_sphere_keeps_the_tail_out(spring, scene):
     assert rig.pose.bones["T2"].sinew_spring.last_length_error < 1e-3
 
 
+def _box_signed_distance(p: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Exact signed distance of points ``p`` ``(..., 3)`` to the axis-aligned box ``[lo, hi]``."""
+    outside = np.linalg.norm(np.maximum(np.maximum(lo - p, p - hi), 0.0), axis=-1)
+    inside = np.minimum(p - lo, hi - p).min(axis=-1)
+    return np.where(np.all((p > lo) & (p < hi), axis=-1), -inside, outside)
+
+
+def test_armature_deformed_bar_cannot_pass_between_the_tails_joints(spring, scene):
+    """A 2 cm bar skinned to a bone of the same armature (Armature, then Collision modifier)
+    sweeps through the middle of a hanging tail's second bone, 10 cm from the joints on either
+    side: without the bones colliding it passes between them; with them, at every frame as
+    Blender evaluates the keys, every bone but the first keeps the chain's radius from the bar
+    as Blender deforms it (its exact box distance, sampled along the bones)."""
+    frames, radius = 24, 0.02
+    scene.frame_start, scene.frame_end = 1, frames
+    data = bpy.data.armatures.new("Rig")
+    rig = bpy.data.objects.new("Rig", data)
+    scene.collection.objects.link(rig)
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="EDIT")
+    root = data.edit_bones.new("Root")
+    root.head, root.tail = (0.0, 0.0, 1.0), (0.0, 0.0, 1.2)
+    swing = data.edit_bones.new("Swing")
+    swing.head, swing.tail = (0.0, 0.3, 0.7), (0.1, 0.3, 0.7)
+    prev = root
+    for i in range(3):
+        eb = data.edit_bones.new(f"T{i}")
+        eb.head, eb.tail = (0.0, 0.0, 1.0 - SEGMENT * i), (0.0, 0.0, 1.0 - SEGMENT * (i + 1))
+        eb.parent, eb.use_connect = prev, False
+        prev = eb
+    bpy.ops.object.mode_set(mode="OBJECT")
+    pb = rig.pose.bones["Swing"]
+    for f, y in ((1, 0.0), (frames, 0.6)):  # bone space: Swing's Y is world X, its X is world -Y
+        pb.location = (y, 0.0, 0.0)
+        pb.keyframe_insert("location", frame=f)
+    s = rig.pose.bones["T2"].sinew_spring
+    s.enabled, s.chain_length = True, 3
+    s.stiffness, s.damping, s.gravity, s.radius, s.substeps = 50.0, 5.0, 0.0, radius, 4
+    half = np.array([0.2, 0.01, 0.01])
+    bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, 0.3, 0.7))
+    bar = bpy.context.active_object
+    bar.scale = tuple(2 * half)
+    bpy.ops.object.transform_apply(scale=True)
+    group = bar.vertex_groups.new(name="Swing")
+    group.add(list(range(len(bar.data.vertices))), 1.0, "REPLACE")
+    mod = bar.modifiers.new("Armature", "ARMATURE")
+    mod.object = rig
+
+    def bar_box(f):
+        scene.frame_set(int(f))
+        ev = bar.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        me = ev.to_mesh()
+        co = np.array([ev.matrix_world @ v.co for v in me.vertices])
+        ev.to_mesh_clear()
+        return co.min(axis=0), co.max(axis=0)
+
+    def bone_gaps(joints):  # (F, n+1, 3) -> (F, n): each bone's least signed distance to the bar
+        t = np.linspace(0.0, 1.0, 2001)[:, None, None]
+        out = []
+        for f, j in enumerate(joints, start=1):
+            lo, hi = bar_box(f)
+            out.append(_box_signed_distance(j[:-1] + t * np.diff(j, axis=0), lo, hi).min(axis=0))
+        return np.array(out)
+
+    lo, hi = bar_box(frames)
+    assert np.allclose(hi - lo, 2 * half, atol=1e-6) and abs((lo[1] + hi[1]) / 2 + 0.3) < 1e-6  # deformed
+    bpy.context.view_layer.objects.active = rig
+    job = spring.SpringBonesBakeJob(bpy.context, rig, 1, frames)  # no collider yet: not written
+    while not job.step():
+        pass
+    free = job.results[0].joints
+    # the bar passes through the second bone: its centre line (z = 0.7) crosses the bone's point
+    # at that height from one frame to the next (it moves 2-4 cm a frame, its own width 2 cm)
+    a, b = free[:, 1], free[:, 2]
+    w = (a[:, 2] - 0.7) / (a[:, 2] - b[:, 2])
+    assert np.all((w > 0.2) & (w < 0.8))  # between the joints, far from both
+    side = np.array([(lo_f[1] + hi_f[1]) / 2 for lo_f, hi_f in map(bar_box, range(1, frames + 1))])
+    side -= a[:, 1] + w * (b[:, 1] - a[:, 1])
+    assert side[0] > 0.2 and side[-1] < -0.2
+    assert min(_box_signed_distance(free[f - 1, 1:], *bar_box(f)).min() for f in range(1, frames + 1)) > 0.05
+    bpy.context.view_layer.objects.active = bar
+    bpy.ops.object.modifier_add(type="COLLISION")
+    bpy.context.view_layer.objects.active = rig
+    job = spring.SpringBonesBakeJob(bpy.context, rig, 1, frames)
+    while not job.step():
+        pass
+    job.commit(bpy.context)
+    rope = job.results[0].joints
+    # the simulated bones: the contact stage leaves them at the radius; a frame whose bones the
+    # length projection puts back (along themselves, by at most 0.05 % each) may move them by that
+    tolerance = importlib.import_module(ADDON_MODULE + ".core.springbones").LENGTH_TOLERANCE * 3 * SEGMENT
+    assert bone_gaps(rope)[:, 1:].min() >= radius - tolerance
+    baked = joints_world(scene, rig, np.arange(1, frames + 1))
+    gaps = bone_gaps(baked)[:, 1:]
+    # the keys' bones have their own lengths: off the rope (its lengths within 0.05 %) by at most
+    slack = np.max(np.linalg.norm(baked - rope, axis=2))
+    assert slack < 3 * SEGMENT * 1e-3
+    assert gaps.min() >= radius - slack - 1e-6, gaps.min()
+    assert gaps.min() <= radius * 1.01  # it meets the bar
+    assert rig.pose.bones["T2"].sinew_spring.last_penetration == pytest.approx(max(0.0, radius - gaps.min()), abs=1e-6)
+
+
 def test_saved_bake_plays_back_without_the_addon(spring, scene, tmp_path):
     rig = make_rig()
     assert bpy.ops.sinew.bake_spring_bones(frame_start=1, frame_end=12) == {"FINISHED"}

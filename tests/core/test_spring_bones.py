@@ -39,6 +39,14 @@ def swing_angles(joint: np.ndarray) -> np.ndarray:
     return np.arctan2(joint[:, 1], -joint[:, 2])
 
 
+def bone_distances(joints: np.ndarray, center: np.ndarray, samples: int = 2001) -> np.ndarray:
+    """Brute force: the least distance from ``center`` over each bone of ``joints`` ``(F, n+1, 3)``,
+    sampled at ``samples`` points a bone (ends included), shape ``(F, n)``."""
+    f = np.linspace(0.0, 1.0, samples)[:, None, None, None]
+    a, b = joints[:, :-1], joints[:, 1:]
+    return np.linalg.norm(a + f * (b - a) - center, axis=-1).min(axis=0)
+
+
 def crossings(t: np.ndarray, a: np.ndarray) -> np.ndarray:
     s = np.flatnonzero(np.sign(a[1:]) != np.sign(a[:-1]))
     return t[s] - a[s] * (t[s + 1] - t[s]) / (a[s + 1] - a[s])
@@ -264,6 +272,97 @@ def test_tail_swinging_into_a_sphere_stays_outside_by_its_radius():
     assert r.length_error < 1e-3
 
 
+def test_a_sphere_smaller_than_a_bone_cannot_pass_between_its_joints():
+    """A 1 cm ball in the swing's path halfway along the third bone, 4 cm from the joints on
+    either side: without the bones colliding it passes between them (the joints never come
+    near it). With them, every bone but the first stays the chain's radius outside it at every
+    frame (brute force along the bones), and the report's penetration is the written pose's."""
+    frames, radius = 72, 0.01
+    s = SpringSettings(stiffness=5.0, damping=0.5, gravity=1.0, radius=radius, substeps=4)
+    sc = whipped(frames, s)
+    a = np.radians(40.0)
+    ball = Sphere(np.array([0.0, 0.20 * np.sin(a), 1.0 - 0.20 * np.cos(a)]), 0.01)
+    free = bake_spring_chains([sc], fps=FPS, gravity=G, frames=frames)[0]
+    assert bone_distances(free.joints, ball.center)[:, 2].min() < ball.radius  # a bone goes through
+    assert np.linalg.norm(free.joints - ball.center, axis=2).min() > ball.radius + radius  # no joint near
+    (r,) = bake_spring_chains([sc], fps=FPS, gravity=G, frames=frames, colliders=lambda f: [ball])
+    keep = ball.radius + radius
+    gap = bone_distances(r.joints, ball.center)[:, 1:]
+    assert gap.min() >= keep * (1 - 1e-6), gap.min()
+    assert gap.min() <= keep * (1 + 1e-3)  # it meets the ball
+    # the written pose (the bones at their own lengths) is off the rope by its length error
+    slack = np.max(np.linalg.norm(r.pose - r.joints, axis=2))
+    pose_gap = bone_distances(r.pose, ball.center)[:, 1:]
+    assert pose_gap.min() >= keep - slack - 1e-12
+    assert r.penetration == pytest.approx(max(0.0, keep - pose_gap.min()), abs=1e-7)  # sampling: ~1e-8
+    assert r.length_error < 1e-3
+
+
+def box_signed_distance(p: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Exact signed distance of points ``p`` ``(..., 3)`` to the axis-aligned box ``[lo, hi]``."""
+    outside = np.linalg.norm(np.maximum(np.maximum(lo - p, p - hi), 0.0), axis=-1)
+    inside = np.minimum(p - lo, hi - p).min(axis=-1)
+    return np.where(np.all((p > lo) & (p < hi), axis=-1), -inside, outside)
+
+
+def test_a_thin_bar_cannot_pass_between_the_joints():
+    """A 1 cm bar (a closed box mesh: a body's edge) across the swing halfway along the third
+    bone: without the bones colliding it passes between the joints; with them every bone but the
+    first keeps the chain's radius from it at every frame (brute force: the box's exact signed
+    distance sampled along the bones), and the report's penetration is the written pose's."""
+    from core.springs.shapes import box
+
+    frames, radius = 72, 0.01
+    s = SpringSettings(stiffness=5.0, damping=0.5, gravity=1.0, radius=radius, substeps=4)
+    sc = whipped(frames, s)
+    a = np.radians(40.0)
+    c = np.array([0.0, 0.20 * np.sin(a), 1.0 - 0.20 * np.cos(a)])
+    lo, hi = c - [0.1, 0.005, 0.005], c + [0.1, 0.005, 0.005]
+    bar = TriangleMesh(*box(lo, hi))
+
+    def gaps(joints):
+        f = np.linspace(0.0, 1.0, 2001)[:, None, None, None]
+        return box_signed_distance(joints[:, :-1] + f * np.diff(joints, axis=1), lo, hi).min(axis=0)
+
+    free = bake_spring_chains([sc], fps=FPS, gravity=G, frames=frames)[0]
+    assert gaps(free.joints)[:, 2].min() < 0  # a bone goes through
+    assert box_signed_distance(free.joints, lo, hi).min() > radius  # no joint near
+    (r,) = bake_spring_chains([sc], fps=FPS, gravity=G, frames=frames, colliders=lambda f: [bar])
+    gap = gaps(r.joints)[:, 1:]
+    assert radius * (1 - 1e-6) <= gap.min() <= radius * (1 + 1e-3), gap.min()
+    slack = np.max(np.linalg.norm(r.pose - r.joints, axis=2))
+    pose_gap = gaps(r.pose)[:, 1:]
+    assert pose_gap.min() >= radius - slack - 1e-12
+    assert r.penetration == pytest.approx(max(0.0, radius - pose_gap.min()), abs=1e-7)
+    assert r.length_error < 1e-3
+
+
+def test_a_bar_sweeping_through_a_tail_without_gravity_pushes_it_aside():
+    """A 2 cm bar (a moving mesh) sweeps at up to 0.6 m/s through the middle of a still tail's
+    second bone (gravity 0): the tail is pushed aside, every bone but the first keeping the radius
+    from the bar at every frame (its exact box distance sampled along the bones), and the energy
+    the bar gives is not taken for a divergence (a chain without gravity and with still pins had
+    no room for it in the Simulator's energy check)."""
+    from core.springs.shapes import box
+
+    frames, radius = 24, 0.02
+    s = SpringSettings(stiffness=50.0, damping=5.0, gravity=0.0, radius=radius, substeps=4)
+    sc = still(straight(3, 0.2, (0, 0, -1)), frames, s, root_pos=np.tile([0.0, 0.0, 1.0], (frames, 1)))
+    ys = 0.3 - 0.6 * np.arange(frames) / (frames - 1)
+    half = np.array([0.2, 0.01, 0.01])
+    v, t = box(-half, half)
+    meshes = [TriangleMesh(v + [0, ys[f], 0.7], t, previous=v + [0, ys[f - 1], 0.7] if f else None)
+              for f in range(frames)]
+    (r,) = bake_spring_chains([sc], fps=FPS, gravity=G, frames=frames, colliders=lambda f: [meshes[f]])
+    f = np.linspace(0.0, 1.0, 2001)[:, None, None]
+    for joints, slack in ((r.joints, 1e-4 * radius), (r.pose, np.max(np.linalg.norm(r.pose - r.joints, axis=2)))):
+        gap = min(box_signed_distance(joints[k, 1:-1] + f * np.diff(joints[k, 1:], axis=0),
+                                      [0, ys[k], 0.7] - half, [0, ys[k], 0.7] + half).min() for k in range(frames))
+        assert gap >= radius - slack - 1e-12, gap
+    assert np.max(np.linalg.norm(r.joints - r.animated, axis=2)) > 0.2  # pushed aside
+    assert r.length_error < 1e-3
+
+
 def test_tail_meets_a_moving_deforming_body_and_stays_outside_by_its_radius():
     """A body (a closed mesh, as an armature-deformed character's) travels into a hanging tail
     while it breathes (scaled ±15 % along X): every frame the tail's joints are outside its
@@ -285,6 +384,12 @@ def test_tail_meets_a_moving_deforming_body_and_stays_outside_by_its_radius():
     (r,) = bake_spring_chains([sc], fps=FPS, gravity=G, frames=frames, colliders=lambda f: [meshes[f]])
     gap = np.array([meshes[f].signed_distance(r.joints[f, 1:]).min() for f in range(frames)])
     assert gap.min() >= radius * (1 - 1e-4), gap.min()
+    # the bones but the first, sampled every 0.4 mm (the bones are pushed off the body's
+    # corners and ridges between their joints too)
+    f = np.linspace(0.0, 1.0, 201)[:, None]
+    along = [meshes[k].signed_distance((r.joints[k, 1:-1, None] + f * np.diff(r.joints[k, 1:], axis=0)[:, None])
+                                       .reshape(-1, 3)).min() for k in range(frames)]
+    assert min(along) >= radius * (1 - 1e-4), min(along)
     assert np.max(np.linalg.norm(r.joints - r.animated, axis=2)) > 0.05  # pushed aside
     assert r.length_error < 1e-3
 
@@ -344,8 +449,8 @@ def test_chains_against_colliders_move_as_baked_alone():
         pass
     for chain, r in zip((a, b), together.results()[:2]):
         (alone,) = bake_spring_chains([chain], fps=FPS, gravity=G, frames=frames, colliders=lambda f: balls)
-        gap = min(np.linalg.norm(alone.joints[:, 1:] - ball.center, axis=2).min() - ball.radius for ball in balls)
-        assert gap == pytest.approx(0.02, abs=1e-3)  # it meets a ball at its radius
+        gap = min(bone_distances(alone.joints, ball.center)[:, 1:].min() - ball.radius for ball in balls)
+        assert gap == pytest.approx(0.02, abs=1e-3)  # a bone meets a ball at its radius
         np.testing.assert_allclose(r.joints, alone.joints, rtol=0, atol=1e-9)
 
 
@@ -428,3 +533,21 @@ def test_a_tail_rooted_inside_the_body_it_hangs_from_bakes_and_its_joints_stay_o
     gap = np.array([body.signed_distance(r.joints[f, 1:]).min() for f in range(frames)])
     assert gap.min() >= radius * (1 - 1e-3), gap.min()
     assert r.length_error < 1e-3
+
+
+def test_an_edge_contact_mask_of_the_wrong_shape_is_refused():
+    """``Model.edge_contact`` as a mask: one bool per structural spring, else one clear message;
+    the springs it names are the ones that collide as edges."""
+    from core.springs import Model
+
+    x = np.c_[np.zeros(4), np.zeros(4), -0.1 * np.arange(4)]
+    kw = dict(rest_positions=x, springs=np.array([[0, 1], [1, 2], [2, 3]]), rest_lengths=np.full(3, 0.1),
+              stiffness=np.full(3, 100.0), damping=np.zeros(3), masses=np.full(4, 0.1),
+              pinned=np.array([True, False, False, False]))
+    m = Model(**kw, edge_contact=np.array([False, True, True]))
+    np.testing.assert_array_equal(m.contact_edges, [[1, 2], [2, 3]])
+    assert len(Model(**kw, edge_contact=False).contact_edges) == 0
+    assert len(Model(**kw).contact_edges) == 3
+    for bad in (np.array([True, False]), np.array([1, 0, 1])):
+        with pytest.raises(SinewError, match="edge_contact must be a bool or a bool array of shape"):
+            Model(**kw, edge_contact=bad)

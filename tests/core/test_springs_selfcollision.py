@@ -138,6 +138,7 @@ def test_segment_closest_points_against_sampling() -> None:
     p1, q1, p2, q2 = (rng.normal(size=(40, 3)) for _ in range(4))
     q2[:5] = p2[:5] + 2.0 * (q1[:5] - p1[:5])  # parallel pairs
     q1[5:8] = p1[5:8]  # a point against a segment
+    q2[8:11] = p2[8:11]  # a segment against a point (spring bones' bones against a sphere's centre)
     s, u = segment_parameters(p1, q1, p2, q2)
     d = np.linalg.norm(p1 + s[:, None] * (q1 - p1) - p2 - u[:, None] * (q2 - p2), axis=1)
     t = np.linspace(0, 1, 401)
