@@ -87,8 +87,7 @@ _LIMIT_SLACK = 0.005
 def _limit_tolerance(max_stretch: float) -> float:
     """The projection stops once no structural spring is longer than its limit ``(1 + s) L``
     by more than this (relative): ``(1 + s)(1 + t) ≤ 1 + s + _LIMIT_SLACK``, with 3 % to
-    spare for round-off. The tighter 4e-3 that held for every limit up to 25 % took a tenth
-    more time on a 160² landing (docs/CONTACT.md)."""
+    spare for round-off."""
     return 0.97 * _LIMIT_SLACK / (1.0 + max_stretch)
 
 
@@ -451,8 +450,9 @@ class VertexBlockDescent(Integrator):
     def _stick(self, model: Model, lay: _Layout, state: State, x: np.ndarray, h: float,
                soup: ColliderSoup, contacts: Contacts) -> None:
         """Takes out of the start ``x`` the velocity along the surface of each vertex that
-        still colliders held at the end of the last step (its normal force there ``λ``, its
-        direction the normal) and whose friction can stop within the step, ``m |v_t| ≤ μ λ h``
+        colliders standing still held at the end of the last step (its normal force there
+        ``λ``, its direction the normal) and whose friction can stop within the step,
+        ``m |v_t| ≤ μ λ h``
         (``μ`` the largest of the collider triangles listed for it and the planes and spheres
         within its reach). Where friction holds a vertex, implicit Euler's step has it
         stick; iterations started from the old velocity that stop short of converging let
