@@ -122,6 +122,8 @@ class ColliderSoup:
     prim : numpy.ndarray
         ``(p, 8)``: plane ``point, normal, thickness, friction``; sphere
         ``centre, radius, 0, 0, thickness, friction``.
+    primitives : list
+        The :class:`Plane` and :class:`Sphere` objects of ``prim``, in its order.
     """
 
     def __init__(self, colliders: Sequence[Any]) -> None:
@@ -163,6 +165,7 @@ class ColliderSoup:
         self.radius = np.ascontiguousarray(np.concatenate(radius) if radius else np.zeros(0))
         self.mu = np.ascontiguousarray(np.concatenate(mu) if mu else np.zeros(0))
         self.normals = _unit_normals(self.cv, self.tris)
+        self.primitives = [col for col in colliders if isinstance(col, (Plane, Sphere))]
         self.prim_type = np.asarray(ptype, dtype=np.int32)
         self.prim = kernels.array(np.array(prims) if prims else np.zeros((0, 8)), np.float64,
                                   (-1, 8), "collider primitives")

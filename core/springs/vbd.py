@@ -430,6 +430,12 @@ class VertexBlockDescent(Integrator):
         ok = bool(rel <= tol) if tol > 0 else True
         return StepInfo(its, r, ok and limited, rel, limited)
 
+    def _continues(self, model: Model, state: State) -> bool:
+        """Whether ``state`` is where the last step of this integrator left ``model``
+        (what that step measured applies to this one)."""
+        last = self._motion
+        return last is not None and last[0] == model.uid and np.array_equal(last[1], state.x)
+
     def _guess(self, model: Model, state: State, obj: Objective, reference: np.ndarray,
                h: float) -> np.ndarray:
         """The iterations' start ``(n, 3)``: VBD's adaptive initialisation (Chen et al. 2024),
@@ -440,7 +446,7 @@ class VertexBlockDescent(Integrator):
         push = obj.y - reference
         share = np.ones(len(reference))
         last = self._motion
-        if last is not None and last[0] == model.uid and np.array_equal(last[1], state.x):
+        if self._continues(model, state):
             shown = (state.v - last[2]) * h  # the last step's acceleration × h²
             size = np.einsum("ij,ij->i", push, push)
             along = np.einsum("ij,ij->i", shown, push)
@@ -458,10 +464,8 @@ class VertexBlockDescent(Integrator):
         stick; iterations started from the old velocity that stop short of converging let
         a resting cloth creep on instead (the bench's drape at μ 0.05 slid off its ball).
         The start only: the solve decides."""
-        last = self._motion
         f = self.contact_force
-        if (last is None or last[0] != model.uid or not np.array_equal(last[1], state.x)
-                or len(f) != len(lay.free)):
+        if not self._continues(model, state) or len(f) != len(lay.free):
             return
         lam = np.sqrt(np.einsum("ij,ij->i", f, f))
         touching = np.flatnonzero(lam > 0)
@@ -473,11 +477,10 @@ class VertexBlockDescent(Integrator):
         listed = np.arange(slots.shape[1])[None, :] < contacts.count[idx, None]
         mu = np.where(listed, soup.mu[slots] if len(soup.mu) else 0.0, 0.0).max(axis=1, initial=0.0)
         p = x[idx]
-        for kind, prim in zip(soup.prim_type, soup.prim):
-            sd = ((p - prim[:3]) @ prim[3:6] if kind == 0
-                  else np.linalg.norm(p - prim[:3], axis=1) - prim[3])
-            mu = np.where(sd < 2.0 * prim[6] + np.linalg.norm(p - state.x[idx], axis=1),
-                          np.maximum(mu, prim[7]), mu)
+        reach = np.linalg.norm(p - state.x[idx], axis=1)
+        for col in soup.primitives:
+            near = col.signed_distance(p) < 2.0 * col.thickness + reach
+            mu = np.where(near, np.maximum(mu, col.friction), mu)
         normal = f[touching] / lam[touching, None]
         v = state.v[idx]
         vt = v - np.einsum("ij,ij->i", v, normal)[:, None] * normal
