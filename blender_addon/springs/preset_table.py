@@ -41,12 +41,18 @@ PRESETS: dict[str, dict[str, object]] = {
 #: What a preset sets instead for free cloth that collides (it has colliders, or
 #: self-collision is on, and no pin group): Vertex Block Descent, contact inside the solve
 #: (core/springs/vbd.py), at the substeps and iterations that let a tablecloth come to rest
-#: centred with the strain limit held (docs/CONTACT.md). Pinned cloth keeps the table's
-#: solver: on the bench's skirt pinned to a body moving 5 m/s, VBD at 3 × 10 took 12.6 ms
-#: per frame against FAST's 28-31 with 3.3 % strain against 3.9 %, but the body's vertical
-#: edges cut the cloth (21 cloth edges through the body at worst, FAST's none); a sheet that
-#: only hangs from pins is also three times faster with FAST's prefactored global solve.
+#: centred with the strain limit held (docs/CONTACT.md).
 CONTACT_SOLVER: dict[str, object] = dict(solver="VBD", substeps=3, iterations=10)
+
+#: What a preset sets instead for pinned cloth with colliders (a skirt or a dress on a moving
+#: body): VBD with twice the iterations. On the bench's skirt pinned to a body moving 5 m/s, 10
+#: iterations left the cloth pressed deep into the body's thickness, the solve far from
+#: converged (90 N of residual on 0.5 g vertices), and the body's vertical edges cut it
+#: (21 cloth edges through the body); at 20 none did in five perturbed starts, at 18.7 ms per
+#: frame against FAST's 38.5 with 3.3 % strain against FAST's 3.9 % (docs/CONTACT.md, *Pinned
+#: cloth on moving bodies*). Pinned cloth without colliders keeps the table's solver (a sheet
+#: that only hangs from pins is three times faster with FAST's prefactored global solve).
+PINNED_CONTACT_SOLVER: dict[str, object] = dict(solver="VBD", substeps=3, iterations=20)
 
 #: Largest edge strain while hanging (the 48 frames, settling included; see the module
 #: docstring): preset → (10² quads, 40² quads), fractions. The 40² figures are larger because

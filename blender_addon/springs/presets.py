@@ -6,7 +6,7 @@ import bpy
 from bpy.props import EnumProperty
 
 from . import read
-from .preset_table import _LOOK, CONTACT_SOLVER, DESCRIPTIONS, MEASURED, PRESETS
+from .preset_table import _LOOK, CONTACT_SOLVER, DESCRIPTIONS, MEASURED, PINNED_CONTACT_SOLVER, PRESETS
 
 __all__ = ["PRESETS", "MEASURED", "DESCRIPTIONS", "SINEW_OT_springs_preset", "classes"]
 
@@ -15,7 +15,7 @@ _ITEMS = tuple((name, _LOOK[name][0], DESCRIPTIONS[name]) for name in PRESETS)
 
 class SINEW_OT_springs_preset(bpy.types.Operator):
     """Set the active mesh's spring settings from a material preset (with the VBD solver when
-    the mesh has colliders or self-collision and no pins)"""
+    the mesh has colliders, or self-collision and no pins)"""
 
     bl_idname = "sinew.springs_preset"
     bl_label = "Spring Preset"
@@ -37,6 +37,9 @@ class SINEW_OT_springs_preset(bpy.types.Operator):
         if self.preset != "ROPE" and (colliders or props.self_collision) and not pinned:
             # free cloth that lands on things: contact inside the solve
             values.update(CONTACT_SOLVER)
+        elif self.preset != "ROPE" and colliders and pinned:
+            # pinned cloth on a body: contact inside the solve, iterated further
+            values.update(PINNED_CONTACT_SOLVER)
         for name, value in values.items():
             setattr(props, name, value)
         return {"FINISHED"}

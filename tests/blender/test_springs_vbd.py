@@ -38,7 +38,7 @@ def _table(scene):
     return table, bpy.context.active_object
 
 
-def test_preset_picks_vbd_for_free_cloth_with_colliders_and_fast_otherwise(scene):
+def test_preset_picks_vbd_for_cloth_with_colliders_and_fast_otherwise(scene):
     bpy.ops.mesh.primitive_grid_add(x_subdivisions=4, y_subdivisions=4, size=1.0)
     free = bpy.context.active_object
     assert bpy.ops.sinew.springs_preset(preset="COTTON") == {"FINISHED"}
@@ -47,12 +47,20 @@ def test_preset_picks_vbd_for_free_cloth_with_colliders_and_fast_otherwise(scene
     ob = bpy.context.active_object
     assert bpy.ops.sinew.springs_preset(preset="COTTON") == {"FINISHED"}
     assert (ob.sinew_springs.solver, ob.sinew_springs.substeps) == ("VBD", 3)
-    # pinned cloth keeps FAST (a fast body's edges cut a pinned skirt on VBD); a rope too
+    # pinned cloth with colliders: VBD, iterated further; with self-collision alone, FAST
     ob.vertex_groups.new(name="pins").add([0, 1], 1.0, "REPLACE")
     ob.sinew_springs.pin_group = "pins"
     assert bpy.ops.sinew.springs_preset(preset="SILK") == {"FINISHED"}
+    s = ob.sinew_springs
+    assert (s.solver, s.substeps, s.iterations) == ("VBD", 3, 20)
+    ob.sinew_springs.self_collision = True
+    for other in scene.objects:  # no collider left
+        if other is not ob:
+            other.modifiers.clear()
+    assert bpy.ops.sinew.springs_preset(preset="SILK") == {"FINISHED"}
     assert ob.sinew_springs.solver == "FAST"
     ob.sinew_springs.pin_group = ""
+    ob.sinew_springs.self_collision = False
     assert bpy.ops.sinew.springs_preset(preset="ROPE") == {"FINISHED"}
     assert ob.sinew_springs.solver == "FAST"
 
