@@ -398,7 +398,7 @@ class Simulator:
     def advance(self, pins_next: np.ndarray | None = None,
                 colliders: Sequence[Any] = (), *,
                 external: np.ndarray | Callable[..., np.ndarray | None] | None = None,
-                ) -> FrameDiagnostics:
+                pins_from: np.ndarray | None = None) -> FrameDiagnostics:
         """Advance one frame.
 
         Parameters
@@ -419,6 +419,10 @@ class Simulator:
             ``(n, 3)``, the substep's midpoint ``t`` as a fraction of the frame
             and the step ``h`` (s) (e.g. :meth:`.fields.FieldForces.for_frame`).
             The integrators hold them constant over the substep.
+        pins_from : numpy.ndarray, optional
+            Shape ``(t, 3)``: the pins' targets at the start of the frame, where they are not
+            the last frame's ``pins_next`` (spring bones' parts of a frame, whose chains each
+            start a call at their own fraction of the frame); ``None``: the last ones.
 
         Returns
         -------
@@ -434,7 +438,7 @@ class Simulator:
         frame = self.frame + 1
         if self._refusal is not None:
             raise StabilityError(frame, *self._refusal)
-        prev = self._targets
+        prev = self._targets if pins_from is None else checked_pins(model, pins_from, copy=False)
         nxt = self._check_pins(pins_next)
         work = self.state.copy()
         if colliders and self._carried.support is None:
