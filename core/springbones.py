@@ -34,12 +34,14 @@ Rotations are recovered from the simulated joints by :func:`~.ik.chain.pose_from
 (the IK solvers' one implementation) as each bone's minimal swing from its *animated*
 rotation: the animation's twist is kept and none is added.
 
-Chains of equal ``substeps`` and ``pre_roll`` without colliders are simulated together in one
-model (their ropes are disconnected; a chain with colliders has a model of its own), so one
-solve per substep serves them all: stiffness, axial springs, air drag and the strain limit are per
-vertex or spring, the chains' gravity where it differs from the model's is an external force, and the strain
-limit projects each rope on its own (:class:`~.springs.strainlimit._Pieces`), so a chain moves as
-it would baked alone, to round-off.
+Chains of equal ``pre_roll`` without colliders are simulated together (:class:`_Group`; their
+ropes are disconnected; a chain with colliders has a model of its own), each on its own
+``substeps``: the ``k``-th call of a frame takes the ``k``-th step of every chain that has one, over
+a model of those chains (:class:`_Part`) in which each chain is scaled in time onto the call's step
+(:func:`_build`). So one solve per call serves them all: stiffness, axial springs, air drag and the
+strain limit are per vertex or spring, the chains' gravity where it differs from the model's is an
+external force, and the strain limit projects each rope on its own
+(:class:`~.springs.strainlimit._Pieces`), so a chain moves as it would baked alone, to round-off.
 """
 
 from __future__ import annotations
@@ -304,16 +306,15 @@ def _thick(colliders: Sequence[Any], radius: float) -> list[Any]:
 
 
 class _Part:
-    """The chains of a :class:`_Group` that take the ``k``-th steps of a frame for ``k`` in one run
-    (those with at least that many ``substeps``): the group's last chains from chain ``chain``,
-    vertex ``first``, spring ``spring`` and pin target ``target`` on, a model and a
-    :class:`~.springs.Simulator` of their own taking ``steps`` steps a frame, and the fractions
-    of the frame each of their targets starts and ends the part at (``(t,)`` each)."""
+    """The chains of a :class:`_Group` that take the ``k``-th steps of a frame for the ``k`` of one
+    run (those with at least that many ``substeps``): the group's chains from vertex ``first``,
+    structural spring ``spring`` and pin target ``target`` on, with a model and a
+    :class:`~.springs.Simulator` of their own, and the fractions of the frame at which each of
+    their targets starts and ends the run (``(t, 1)`` each)."""
 
-    def __init__(self, chain: int, first: int, spring: int, target: int, model: Model, sim: Simulator,
-                 steps: int, start: np.ndarray, end: np.ndarray) -> None:
-        self.chain, self.first, self.spring, self.target = chain, first, spring, target
-        self.model, self.sim, self.steps = model, sim, steps
+    def __init__(self, first: int, spring: int, target: int, model: Model, sim: Simulator,
+                 start: np.ndarray, end: np.ndarray) -> None:
+        self.first, self.spring, self.target, self.model, self.sim = first, spring, target, model, sim
         self.start, self.end = start[:, None], end[:, None]
 
 
@@ -385,7 +386,7 @@ class _Group:
             own = substeps[per_vertex[model.target_index[target:]]]
             sim = Simulator(part, LinearImplicitEuler(residual=False), fps=fps * (substeps[0] / steps),
                             substeps=steps, frame_start=start, state=State(anim[start, a:].copy(), v0[a:]))
-            self.parts.append(_Part(c, a, a - c, target, part, sim, steps, done / own, k / own))
+            self.parts.append(_Part(a, a - c, target, part, sim, done / own, k / own))
             done = int(k)
         self.model = model
         self.active = np.zeros(model.structural_count, dtype=bool)  # the strain limit's, between parts
