@@ -384,8 +384,10 @@ class _Group:
                 raise SinewError("spring bones: a part's pins differ from its group's")  # never: same chains
             steps = int(k) - done
             own = substeps[per_vertex[model.target_index[target:]]]
+            # the first part's simulator checks the energy of every chain of the group each frame
             sim = Simulator(part, LinearImplicitEuler(residual=False), fps=fps * (substeps[0] / steps),
-                            substeps=steps, frame_start=start, state=State(anim[start, a:].copy(), v0[a:]))
+                            substeps=steps, frame_start=start, state=State(anim[start, a:].copy(), v0[a:]),
+                            energy_check=c == 0)
             self.parts.append(_Part(a, a - c, target, part, sim, done / own, k / own))
             done = int(k)
         self.model = model
