@@ -527,7 +527,7 @@ class Simulator:
         if not finite:
             raise DivergenceError(frame, "positions or velocities became NaN or infinite",
                                   self._remedy())
-        if ext is not None:
+        if ext is not None and self.energy_check:  # the energy check's bound on their work
             acc.ext_work += F.dot(F.row_norms(ext), F.row_norms(work.x - x_start))
         acc.add(info, step.stats, self_contacts)
 
