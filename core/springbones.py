@@ -34,12 +34,14 @@ Rotations are recovered from the simulated joints by :func:`~.ik.chain.pose_from
 (the IK solvers' one implementation) as each bone's minimal swing from its *animated*
 rotation: the animation's twist is kept and none is added.
 
-Chains of equal ``substeps`` and ``pre_roll`` without colliders are simulated together in one
-model (their ropes are disconnected; a chain with colliders has a model of its own), so one
-solve per substep serves them all: stiffness, axial springs, air drag and the strain limit are per
-vertex or spring, the chains' gravity where it differs from the model's is an external force, and the strain
-limit projects each rope on its own (:class:`~.springs.strainlimit._Pieces`), so a chain moves as
-it would baked alone, to round-off.
+Chains of equal ``pre_roll`` without colliders are simulated together (:class:`_Group`; their
+ropes are disconnected; a chain with colliders has a model of its own), each on its own
+``substeps``: the ``k``-th call of a frame takes the ``k``-th step of every chain that has one, over
+a model of those chains (:class:`_Part`) in which each chain is scaled in time onto the call's step
+(:func:`_build`). So one solve per call serves them all: stiffness, axial springs, air drag and the
+strain limit are per vertex or spring, the chains' gravity where it differs from the model's is an
+external force, and the strain limit projects each rope on its own
+(:class:`~.springs.strainlimit._Pieces`), so a chain moves as it would baked alone, to round-off.
 """
 
 from __future__ import annotations
@@ -241,14 +243,18 @@ def axial_rate(settings: SpringSettings, fps: float, length: np.ndarray, gravity
 
 
 def _build(group: Sequence[SpringChain], joints0: Sequence[np.ndarray], gravity: np.ndarray,
-           fps: float) -> tuple[Model, np.ndarray, np.ndarray]:
-    """One model for chains of equal ``substeps`` and ``pre_roll`` (:meth:`SpringBake._key`):
-    ``(model, offsets (c+1,), rest lengths (s,))``; chain ``c``'s joints are vertices
-    ``offsets[c]:offsets[c+1]``. Stiffness, axial springs and air drag are per chain (per vertex
-    or spring, the strain limit per spring: ``Model.spring_stretch`` where the chains' differ); the
-    model's gravity is the first chain's, the others' difference is an external force
-    (:attr:`_Group.external`)."""
-    s = group[0].settings
+           fps: float, scale: np.ndarray, base: float) -> tuple[Model, np.ndarray, np.ndarray]:
+    """One model for chains of equal ``pre_roll`` (:meth:`SpringBake._key`): ``(model, offsets
+    (c+1,), rest lengths (s,))``; chain ``c``'s joints are vertices ``offsets[c]:offsets[c+1]``.
+    Stiffness, axial springs and air drag are per chain (per vertex or spring, the strain limit per
+    spring: ``Model.spring_stretch`` where the chains' differ); the model's gravity is ``base``
+    times ``gravity``, the chains' own is an external force (:attr:`_Group.external`).
+
+    Chain ``c`` is scaled in time by ``scale[c]`` (``s``, shape ``(c,)``): a step of ``H`` of the
+    model is a step of ``s H`` of the chain, its velocities held as ``s v`` (:class:`_Group`). In
+    implicit Euler ``M (v₁ − v₀) = h f`` and ``x₁ = x₀ + h v₁``, so with ``h = s H`` and ``u = s v``
+    the chain's forces scale by ``s²`` (stiffness, anchors, gravity and external forces) and its
+    drag by ``s``; the strain limit's ``Δx / H`` is ``s Δx / h``, its own velocity change scaled."""
     counts = [c.chain.n + 1 for c in group]
     offsets = np.concatenate(([0], np.cumsum(counts)))
     x = np.concatenate(joints0)
@@ -264,12 +270,13 @@ def _build(group: Sequence[SpringChain], joints0: Sequence[np.ndarray], gravity:
     pinned[offsets[:-1]] = True
     g = float(np.linalg.norm(gravity))
     pair = np.minimum(masses[springs[:, 0]], masses[springs[:, 1]])
-    rate = np.concatenate([axial_rate(c.settings, fps, c.chain.segment_lengths, g * c.settings.gravity)
-                           for c in group])
+    square = scale * scale
+    rate = np.concatenate([axial_rate(c.settings, fps, c.chain.segment_lengths, g * c.settings.gravity) * q
+                           for c, q in zip(group, square)])
     per_vertex = np.repeat(np.arange(len(group)), counts)
-    anchors = np.array([c.settings.stiffness for c in group])[per_vertex] * masses
+    anchors = (np.array([c.settings.stiffness for c in group]) * square)[per_vertex] * masses
     anchors[pinned] = 0.0
-    drag = np.array([c.settings.drag + c.settings.damping for c in group])[per_vertex]
+    drag = (np.array([c.settings.drag + c.settings.damping for c in group]) * scale)[per_vertex]
     limit = np.repeat([c.settings.stretch if c.settings.stretch > 0 else RIGID_STRETCH for c in group],
                       [c.chain.n for c in group])
     bones = np.ones(len(springs), bool)  # the bones that collide as segments: not a chain's first
@@ -277,7 +284,7 @@ def _build(group: Sequence[SpringChain], joints0: Sequence[np.ndarray], gravity:
     model = Model(
         rest_positions=x, springs=springs, rest_lengths=seg.copy(), stiffness=pair * rate,
         damping=np.zeros(len(springs)), masses=masses, pinned=pinned,
-        air_drag=drag if np.ptp(drag) > 0 else float(drag[0]), gravity=gravity * s.gravity,
+        air_drag=drag if np.ptp(drag) > 0 else float(drag[0]), gravity=gravity * base,
         wind=np.zeros(3), anchors=anchors, max_stretch=float(limit.max()),
         spring_stretch=limit if np.ptp(limit) > 0 else np.zeros(0), edge_contact=bones)
     return model, offsets, seg
@@ -298,19 +305,48 @@ def _thick(colliders: Sequence[Any], radius: float) -> list[Any]:
     return out
 
 
+class _Part:
+    """The chains of a :class:`_Group` that take the ``k``-th steps of a frame for the ``k`` of one
+    run (those with at least that many ``substeps``): the group's chains from vertex ``first``,
+    structural spring ``spring`` and pin target ``target`` on, with a model and a
+    :class:`~.springs.Simulator` of their own, and the fractions of the frame at which each of
+    their targets starts and ends the run (``(t, 1)`` each)."""
+
+    def __init__(self, first: int, spring: int, target: int, model: Model, sim: Simulator,
+                 start: np.ndarray, end: np.ndarray) -> None:
+        self.first, self.spring, self.target, self.model, self.sim = first, spring, target, model, sim
+        self.start, self.end = start[:, None], end[:, None]
+
+
 class _Group:
-    """Chains simulated in one model from frame index ``start`` (:meth:`SpringBake._key`): equal
-    ``substeps`` and ``pre_roll``, no colliders (or a chain alone); their ropes are
-    disconnected."""
+    """Chains simulated together from frame index ``start`` (:meth:`SpringBake._key`): equal
+    ``pre_roll``, no colliders (or a chain alone); their ropes are disconnected.
+
+    Each chain takes its own ``substeps`` (its step ``h = 1 / (fps · substeps)``), and a call
+    steps every chain that has a step left in the frame: the ``k``-th call of a frame takes the
+    ``k``-th step of every chain of at least ``k`` substeps, each over its own part of the frame
+    (its pins at its own fractions of it), so chains of 2, 4 and 6 substeps take 6 calls a frame,
+    not 12. The chains are sorted by ``substeps``; the chains stepped by a call are then the
+    group's last ones, a :class:`_Part` (its own model over them and its own
+    :class:`~.springs.Simulator`, whose steps are ``H = 1 / (fps · n₁)`` for the fewest
+    ``substeps`` ``n₁``): each chain is scaled in time by ``s = n₁ / substeps`` (:func:`_build`)
+    and its velocities are held as ``s v``. The strain limit's memory of each chain's last active
+    set (where its next projection starts) is carried between the parts, so a chain moves as it
+    would baked alone, to round-off."""
 
     def __init__(self, chains: list[SpringChain], index: list[int], start: int, gravity: np.ndarray,
                  fps: float) -> None:
+        order = sorted(range(len(chains)), key=lambda i: chains[i].settings.substeps)
+        chains, index = [chains[i] for i in order], [index[i] for i in order]
         self.chains, self.index, self.start = chains, index, start
         self.settings = chains[0].settings
         self.mask = chains[0].colliders
         self.animated = [animated_joints(c) for c in chains]
-        model, self.offsets, self.rest = _build(chains, [a[start] for a in self.animated], gravity, fps)
-        self.model = model
+        substeps = np.array([c.settings.substeps for c in chains])
+        scale = substeps[0] / substeps
+        base = self.settings.gravity
+        joints0 = [a[start] for a in self.animated]
+        model, self.offsets, self.rest = _build(chains, joints0, gravity, fps, scale, base)
         # the bounds of _keep_lengths (m, per bone), and its levels: the k-th bones of the chains
         # that have one, (heads, tails, shortest, longest)
         stretch = np.repeat([c.settings.stretch for c in chains], [c.chain.n for c in chains])
@@ -324,30 +360,79 @@ class _Group:
         anim = np.concatenate(self.animated, axis=1)  # (T, N, 3)
         self.targets = anim[:, model.target_index]
         t = len(anim)
-        v0 = (anim[min(start + 1, t - 1)] - anim[start]) * fps
-        # per frame (constant over its substeps): the damping force's animated part, and the
-        # chains' gravity where it differs from the model's
         per_vertex = np.repeat(np.arange(len(chains)), np.diff(self.offsets))
-        damping = np.array([c.settings.damping for c in chains])[per_vertex]
-        lift = np.array([c.settings.gravity - self.settings.gravity for c in chains])[per_vertex]
+        speed = scale[per_vertex][:, None]  # velocities are held as s v
+        v0 = (anim[min(start + 1, t - 1)] - anim[start]) * fps * speed
+        # per frame (constant over its substeps): the damping force's animated part, and the
+        # chains' gravity where it differs from the model's (both scaled by s²)
+        square = (scale * scale)[per_vertex]
+        damping = np.array([c.settings.damping for c in chains])[per_vertex] * square
+        lift = np.array([c.settings.gravity for c in chains])[per_vertex] * square - base
         self.external = None
         if np.any(damping > 0) or np.any(lift != 0):
             vel = np.zeros_like(anim)
             vel[1:] = (anim[1:] - anim[:-1]) * fps
             self.external = (damping * model.masses)[None, :, None] * vel + (lift * model.masses)[:, None] * gravity
-        self.sim = Simulator(model, LinearImplicitEuler(residual=False), fps=fps, substeps=self.settings.substeps,
-                             frame_start=start, state=State(anim[start].copy(), v0))
+        self.parts: list[_Part] = []
+        done = 0  # the steps of a frame taken by the parts before
+        for k in np.unique(substeps):
+            c = int(np.searchsorted(substeps, k))  # the first chain with at least k substeps
+            a = int(self.offsets[c])
+            part = model if c == 0 else _build(chains[c:], joints0[c:], gravity, fps, scale[c:], base)[0]
+            target = int(np.searchsorted(model.target_index, a))
+            if not np.array_equal(part.target_index, model.target_index[target:] - a):
+                raise SinewError("spring bones: a part's pins differ from its group's")  # never: same chains
+            steps = int(k) - done
+            own = substeps[per_vertex[model.target_index[target:]]]
+            # the first part's simulator checks the energy of every chain of the group each frame
+            sim = Simulator(part, LinearImplicitEuler(residual=False), fps=fps * (substeps[0] / steps),
+                            substeps=steps, frame_start=start, state=State(anim[start, a:].copy(), v0[a:]),
+                            energy_check=c == 0)
+            self.parts.append(_Part(a, a - c, target, part, sim, done / own, k / own))
+            done = int(k)
+        self.model = model
+        self.active = np.zeros(model.structural_count, dtype=bool)  # the strain limit's, between parts
         self.positions = np.empty_like(anim)
         self.positions[start] = anim[start]
+
+    @property
+    def sim(self) -> Simulator:
+        """The simulator of the group's first part (all its chains): its state is the group's."""
+        return self.parts[0].sim
 
     def advance(self, f: int, colliders: Sequence[Any]) -> None:
         """Simulate into frame index ``f``."""
         ext = None if self.external is None else self.external[f]
         if self.mask is not None:
             colliders = [colliders[i] for i in self.mask if i < len(colliders)]
-        self.sim.advance(self.targets[f], _thick(colliders, self.settings.radius), external=ext)
+        if len(self.parts) == 1:
+            self.sim.advance(self.targets[f], _thick(colliders, self.settings.radius), external=ext)
+        else:
+            self._advance_parts(f, ext)
         self._keep_lengths(self.sim.state.x)
         self.positions[f] = self.sim.state.x
+
+    def _advance_parts(self, f: int, ext: np.ndarray | None) -> None:
+        """One frame of every part in turn (no colliders: a chain with colliders is a group of its
+        own), each over its chains' own fractions of the frame, on the first part's state."""
+        before, after = self.targets[f - 1], self.targets[f]
+        for part in self.parts:
+            a, sim = part.first, part.sim
+            whole = self.sim.state  # a new State after each advance of the first part
+            if a:
+                sim.state.x[...] = whole.x[a:]
+                sim.state.v[...] = whole.v[a:]
+            memory = sim.integrator.strain_memory.of(part.model)
+            memory.active = self.active[part.spring:].copy()
+            p, q = before[part.target:], after[part.target:]
+            span = q - p
+            end = np.where(part.end == 1.0, q, p + span * part.end)
+            sim.advance(end, (), external=None if ext is None else ext[a:], pins_from=p + span * part.start)
+            if memory.active is not None:
+                self.active[part.spring:] = memory.active
+            if a:
+                whole.x[a:] = sim.state.x
+                whole.v[a:] = sim.state.v
 
     def _keep_lengths(self, x: np.ndarray) -> None:
         """Follow the leader (Müller et al. 2012), in place on ``x`` ``(N, 3)``: from each root
@@ -435,14 +520,13 @@ class SpringBake:
         self.t = min(grp.start for grp in self.groups)
 
     def _key(self, i: int, chain: SpringChain) -> tuple:
-        """Chains with equal keys share a model: equal ``substeps`` (a model has one step) and
-        ``pre_roll`` (one start), no colliders. A chain with colliders has a model of its own:
+        """Chains with equal keys share a :class:`_Group`: equal ``pre_roll`` (one start), no
+        colliders (each on its own substeps). A chain with colliders has a model of its own:
         the contact stage's rounds and passes run over a whole model (two chains sharing one
         moved up to 0.1 mm apart from their bakes alone)."""
-        s = chain.settings
         if self.colliders is not None and chain.colliders != ():
             return ("own", i)
-        return s.substeps, s.pre_roll
+        return ("shared", chain.settings.pre_roll)
 
     @property
     def done(self) -> int:

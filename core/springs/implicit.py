@@ -133,8 +133,12 @@ class LinearImplicitEuler(Integrator):
             spring_force = np.zeros_like(x0)
         mc = m[:, None]
         cmc = (c * m)[:, None]
-        rhs = mc * v0 + h * (spring_force - (1.0 - b) * cmc * v0
-                             + cmc * model.wind + mc * model.gravity)
+        force = spring_force
+        if b < 1.0:
+            force = force - (1.0 - b) * cmc * v0
+        if np.any(model.wind):
+            force = force + cmc * model.wind
+        rhs = mc * v0 + h * (force + mc * model.gravity)
         if external is not None:
             rhs += h * external
         if len(model.anchor_index):

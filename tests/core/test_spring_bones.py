@@ -428,6 +428,29 @@ def test_chains_of_equal_substeps_share_a_model_and_match_separate_bakes():
         np.testing.assert_allclose(r.joints, alone.joints, rtol=0, atol=1e-9)
 
 
+def test_chains_of_other_substeps_share_a_group_and_each_moves_as_baked_alone():
+    """Chains of 2, 3 and 6 substeps (and other stiffness, damping, drag, gravity and stretch) are one
+    group: each call of a frame steps every chain that has a step left, each over its own part of
+    the frame, time-scaled onto the group's step (6 calls a frame, not 11), and each chain moves
+    as it does baked alone, to round-off."""
+    frames = 48
+    settings = [SpringSettings(stiffness=25.0, damping=3.0, drag=0.5, gravity=0.5, substeps=3),
+                SpringSettings(stiffness=5.0, damping=0.5, gravity=1.0, stretch=0.1, substeps=2),
+                SpringSettings(stiffness=400.0, damping=2.0, drag=0.1, gravity=0.05, substeps=6),
+                SpringSettings(stiffness=4.0, damping=1.6, drag=2.0, gravity=1.0, substeps=2)]
+    chains = [whipped(frames, settings[0]), whipped(frames, settings[1], plane_axis=(0.0, 1.0, 0.0)),
+              whipped(frames, settings[2], plane_axis=(1.0, 1.0, 0.0)), whipped(frames, settings[3])]
+    together = SpringBake(chains, fps=FPS, gravity=G, frames=frames)
+    assert len(together.groups) == 1
+    while not together.step():
+        pass
+    for chain, r in zip(chains, together.results()):
+        (alone,) = bake_spring_chains([chain], fps=FPS, gravity=G, frames=frames)
+        assert np.max(np.linalg.norm(alone.joints - alone.animated, axis=2)) > 0.01  # it swings
+        np.testing.assert_allclose(r.joints, alone.joints, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(r.rotations, alone.rotations, rtol=0, atol=1e-8)
+
+
 def test_chains_against_colliders_move_as_baked_alone():
     """Two chains of equal substeps swinging into spheres each have a model of their own (the
     contact stage works over a whole model) and move exactly as baked alone; a chain that
