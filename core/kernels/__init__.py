@@ -33,7 +33,7 @@ __all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_
            "address", "VbdProblem", "VbdStage", "VbdSweep", "check_status", "Workers", "thread_count"]
 
 #: Must equal ``SINEW_ABI_VERSION`` in ``src/sinew_kernels.h``.
-ABI_VERSION = 3
+ABI_VERSION = 4
 #: The most contact slots per vertex the kernels take (``SINEW_MAX_SLOTS`` in src/sinew_kernels.h).
 MAX_SLOTS = 16
 
@@ -107,7 +107,7 @@ _SIGNATURES = {
     "sinew_grid_count": (_I64, [_I64, _P, _P, _P, _F64, _I64, _P]),
     "sinew_grid_fill": (ctypes.c_int, [_I64, _P, _P, _P, _F64, _I64, _P, _P]),
     "sinew_collider_query": (ctypes.c_int, [
-        _I64, _P, _P, _I64, _P, _I64, _P, _P, _F64, _I64, _P, _P, _I64, _P, _I64, _P, _P,
+        _I64, _P, _P, _I64, _P, _I64, _P, _P, _F64, _I64, _P, _P, _I64, _P, _P, _P, _I64, _P, _P,
         _I64, _P, _P, _P, _P]),
     "sinew_vbd_sweep": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
     "sinew_vbd_push_out": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P]),

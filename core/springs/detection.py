@@ -209,7 +209,7 @@ class ColliderSoup:
         kernels.check_status(lib.sinew_grid_fill(
             len(small), small.ctypes.data, lo.ctypes.data, hi.ctypes.data, cell, table,
             cursor.ctypes.data, entries.ctypes.data), "grid fill")
-        return cell, table, offsets, entries, big
+        return cell, table, offsets, entries, big, lo, hi
 
     def detect_some(self, x: np.ndarray, rows: np.ndarray, radius: np.ndarray,
                     out: Contacts) -> None:
@@ -241,13 +241,13 @@ class ColliderSoup:
                 edges = self.cv[self.tris[:, 1]] - self.cv[self.tris[:, 0]]
                 span = max(span, float(np.median(np.linalg.norm(edges, axis=1))))
             self._grid = self._build_grid(max(span, 1e-6))
-        cell, table, offsets, entries, big = self._grid
+        cell, table, offsets, entries, big, lo, hi = self._grid
         radius = np.ascontiguousarray(radius, dtype=np.float64)
         kernels.check_status(self._lib.sinew_collider_query(
             n, out.anchor.ctypes.data, radius.ctypes.data, len(self.cv), self.cv.ctypes.data,
             len(self.tris), self.tris.ctypes.data, self.closed.ctypes.data, cell, table,
-            offsets.ctypes.data, entries.ctypes.data, len(big), big.ctypes.data,
-            len(self.prim_type), self.prim_type.ctypes.data, self.prim.ctypes.data,
+            offsets.ctypes.data, entries.ctypes.data, len(big), big.ctypes.data, lo.ctypes.data,
+            hi.ctypes.data, len(self.prim_type), self.prim_type.ctypes.data, self.prim.ctypes.data,
             CONTACT_SLOTS, out.ids.ctypes.data, out.slot_distance.ctypes.data,
             out.count.ctypes.data, out.distance.ctypes.data), "collider query")
         # no triangle but the slots' lies within the query radius, or, when the slots are

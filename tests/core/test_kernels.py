@@ -471,7 +471,7 @@ def test_collider_query_raw_refuses_bad_indices(lib):
     pt, pr = np.zeros(0, np.int32), np.zeros((0, 8))
     def args(tr, e, k=4, cell=1.0):
         return (1, P(x), P(r), 3, P(cv), 1, P(tr), P(closed), cell, 1, P(off), P(e), 0, P(big),
-                0, P(pt), P(pr), k, P(ids), P(dist), P(cnt), P(dmin))
+                None, None, 0, P(pt), P(pr), k, P(ids), P(dist), P(cnt), P(dmin))
 
     assert lib.sinew_collider_query(*args(tris, ent)) == -1
     assert lib.sinew_collider_query(*args(i64([[0, 1, 2]]), i64([5]))) == -1   # grid entry
@@ -1277,3 +1277,34 @@ def test_loader_missing_library_and_platform_tag(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert kernels.library().sinew_abi_version() == kernels.ABI_VERSION
     assert os.environ.get("SINEW_KERNELS_LIB") == env
+
+
+@FUZZ
+@given(seed=SEEDS, count=st.integers(1, 40), npts=st.integers(1, 30))
+def test_collider_query_boxes_skip_only_what_changes_nothing(seed, count, npts):
+    """The query with the triangles' boxes (a triangle whose box is farther than the radius
+    and than the nearest surface met is not tested) gives what it gives testing every
+    triangle its cells list, to the bit: slots, distances, counts and the nearest surface
+    (inside a closed box too)."""
+    rng = np.random.default_rng(seed)
+    verts, tris = _soup(rng, count)
+    bv, bt = box(rng.uniform(-1, 0, 3), rng.uniform(0.1, 1, 3))
+    soup = ColliderSoup([TriangleMesh(verts, tris), TriangleMesh(bv, bt)])
+    x = c64(rng.uniform(-2.5, 2.5, (npts, 3)))
+    radius = c64(rng.choice([0.05, 0.3, 1.0, 5.0], npts) * rng.uniform(0.5, 1.5, npts))
+    soup.detect(x, radius)  # builds the grid
+    cell, table, offsets, entries, big, lo, hi = soup._grid
+    lib = soup._lib
+    outs = []
+    for boxes in ((P(lo), P(hi)), (None, None)):
+        ids, dist = np.zeros((npts, CONTACT_SLOTS), np.int64), np.zeros((npts, CONTACT_SLOTS))
+        cnt, dmin = np.zeros(npts, np.int64), np.zeros(npts)
+        assert lib.sinew_collider_query(
+            npts, P(x), P(radius), len(soup.cv), P(soup.cv), len(soup.tris), P(soup.tris),
+            P(soup.closed), cell, table, P(offsets), P(entries), len(big), P(big), *boxes,
+            0, P(soup.prim_type), P(soup.prim), CONTACT_SLOTS, P(ids), P(dist), P(cnt), P(dmin)) == 0
+        outs.append((ids, dist, cnt, dmin))
+    (i1, d1, c1, m1), (i2, d2, c2, m2) = outs
+    assert np.array_equal(c1, c2) and np.array_equal(m1, m2)
+    for i in range(npts):
+        assert np.array_equal(i1[i, :c1[i]], i2[i, :c2[i]]) and np.array_equal(d1[i, :c1[i]], d2[i, :c2[i]])

@@ -79,12 +79,13 @@ static inline void offer(int64_t t, double d, int64_t k, int64_t *ids, double *d
  * and primitives; radius[i] when there is none), or minus its depth when x[i] is inside a
  * closed collider (behind the face of its nearest triangle, or inside a primitive).
  * Triangles are found through the grid (offsets (table+1), entries) and the list big
- * (triangles too large to grid, tested for every vertex). */
+ * (triangles too large to grid, tested for every vertex). box_lo and box_hi (nt,3), may be
+ * NULL: the triangles' boxes, which skip the triangles that cannot change the result. */
 int sinew_collider_query(
     int64_t n, const double *x, const double *radius,
     int64_t nv, const double *cv, int64_t nt, const int64_t *tris, const uint8_t *closed_tri,
     double cell, int64_t table, const int64_t *offsets, const int64_t *entries,
-    int64_t nbig, const int64_t *big,
+    int64_t nbig, const int64_t *big, const double *box_lo, const double *box_hi,
     int64_t np, const int32_t *prim_type, const double *prim,
     int64_t k, int64_t *out_id, double *out_dist, int64_t *out_count, double *out_dmin) {
     if (k < 1 || table < 1 || !(cell > 0.0)) return SINEW_E_ARGUMENT;
@@ -133,6 +134,18 @@ int sinew_collider_query(
             for (int64_t e = 0; e < len; ++e) {
                 int64_t t = list[e];
                 if (t < 0 || t >= nt) return SINEW_E_ARGUMENT;
+                if (box_lo && box_hi) {
+                    /* a triangle whose box is farther than the radius and than the nearest
+                     * surface met so far (with a margin for round-off) can change neither:
+                     * not tested */
+                    double box2 = 0.0;
+                    for (int a = 0; a < 3; ++a) {
+                        double g = box_lo[3 * t + a] - p[a], g2 = p[a] - box_hi[3 * t + a];
+                        g = g > g2 ? g : g2;
+                        if (g > 0.0) box2 += g * g;
+                    }
+                    if (box2 > (1.0 + 1e-9) * r * r && box2 > (1.0 + 1e-9) * nearest * nearest) continue;
+                }
                 const int64_t *tv = tris + 3 * t;
                 double dir[3], sd, bary[3];
                 triangle_contact(p, cv + 3 * tv[0], cv + 3 * tv[1], cv + 3 * tv[2], NULL, closed_tri[t],

@@ -19,7 +19,7 @@
 #endif
 
 /* Bumped whenever an entry point's arguments change; the loader checks it. */
-#define SINEW_ABI_VERSION 3
+#define SINEW_ABI_VERSION 4
 
 #define SINEW_OK 0
 #define SINEW_E_ARGUMENT (-1) /* an index out of range or a size that does not fit */
@@ -45,7 +45,7 @@ SINEW_API int sinew_collider_query(
     int64_t n, const double *x, const double *radius,
     int64_t nv, const double *cv, int64_t nt, const int64_t *tris, const uint8_t *closed_tri,
     double cell, int64_t table, const int64_t *offsets, const int64_t *entries,
-    int64_t nbig, const int64_t *big,
+    int64_t nbig, const int64_t *big, const double *box_lo, const double *box_hi,
     int64_t np, const int32_t *prim_type, const double *prim,
     int64_t k, int64_t *out_id, double *out_dist, int64_t *out_count, double *out_dmin);
 
