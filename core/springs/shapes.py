@@ -9,7 +9,7 @@ import numpy as np
 
 from .topology import SpringSet, build_springs
 
-__all__ = ["MeshArrays", "grid", "rope", "triangulate", "springs_of", "box", "uv_sphere"]
+__all__ = ["MeshArrays", "grid", "rope", "tube", "triangulate", "springs_of", "box", "uv_sphere"]
 
 
 class MeshArrays(NamedTuple):
@@ -44,6 +44,41 @@ def grid(n: int, size: float = 2.0, *, plane: str = "XZ") -> MeshArrays:
     quads = np.stack([idx[:-1, :-1], idx[:-1, 1:], idx[1:, 1:], idx[1:, :-1]], axis=-1).reshape(-1, 4)
     return MeshArrays(pos.astype(np.float64), np.concatenate([h, v]),
                       np.arange(len(quads)) * 4, np.full(len(quads), 4), quads.reshape(-1))
+
+
+def tube(radii, heights, around: int, *, closed: bool = False, outward: bool = True) -> MeshArrays:
+    """A tube about the Z axis: ``around`` vertices per ring at the given ``radii`` and
+    ``heights`` (m, rings from the top; vertex ``r · around + i`` is ring ``r``'s ``i``-th, at
+    angle ``2π i / around`` from +X), quads between the rings facing outward (``outward``) or
+    inward; ``closed`` caps both ends with fans around a centre vertex each (the last two:
+    top, bottom), a closed solid's surface."""
+    radii, heights = np.asarray(radii, dtype=np.float64), np.asarray(heights, dtype=np.float64)
+    rings = len(heights)
+    ang = np.linspace(0.0, 2.0 * np.pi, around, endpoint=False)
+    pos = np.stack([np.repeat(radii, around) * np.tile(np.cos(ang), rings),
+                    np.repeat(radii, around) * np.tile(np.sin(ang), rings),
+                    np.repeat(heights, around)], axis=1)
+    r, i = np.meshgrid(np.arange(rings - 1), np.arange(around), indexing="ij")
+    r, i = r.reshape(-1), i.reshape(-1)
+    nxt = (i + 1) % around
+    quads = np.stack([r * around + i, (r + 1) * around + i, (r + 1) * around + nxt, r * around + nxt], 1)
+    if not outward:
+        quads = quads[:, [0, 3, 2, 1]]
+    polys = [quads]
+    if closed:
+        top, bottom = len(pos), len(pos) + 1
+        pos = np.vstack([pos, [[0.0, 0.0, heights[0]], [0.0, 0.0, heights[-1]]]])
+        ring = np.arange(around)
+        last = (rings - 1) * around
+        polys += [np.stack([np.full(around, top), (ring + 1) % around, ring], 1),
+                  np.stack([np.full(around, bottom), last + ring, last + (ring + 1) % around], 1)]
+    totals = np.concatenate([np.full(len(p), p.shape[1]) for p in polys])
+    loops = np.concatenate([p.reshape(-1) for p in polys])
+    starts = np.concatenate([[0], np.cumsum(totals)[:-1]])
+    edges = np.concatenate([np.stack([p, np.roll(p, -1, axis=1)], -1).reshape(-1, 2) for p in polys])
+    edges = np.unique(np.sort(edges, axis=1), axis=0)
+    return MeshArrays(pos, edges.astype(np.int64), starts.astype(np.int64), totals.astype(np.int64),
+                      loops.astype(np.int64))
 
 
 def rope(n: int, length: float = 1.0) -> MeshArrays:

@@ -64,19 +64,12 @@ def tube(name: str, radii, heights, around: int, closed: bool = False, outward: 
     or inward; ``closed`` caps both ends with fans (a closed collider). Linked to the scene."""
     import bpy
 
-    ang = np.linspace(0, 2 * np.pi, around, endpoint=False)
-    verts = [(r * np.cos(a), r * np.sin(a), z) for r, z in zip(radii, heights) for a in ang]
-    rings = len(heights)
-    faces = [(r * around + i, (r + 1) * around + i, (r + 1) * around + (i + 1) % around,
-              r * around + (i + 1) % around) for r in range(rings - 1) for i in range(around)]
-    if not outward:
-        faces = [(a, d, c, b) for a, b, c, d in faces]
-    if closed:
-        verts += [(0.0, 0.0, heights[0]), (0.0, 0.0, heights[-1])]
-        top, bottom = len(verts) - 2, len(verts) - 1
-        last = (rings - 1) * around
-        faces += [(top, (i + 1) % around, i) for i in range(around)]
-        faces += [(bottom, last + i, last + (i + 1) % around) for i in range(around)]
+    from core.springs.shapes import tube as tube_arrays
+
+    mesh = tube_arrays(radii, heights, around, closed=closed, outward=outward)
+    verts = [tuple(p) for p in mesh.positions]
+    faces = [tuple(int(v) for v in mesh.loop_vertices[s:s + t])
+             for s, t in zip(mesh.loop_starts, mesh.loop_totals)]
     me = bpy.data.meshes.new(name)
     me.from_pydata(verts, [], faces)
     me.validate()
