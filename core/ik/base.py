@@ -16,13 +16,12 @@ bake are independent (solved at once, vectorised over frames). The driver
    give no direction to bend in);
 3. targets out of reach on chains without limits or orientation goals: the chain points
    straight at them;
-4. the solver's kernel; with a pole, its damped least squares may turn every bone about its own
-   axis too (twist, unless ``lock_ik_y``), as Blender's solver does (each IK bone a spherical
-   joint): the pole sets the start, and the bone twists are how Blender's iterations reach from
-   it (on the Rigify metarig's arm with a looping target and a swaying pole, the elbow's plane
-   was up to 1.14 degrees from Blender's IK constraint with swing only, 0.61 with twist;
-   FABRIK and CCD, whose passes give no twist, hand chains with a pole to DLS: 1.21 with their
-   own passes).
+4. the solver's kernel; with a pole, Blender's own iteration from the turned start (each IK bone
+   a spherical joint, selectively damped least squares: :func:`.least_squares.blender_iterations`),
+   then damped least squares with twist on every bone (unless ``lock_ik_y``) to the tolerance:
+   the pole sets the start, and the path of Blender's iteration decides where the bend plane
+   ends (docs/BENCHMARKS.md, IK poles). FABRIK and CCD, whose passes give no twist, hand chains
+   with a pole to DLS.
    Without a pole (or orientation goal, or bounded swing) position goals give no twist;
 5. the pole turn is folded into the first bone's rotation (as Blender's ``PrependBasis``), not
    limited by its IK limits, as in Blender. Like Blender, the pole turns the chain *before* the

@@ -29,6 +29,13 @@ need twist (a chain of swing joints reaches every reachable point), so twist oth
 exactly 0, except on chains with a pole (``twist``): Blender's IK solver turns every bone about
 its own axis as well, and the bend plane follows Blender's only when these do too.
 
+Chains with a pole first take Blender's own iteration (:func:`blender_iterations`; intern/iksolver,
+``IK_QJacobianSolver::Solve``): every bone a spherical joint turned about its posed axes, the
+selectively damped least squares of Buss & Kim 2005 (:func:`_sdls_step`) on the position and
+orientation tasks weighted as Blender weighs them. A position and an orientation goal leave a
+3-bone arm a swivel of the elbow that only the path of the iteration decides, and with Blender's
+path the elbow ends where Blender's does; the iterations above then finish to the tolerance.
+
 Orientation rows are the world rotation vector from the effector bone's frame to its target
 frame, scaled by ``rotation_weight * scale`` (``scale`` = the chain's reach, so at weight 1 a
 radian counts like the whole reach in metres).
@@ -43,15 +50,26 @@ from __future__ import annotations
 import numpy as np
 
 from .. import quat
-from .limits import from_angles
+from .limits import from_angles, limit_angles
 from .tree import Tree, fk, jacobian
 
-__all__ = ["solve_tree", "solve_chain", "finish", "effector_state", "goal_errors"]
+__all__ = ["solve_tree", "solve_chain", "finish", "effector_state", "goal_errors", "blender_iterations"]
 
 #: Largest change of any joint coordinate vector per iteration, radians.
 _MAX_JOINT_STEP = 0.5
 #: Null-space pull toward the rest pose (fraction of the coordinates per iteration).
 _REST_PULL = 0.05
+#: Blender's selectively damped least squares (intern/iksolver ``IK_QJacobian``): largest joint
+#: change through one singular direction, and per iteration, radians.
+_SDLS_MAX_ANGLE = np.pi / 4
+#: The fraction of each damped singular step taken.
+_SDLS_STEP = 0.8
+#: A problem stops when no joint changes by more than this in an iteration (radians) ...
+_SDLS_STOP = 1e-3
+#: ... after this many iterations.
+_SDLS_MIN_ITER = 10
+#: Iterations of a pole chain's budget kept for the finish after Blender's iteration.
+_FINISH_RESERVE = 10
 
 
 def _in_range(a: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -108,6 +126,128 @@ def goal_errors(pts: np.ndarray, rots: np.ndarray, targets: np.ndarray, orientat
     return ep, er
 
 
+def _sdls_step(jac: np.ndarray, beta: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """One selectively damped least-squares step (Buss & Kim 2005) as Blender's IK takes it.
+
+    Parameters
+    ----------
+    jac : ndarray, shape (B, r, c)
+        Task rows in blocks of three (each effector's position, then the orientation rows),
+        columns already scaled by ``sqrt(w)``.
+    beta : ndarray, shape (B, r)
+        The weighted task errors.
+    w : ndarray, shape (c,)
+        Column weights ``1 - stiffness`` (0 where locked).
+
+    Returns
+    -------
+    ndarray, shape (B, c)
+        The joint update, radians.
+
+    Each singular direction ``i`` of ``J = U diag(s) V^T`` contributes ``v_i (u_i . beta) / s_i``,
+    scaled down so that no joint turns by more than ``gamma_i = _SDLS_MAX_ANGLE min(1, N_i / M_i)``
+    through it, where ``N_i`` sums the norms of ``u_i``'s three-row blocks and ``M_i`` is
+    ``sum_j |v_ij| rho_j / s_i`` with ``rho_j`` the summed block norms of column ``j``; of that,
+    ``_SDLS_STEP`` is taken. A step whose largest joint change ``t`` exceeds
+    ``_SDLS_MAX_ANGLE`` is scaled by ``_SDLS_MAX_ANGLE / (_SDLS_MAX_ANGLE + t)``.
+    """
+    b, r, c = jac.shape
+    blocks = jac.reshape(b, r // 3, 3, c)
+    rho = np.sqrt(np.einsum("bkic,bkic->bkc", blocks, blocks)).sum(axis=1)       # (B, c)
+    u, s, vt = np.linalg.svd(jac, full_matrices=False)                          # (B,r,k) (B,k) (B,k,c)
+    ub = u.reshape(b, r // 3, 3, -1)
+    n_norm = np.sqrt(np.einsum("bjik,bjik->bjk", ub, ub)).sum(axis=1)             # (B, k)
+    ok = s > 1e-10
+    inv = np.where(ok, 1.0 / np.where(ok, s, 1.0), 0.0)
+    alpha = np.einsum("brk,br->bk", u, beta) * inv                                # (B, k)
+    m_norm = np.einsum("bkc,bc->bk", np.abs(vt), rho) * inv
+    tmp = vt * alpha[:, :, None]                                                  # (B, k, c)
+    largest = np.max(np.abs(tmp) * np.sqrt(w), axis=2)                            # (B, k)
+    gamma = _SDLS_MAX_ANGLE * np.where(n_norm < m_norm, n_norm / np.maximum(m_norm, 1e-300), 1.0)
+    damp = np.where(gamma < largest, gamma / np.maximum(largest, 1e-300), 1.0)
+    live = w > 0
+    per = np.minimum(damp[:, :, None] / np.where(live, w, 1.0), 1.0)             # (B, k, c)
+    dth = _SDLS_STEP * np.einsum("bkc,bkc->bc", per * ok[:, :, None], tmp) * w
+    mx = np.max(np.abs(dth), axis=1)
+    return dth * np.where(mx > _SDLS_MAX_ANGLE, _SDLS_MAX_ANGLE / (_SDLS_MAX_ANGLE + mx), 1.0)[:, None]
+
+
+def blender_iterations(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray,
+                       eff_bones: np.ndarray, targets: np.ndarray, orientations: np.ndarray | None,
+                       rotation_weights: np.ndarray, max_iter: int, scale: float
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Blender's IK iteration (intern/iksolver, ``IK_QJacobianSolver::Solve``) on a batch of problems.
+
+    Every bone is a spherical joint whose update ``dtheta_k`` (radians, about the bone's own
+    posed axes) turns its pose rotation on the right, ``q_k <- q_k exp(dtheta_k)``. The tasks:
+    each effector's position, in units of ``scale`` (the error clamped to ``1 / (2 n)`` with
+    ``n`` the bones that move it), and, for effectors with a rotation weight, the orientation
+    error ``sin(theta) axis`` of the rotation from the bone's frame to its target frame; task
+    weights (1 per position, the rotation weight per orientation) are rescaled to sum to 1 and
+    multiply both the rows and the errors. The step is :func:`_sdls_step`. A problem stops when
+    no joint changes by more than ``_SDLS_STOP`` radians in an iteration after the first
+    ``_SDLS_MIN_ITER`` + 1. Coordinates are clipped into their limit box after each step (Blender
+    locks clamped degrees of freedom instead; :func:`solve_tree` then enforces the limits exactly).
+
+    Parameters
+    ----------
+    tree, angles, root_rot, root_pos, eff_bones, targets, orientations, rotation_weights, scale
+        As for :func:`solve_tree`.
+    max_iter : int
+
+    Returns
+    -------
+    angles : ndarray, shape (B, m, 3)
+    iterations : ndarray of int, shape (B,)
+    """
+    b, m = angles.shape[0], tree.m
+    e_count = eff_bones.shape[0]
+    orient = (rotation_weights > 0) & (orientations is not None)
+    moves = tree.ancestors(eff_bones)
+    task_w = np.concatenate((np.ones(e_count), rotation_weights[orient]))
+    task_w = np.repeat(task_w / task_w.sum(), 3)                                  # the errors' weights
+    row_w = task_w.copy()
+    row_w[:3 * e_count] /= scale                                                  # the rows': metres -> scale
+    clamp_len = 1.0 / (2.0 * moves.sum(axis=1))                                   # (E,)
+    w = tree.weights.copy()
+    w[~np.any(moves, axis=0)] = 0.0
+    wflat = w.reshape(-1)
+    lo, hi = tree.lower.reshape(-1), tree.upper.reshape(-1)
+    bounded = bool(np.any(np.isfinite(lo) | np.isfinite(hi)))
+    zero = np.zeros((1, m, 3))
+    q = from_angles(angles)
+    iters = np.zeros(b, dtype=np.int64)
+    active = np.ones(b, dtype=bool)
+    sel = np.arange(b)
+    for it in range(max_iter):
+        sel = sel[active[sel]]
+        if sel.size == 0:
+            break
+        k = sel.size
+        heads, glob = fk(tree, q[sel], root_rot[sel], root_pos[sel])
+        pts = heads[:, eff_bones] + quat.rotate(glob[:, eff_bones], tree.tails()[eff_bones][None])
+        ep = (targets[sel] - pts) / scale
+        en = np.linalg.norm(ep, axis=2, keepdims=True)
+        ep *= np.minimum(1.0, clamp_len[None, :, None] / np.maximum(en, 1e-300))
+        err = [ep.reshape(k, -1)]
+        if np.any(orient):
+            rv = quat.to_rotvec(quat.multiply(orientations[sel][:, orient], quat.conjugate(glob[:, eff_bones[orient]])))
+            th = np.linalg.norm(rv, axis=2, keepdims=True)
+            err.append((rv * np.where(th > 1e-12, np.sin(th) / np.maximum(th, 1e-300), 1.0)).reshape(k, -1))
+        beta = np.concatenate(err, axis=1) * task_w
+        # The Jacobian w.r.t. rotations about the bones' posed axes: the coordinate Jacobian at 0.
+        jac = jacobian(tree, np.broadcast_to(zero, (k, m, 3)), heads, glob, pts, eff_bones, moves, orient, wflat > 0)
+        jac *= row_w[None, :, None] * np.sqrt(wflat)[None, None, :]
+        dth = _sdls_step(jac, beta, wflat)
+        q[sel] = quat.normalize(quat.multiply(q[sel], quat.from_rotvec(dth.reshape(k, m, 3))))
+        if bounded:
+            q[sel] = from_angles(np.clip(limit_angles(q[sel]).reshape(k, -1), lo, hi).reshape(k, m, 3))
+        iters[sel] += 1
+        if it > _SDLS_MIN_ITER:
+            active[sel] = np.max(np.abs(dth), axis=1) >= _SDLS_STOP
+    return limit_angles(q), iters
+
+
 def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: np.ndarray,
                eff_bones: np.ndarray, targets: np.ndarray, orientations: np.ndarray | None,
                rotation_weights: np.ndarray, tol: float, max_iter: int, scale: float,
@@ -135,9 +275,11 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
     scale : float
         Metres: the problem's size (the chain's reach).
     twist : bool
-        Twist columns on every bone (not locked), as Blender's solver has them: chains with a
-        pole (:mod:`.base`, step 4). Otherwise only where something can demand twist (module
-        docstring).
+        Chains with a pole (:mod:`.base`, step 4): Blender's own iteration first
+        (:func:`blender_iterations`, every bone a spherical joint), whose path through the
+        goals' null space decides where the bend plane ends; then these iterations, with twist
+        columns on every bone (not locked), finish to ``tol``. Otherwise twist columns only where
+        something can demand twist (module docstring).
 
     Returns
     -------
@@ -165,6 +307,11 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
     lam_min, lam_max = 1e-9 * scale, 1e3 * scale
     ridge = (1e-7 * scale) ** 2  # keeps the system regular when every column is pressed or locked
 
+    iters = np.zeros(b, dtype=np.int64)
+    if twist and max_iter > 1:
+        # The budget but a reserve (10, or half a small budget) in which these iterations finish.
+        angles, iters = blender_iterations(tree, angles, root_rot, root_pos, eff_bones, targets, orientations,
+                                           rotation_weights, max_iter - min(_FINISH_RESERVE, max_iter // 2), scale)
     a = angles.reshape(b, 3 * m).copy()
     heads, glob, pts, rots = effector_state(tree, a.reshape(b, m, 3), root_rot, root_pos, eff_bones)
 
@@ -184,9 +331,8 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
 
     ep, er = goal_errors(pts, rots, targets, orientations, orient)
     cost = cost_of(ep, er)
-    active = ~done_of(ep, er)
+    active = ~done_of(ep, er) & (iters < max_iter)
     lam = np.full(b, 0.01 * scale)
-    iters = np.zeros(b, dtype=np.int64)
     if not np.any(wflat > 0):
         return a.reshape(b, m, 3), iters
     eye = np.eye(3 * e_count + rw.size)
@@ -257,7 +403,7 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
         iters[sel] += act
         done = np.where(ok, done_of(ept, ert), False)
         stalled = ((~ok) & (lam[sel] >= lam_max)) | (ok & (gain | small))
-        active[sel] = act & ~done & ~stalled
+        active[sel] = act & ~done & ~stalled & (iters[sel] < max_iter)
     return a.reshape(b, m, 3), iters
 
 

@@ -331,13 +331,18 @@ def test_generated_rigify_rig_converts_in_one_click_and_bakes_like_blender(rig, 
     assert np.ptp(blender["MCH-forearm_ik.R"][:, 1], axis=0).max() > 0.05  # the hands moved
 
 
+@pytest.mark.parametrize("rotation", [False, True], ids=["position", "use_rotation"])
 @pytest.mark.parametrize("solver", ["DLS", "FABRIK", "CCD"])
-def test_arm_bends_as_blenders_ik_constraint_with_a_moving_target_and_swaying_pole(scene, solver):
+def test_arm_bends_as_blenders_ik_constraint_with_a_moving_target_and_swaying_pole(scene, solver, rotation):
     """Issue 31: the metarig's left arm, its control looping in front of the shoulder and its
     pole bone swaying 3 cm behind the elbow, pole angle -90 degrees: the elbow's plane against
     Blender's own IK constraint (same subtarget, pole bone and angle, baked with nla.bake) at
-    every frame. Blender turns the chain for the pole before its solve only; Sinew turning it
-    again after its solve put the plane up to 15 degrees off here."""
+    every frame, with and without ``use_rotation`` (the hand keeping its control's orientation,
+    rotation weight 1 against the constraint's orient_weight 1). Blender turns the chain for the
+    pole before its solve only; Sinew turning it again after its solve put the plane up to 15
+    degrees off here. With ``use_rotation`` the two goals leave the elbow a swivel that only the
+    path of the iteration decides: Sinew's own damped least squares left it up to 108 degrees
+    from Blender's, Blender's iteration (least_squares.blender_iterations) 0.02."""
     frames = 48
     scene.frame_start, scene.frame_end = 1, frames
     limbs = {"hand.L": ("hand_ik.L", 3, (-0.45, -0.35, 0.0), 0.1, "elbow_pole.L", (0.0, 0.45, 0.0))}
@@ -354,9 +359,9 @@ def test_arm_bends_as_blenders_ik_constraint_with_a_moving_target_and_swaying_po
         for i in range(3):
             fc = compat.ensure_fcurve(ob, 'pose.bones["elbow_pole.L"].location', i, "elbow_pole.L")
             compat.set_keys(fc, f, sway[:, i], "LINEAR")
-    M.enable_chains(rig, controls, limbs=limbs, max_iterations=300, solver=solver)
+    M.enable_chains(rig, controls, limbs=limbs, max_iterations=300, solver=solver, rotation=rotation)
     rig.pose.bones["hand.L"].sinew_ik.pole_angle = -math.pi / 2
-    M.add_constraints(other, controls, {"hand.L": -math.pi / 2}, limbs=limbs)
+    M.add_constraints(other, controls, {"hand.L": -math.pi / 2}, limbs=limbs, rotation=rotation)
     bpy.context.view_layer.objects.active = rig
     assert bpy.ops.sinew.bake_ik() == {"FINISHED"}
     M.nla_bake(other, frames)
@@ -370,7 +375,9 @@ def test_arm_bends_as_blenders_ik_constraint_with_a_moving_target_and_swaying_po
         return n / np.linalg.norm(n, axis=1)[:, None]
 
     cos = np.sum(normal(ours, rig) * normal(theirs, other), axis=1)
-    worst = np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))).max()
-    assert worst < 1.0, worst  # issue 31's goal; measured 0.61 (DLS, bones twisting as Blender's
-    # do; 1.14 with swing only; FABRIK and CCD were 1.21 with their own passes and solve chains
-    # with a pole by DLS since the sixteenth session)
+    deg = np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
+    worst = deg.max()
+    # Issue 31's goal is 1 degree; measured 0.02 with and without use_rotation (Blender's
+    # iteration for chains with a pole: every solver hands them to least_squares.solve_tree).
+    # Before: 0.61 without, 108 with use_rotation (docs/BENCHMARKS.md, IK poles).
+    assert worst < 0.1, worst

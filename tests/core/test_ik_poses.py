@@ -226,6 +226,47 @@ def test_pole_turns_the_start_as_blenders_constrain_pole_vector(name, pole_angle
             assert _pole_alignment(p, g[0], pole, pole_angle, p[-1]) > np.cos(np.radians(1.0))
 
 
+
+def test_sdls_step_is_the_pseudoinverse_step_for_small_errors_and_never_turns_past_pi_over_4():
+    """Blender's selectively damped least squares (Buss & Kim 2005, intern/iksolver's constants):
+    for a small error no singular direction is damped and the step is 0.8 of the pseudo-inverse
+    step; for a large one no joint turns by more than pi/4 in one step."""
+    from core.ik.least_squares import _sdls_step
+
+    rng = np.random.default_rng(4)
+    jac = rng.normal(size=(5, 6, 9))
+    w = np.ones(9)
+    beta = 1e-4 * rng.normal(size=(5, 6))
+    ref = 0.8 * np.einsum("bcr,br->bc", np.linalg.pinv(jac), beta)
+    assert np.abs(_sdls_step(jac, beta, w) - ref).max() < 1e-12
+    big = _sdls_step(jac, 10.0 * rng.normal(size=(5, 6)), w)
+    assert np.abs(big).max() <= np.pi / 4 + 1e-12
+    # A locked coordinate (weight 0) never moves; a stiff one moves less.
+    w2 = w.copy()
+    w2[[1, 4]] = 0.0, 0.5
+    d = _sdls_step(jac * np.sqrt(w2), beta, w2)
+    assert np.all(d[:, 1] == 0.0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_pole_with_an_orientation_goal_reaches_both_and_frames_are_independent(name):
+    """Chains with a pole take Blender's iteration (every bone a spherical joint) and then the
+    damped least squares finish: the tip reaches a reachable target and its orientation, and a
+    frame solved alone equals it solved in a batch."""
+    c = arm()
+    tg, qs = reachable(c, 8, seed=5, scale=0.5)
+    ori = np.array([forward_kinematics_full(c, q)[1][-1] for q in qs])
+    poles = np.array([0.3, -0.5, 0.2]) + np.random.default_rng(2).normal(scale=0.1, size=(8, 3))
+    st = SolveSettings(300, 1e-7)
+    res = bake_chain(c, tg, name, st, poles=poles, pole_angle=-np.pi / 2, orientations=ori, rotation_weight=1.0)
+    for f in range(8):
+        p, g = forward_kinematics_full(c, res.rotations[f])
+        assert np.linalg.norm(p[-1] - tg[f]) < 1e-6
+        assert quat.angle_between(g[-1], ori[f]) < 1e-5
+        one = SOLVERS[name].solve(c, tg[f], None, st, pole=poles[f], pole_angle=-np.pi / 2, orientation=ori[f],
+                                  rotation_weight=1.0)
+        assert quat.angle_between(one.rotations, res.rotations[f]).max() < 1e-5
+
 def test_a_pole_turns_the_elbow_toward_it_with_the_matching_pole_angle():
     """For an arm whose elbow bends about its bones' X axis toward -Z... the bend side follows
     the pole: pole_angle picks which bone axis faces it, the elbow ends on the pole's side."""
