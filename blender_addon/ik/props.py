@@ -51,7 +51,7 @@ class SINEW_PG_ik_chain(bpy.types.PropertyGroup):
     expression_z: StringProperty(  # type: ignore[valid-type]
         name="Z", default="0", description="Target Z in the armature's space, a formula of t and frame")
     max_iterations: IntProperty(  # type: ignore[valid-type]
-        name="Max Iterations", default=50, min=1, soft_max=1000, max=100000,
+        name="Max Iterations", default=100, min=1, soft_max=1000, max=100000,
         description="Largest number of solver iterations per frame")
     tolerance: FloatProperty(  # type: ignore[valid-type]
         name="Tolerance", default=1e-6, min=0.0, soft_max=0.01, precision=7, step=0.0001,
