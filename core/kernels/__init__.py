@@ -36,6 +36,8 @@ __all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_
 ABI_VERSION = 4
 #: The most contact slots per vertex the kernels take (``SINEW_MAX_SLOTS`` in src/sinew_kernels.h).
 MAX_SLOTS = 16
+#: The most threads used by default (a sweep's phase has at most 8 slabs: ``vbd._MAX_SLABS``).
+MAX_THREADS = 8
 
 _HERE = Path(__file__).resolve().parent
 _SUFFIX = {"linux": "so", "windows": "dll", "macos": "dylib"}
@@ -274,13 +276,15 @@ class VbdProblem:
 
 def thread_count() -> int:
     """The threads the kernels may use: the ``SINEW_THREADS`` environment variable when it
-    is a positive integer, else 1. One by default: on this project's two-CPU test machine
-    two threads made a 160² tablecloth's landing 1.14–1.18× faster and a 100² one no faster,
-    a thread pool's hand-off costing 70–100 µs (docs/CONTACT.md, "Threads")."""
+    is a positive integer (1: none), else the machine's CPUs, at most :data:`MAX_THREADS`.
+    Only cloth large enough to be cut into slabs uses more than one (``vbd._SLAB``); the
+    result is the same bit for bit at any count. On this project's two-CPU test machine two
+    threads made a 160² tablecloth's landing 1.06× faster and a 100² one 1.01× (docs/CONTACT.md,
+    "Threads")."""
     env = os.environ.get("SINEW_THREADS", "").strip()
     if env.isdigit() and int(env) > 0:
         return int(env)
-    return 1
+    return max(1, min(os.cpu_count() or 1, MAX_THREADS))
 
 
 class Workers:

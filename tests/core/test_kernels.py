@@ -1308,3 +1308,16 @@ def test_collider_query_boxes_skip_only_what_changes_nothing(seed, count, npts):
     assert np.array_equal(c1, c2) and np.array_equal(m1, m2)
     for i in range(npts):
         assert np.array_equal(i1[i, :c1[i]], i2[i, :c2[i]]) and np.array_equal(d1[i, :c1[i]], d2[i, :c2[i]])
+
+
+def test_thread_count_defaults_to_the_cpus_and_obeys_the_environment(monkeypatch):
+    """The kernels' threads: the machine's CPUs (at most MAX_THREADS, one when unknown) unless
+    SINEW_THREADS is a positive integer."""
+    monkeypatch.delenv("SINEW_THREADS", raising=False)
+    for cpus, want in ((4, 4), (64, kernels.MAX_THREADS), (None, 1), (1, 1)):
+        monkeypatch.setattr(os, "cpu_count", lambda cpus=cpus: cpus)
+        assert kernels.thread_count() == want
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    for env, want in (("1", 1), ("3", 3), ("12", 12), ("0", 4), ("two", 4), ("", 4)):
+        monkeypatch.setenv("SINEW_THREADS", env)
+        assert kernels.thread_count() == want
