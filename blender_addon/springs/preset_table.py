@@ -51,7 +51,8 @@ CONTACT_SOLVER: dict[str, object] = dict(solver="VBD", substeps=3, iterations=10
 #: (21 cloth edges through the body); at 20 none did in five perturbed starts, at 18.7 ms per
 #: frame against FAST's 38.5 with 3.3 % strain against FAST's 3.9 % (docs/CONTACT.md, *Pinned
 #: cloth on moving bodies*). Pinned cloth without colliders keeps the table's solver (a sheet
-#: that only hangs from pins is three times faster with FAST's prefactored global solve).
+#: that only hangs from pins is three times faster with FAST's prefactored global solve), and so
+#: do the FLAG preset (a flag in the wind, its look measured on FAST) and ROPE.
 PINNED_CONTACT_SOLVER: dict[str, object] = dict(solver="VBD", substeps=3, iterations=20)
 
 #: Largest edge strain while hanging (the 48 frames, settling included; see the module

@@ -53,6 +53,8 @@ def test_preset_picks_vbd_for_cloth_with_colliders_and_fast_otherwise(scene):
     assert bpy.ops.sinew.springs_preset(preset="SILK") == {"FINISHED"}
     s = ob.sinew_springs
     assert (s.solver, s.substeps, s.iterations) == ("VBD", 3, 20)
+    assert bpy.ops.sinew.springs_preset(preset="FLAG") == {"FINISHED"}  # a flag keeps FAST
+    assert s.solver == "FAST"
     ob.sinew_springs.self_collision = True
     for other in scene.objects:  # no collider left
         if other is not ob:
