@@ -1,0 +1,263 @@
+"""Record what the add-on hands core for a bench contact scene, and replay it in core.
+
+Two steps, for measuring a contact solver change without Blender in the loop (and A/B in one
+process, which a bake in Blender cannot give):
+
+* ``capture`` (run by a Blender Python: ``.venv/bpy-5.2/bin/python -m tools.replay capture
+  skirt OUT.npz``) builds one scene of ``bench/springs_contact.py`` (``drape``, ``skirt``,
+  ``dress``, ``tablecloth 40²`` …), applies the COTTON preset as the bench does (optionally
+  another ``--solver``, ``--substeps``, ``--iterations``), bakes it with
+  ``bpy.ops.sinew.bake_springs`` and records, from inside the installed add-on, the arguments
+  of ``build_springs`` and ``build_model``, the ``Simulator``'s settings, and every frame's pin
+  targets and colliders (triangle meshes and planes) into an ``.npz`` (numbers and strings
+  only: it loads without pickle);
+* ``run`` (any Python with numpy and scipy: ``.venv/bench/bin/python -m tools.replay run
+  OUT.npz``) rebuilds the model from those arguments with this checkout's ``core``, steps the
+  recorded frames (optionally with another solver or settings, and with the start perturbed
+  by ``--seed``: 10⁻⁶ m normal noise on the rest positions) and prints the process time per
+  frame, the most triangle-mesh collider ridge edges through a cloth triangle and cloth edges
+  through a collider triangle at any frame, the largest structural strain, the cloth's centre
+  at the end and its speeds.
+
+docs/CONTACT.md quotes figures measured this way (the skirt's cuts, the tablecloth's corners).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+# --------------------------------------------------------------------------- capture (bpy)
+
+def capture(scene: str, out: Path, solver: str | None, substeps: int | None, iterations: int | None) -> None:
+    """Bake ``scene`` in Blender as the bench does and write what core was handed to ``out``."""
+    os.environ.setdefault("SINEW_ZIP", str(sorted((ROOT / "dist").glob("sinew-*linux_x64.zip"))[-1]))
+    from bench import springs_contact as sc  # (before bpy: it sets Blender's user resources up)
+
+    bpy = sc.bpy  # imported there, after that set-up
+    sc._install()
+    pkg = next(m for name, m in sys.modules.items() if name.endswith(".core.springs") and "sinew" in name)
+    sim_mod = sys.modules[pkg.__name__ + ".simulate"]
+    seen: dict = {"frames": []}
+    build_model, build_springs = pkg.build_model, pkg.build_springs
+    init, advance = sim_mod.Simulator.__init__, sim_mod.Simulator.advance
+
+    def rec_springs(*a, **kw):
+        seen["springs"] = (a, kw)
+        return build_springs(*a, **kw)
+
+    def rec_model(*a, **kw):
+        seen["model"] = (a, kw)
+        return build_model(*a, **kw)
+
+    def rec_init(self, model, integrator, **kw):
+        seen["sim"] = (integrator, kw)
+        return init(self, model, integrator, **kw)
+
+    def rec_advance(self, pins_next=None, colliders=(), *, external=None, **kw):
+        if callable(external):
+            raise SystemExit("this scene has force fields: the replay records colliders and pins only")
+        seen["frames"].append((None if pins_next is None else np.array(pins_next), list(colliders)))
+        return advance(self, pins_next, colliders, external=external, **kw)
+
+    pkg.build_model, pkg.build_springs = rec_model, rec_springs
+    sim_mod.Simulator.__init__, sim_mod.Simulator.advance = rec_init, rec_advance
+    try:
+        frames = sc.SCENES[scene][1]
+        cloth = sc._build(scene, frames)[0]
+        bpy.context.view_layer.objects.active = cloth
+        s = cloth.sinew_springs
+        s.enabled = True
+        if cloth.vertex_groups.get("pins") is not None:
+            s.pin_group = "pins"
+        bpy.ops.sinew.springs_preset(preset=sc.PRESET)
+        for name, value in (("solver", solver), ("substeps", substeps), ("iterations", iterations)):
+            if value is not None:
+                setattr(s, name, value)
+        bpy.ops.sinew.bake_springs(frame_start=1, frame_end=frames)
+    finally:
+        pkg.build_model, pkg.build_springs = build_model, build_springs
+        sim_mod.Simulator.__init__, sim_mod.Simulator.advance = init, advance
+    data: dict[str, np.ndarray] = {}
+    args, kw = seen["springs"]
+    for i, value in enumerate(args):
+        data[f"springs_arg{i}"] = np.asarray(value)
+    for key, value in kw.items():
+        data[f"springs_kw_{key}"] = np.asarray(value)
+    args, kw = seen["model"]
+    data["model_positions"] = np.asarray(args[0])
+    for key, value in kw.items():
+        data[f"model_kw_{key}"] = np.asarray(value)
+    integrator, kw = seen["sim"]
+    data["solver"] = np.asarray(str(integrator) if isinstance(integrator, str) else integrator.name)
+    for key, value in kw.items():
+        if key != "self_collision" and value is not None:
+            data[f"sim_{key}"] = np.asarray(value)
+    data["frames"] = np.asarray(len(seen["frames"]))
+    for f, (pins, colliders) in enumerate(seen["frames"]):
+        if pins is not None:
+            data[f"f{f}_pins"] = pins
+        data[f"f{f}_colliders"] = np.asarray(len(colliders))
+        for j, col in enumerate(colliders):
+            key = f"f{f}_c{j}_"
+            data[key + "type"] = np.asarray(type(col).__name__)
+            data[key + "thickness"] = np.asarray(col.thickness)
+            data[key + "friction"] = np.asarray(col.friction)
+            if type(col).__name__ == "TriangleMesh":
+                data[key + "vertices"], data[key + "triangles"] = col.vertices, col.triangles
+                if col.previous is not None:
+                    data[key + "previous"] = col.previous
+            elif type(col).__name__ == "Plane":
+                data[key + "point"], data[key + "normal"] = np.asarray(col.point), np.asarray(col.normal)
+            else:
+                raise SystemExit(f"a {type(col).__name__} collider: the replay records triangle meshes and planes")
+    np.savez_compressed(out, **data)
+    print(f"recorded {scene}: {len(seen['frames'])} frames, solver {data['solver']} -> {out}")
+
+
+# --------------------------------------------------------------------------- replay (core)
+
+def _value(a: np.ndarray):
+    return a.item() if a.ndim == 0 else a
+
+
+def load(path: Path, seed: int = 0):
+    """The recorded scene: ``(model, solver, simulator settings, frames, cloth triangles)``;
+    frames are ``(pins, colliders)`` with collider builders (functions of nothing)."""
+    from core.springs import Plane, TriangleMesh, build_model, build_springs
+
+    d = np.load(path)  # allow_pickle stays off
+    args = [d[f"springs_arg{i}"] for i in range(8) if f"springs_arg{i}" in d]
+    springs = build_springs(*args, **{k[len("springs_kw_"):]: _value(d[k]) for k in d if k.startswith("springs_kw_")})
+    kw = {k[len("model_kw_"):]: _value(d[k]) for k in d if k.startswith("model_kw_")}
+    x0 = d["model_positions"]
+    if seed:
+        x0 = x0 + np.random.default_rng(seed).normal(scale=1e-6, size=x0.shape)
+    model = build_model(x0, springs, **kw)
+    settings = {k[len("sim_"):]: _value(d[k]) for k in d if k.startswith("sim_")}
+    frames = []
+    for f in range(int(d["frames"])):
+        pins = d[f"f{f}_pins"] if f"f{f}_pins" in d else None
+        cols = []
+        for j in range(int(d[f"f{f}_colliders"])):
+            key = f"f{f}_c{j}_"
+            kind, th, mu = str(d[key + "type"]), float(d[key + "thickness"]), float(d[key + "friction"])
+            if kind == "TriangleMesh":
+                prev = d[key + "previous"] if key + "previous" in d else None
+                cols.append(("mesh", d[key + "vertices"], d[key + "triangles"], prev, th, mu))
+            else:
+                cols.append(("plane", Plane(d[key + "point"], d[key + "normal"], thickness=th, friction=mu)))
+        frames.append((pins, cols))
+
+    def built(cols):
+        return [TriangleMesh(c[1], c[2], thickness=c[4], friction=c[5], previous=c[3]) if c[0] == "mesh" else c[1]
+                for c in cols]
+
+    return model, str(d["solver"]), settings, [(p, c, built) for p, c in frames], kw.get("triangles")
+
+
+def _edges(tris: np.ndarray) -> np.ndarray:
+    e = np.sort(np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]), axis=1)
+    return np.unique(e, axis=0)
+
+
+def _ridges(v: np.ndarray, tris: np.ndarray) -> np.ndarray:
+    """The mesh's edges whose two faces are not coplanar, and its border edges."""
+    half = np.sort(np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]), axis=1)
+    face = np.tile(np.arange(len(tris)), 3)
+    n = np.cross(v[tris[:, 1]] - v[tris[:, 0]], v[tris[:, 2]] - v[tris[:, 0]])
+    n /= np.maximum(np.linalg.norm(n, axis=1), 1e-300)[:, None]
+    uniq, inv, count = np.unique(half, axis=0, return_inverse=True, return_counts=True)
+    inv = inv.reshape(-1)
+    keep = []
+    for u in range(len(uniq)):
+        fs = face[inv == u]
+        if count[u] != 2 or abs(float(np.dot(n[fs[0]], n[fs[1]]))) < 1.0 - 1e-6:
+            keep.append(u)
+    return uniq[keep]
+
+
+def _through(p0: np.ndarray, p1: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """(s,) bool: segment s passes through one of the triangles (Möller–Trumbore, strict)."""
+    d = p1 - p0
+    e1, e2 = b - a, c - a
+    pv = np.cross(d[:, None], e2[None])
+    det = np.einsum("stk,tk->st", pv, e1)
+    ok = np.abs(det) > 1e-14
+    inv = np.where(ok, 1.0 / np.where(ok, det, 1.0), 0.0)
+    t0 = p0[:, None] - a[None]
+    u = np.einsum("stk,stk->st", t0, pv) * inv
+    q = np.cross(t0, e1[None])
+    v = np.einsum("sk,stk->st", d, q) * inv
+    w = np.einsum("stk,tk->st", q, e2) * inv
+    return (ok & (u > 0) & (v > 0) & (u + v < 1) & (w > 0) & (w < 1)).any(axis=1)
+
+
+def replay(path: Path, solver: str | None, substeps: int | None, iterations: int | None, seed: int) -> None:
+    from core.springs import Simulator
+
+    model, recorded, settings, frames, tris = load(path, seed)
+    settings.update({k: v for k, v in (("substeps", substeps), ("iterations", iterations)) if v is not None})
+    sim = Simulator(model, solver or recorded, **settings)
+    edges = _edges(tris)
+    sp = np.asarray(model.springs).reshape(-1, 2)[:model.structural_count]
+    rest = model.rest_lengths[:model.structural_count]
+    spent, ridges_through, cloth_through, strain = 0.0, 0, 0, 0.0
+    for pins, cols, built in frames:
+        colliders = built(cols)
+        t = time.process_time()
+        sim.advance(pins, colliders)
+        spent += time.process_time() - t
+        x = sim.state.x
+        for c in cols:
+            if c[0] != "mesh":
+                continue
+            v, tv = c[1], c[2]
+            r = _ridges(v, tv)
+            ridges_through = max(ridges_through, int(_through(v[r[:, 0]], v[r[:, 1]], x[tris[:, 0]], x[tris[:, 1]],
+                                                              x[tris[:, 2]]).sum()))
+            cloth_through = max(cloth_through, int(_through(x[edges[:, 0]], x[edges[:, 1]], v[tv[:, 0]], v[tv[:, 1]],
+                                                            v[tv[:, 2]]).sum()))
+        strain = max(strain, float((np.linalg.norm(x[sp[:, 0]] - x[sp[:, 1]], axis=1) / rest).max() - 1.0))
+    speed = np.linalg.norm(sim.state.v, axis=1)
+    centre = sim.state.x.mean(axis=0)
+    print(f"{path.name} {sim.integrator.name} {sim.substeps}x{sim.iterations} seed {seed}: "
+          f"{1000 * spent / len(frames):.1f} ms per frame (process time), collider ridges through the cloth "
+          f"{ridges_through}, cloth edges through a collider {cloth_through} (most at any frame), strain "
+          f"{100 * strain:.2f} %, centre at the end ({centre[0]:.4f}, {centre[1]:.4f}, {centre[2]:.4f}) m, "
+          f"speed at the end mean {speed.mean():.3f} max {speed.max():.3f} m/s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    for name in ("capture", "run"):
+        p = sub.add_parser(name)
+        if name == "capture":
+            p.add_argument("scene")
+        p.add_argument("file", type=Path)
+        p.add_argument("--solver")
+        p.add_argument("--substeps", type=int)
+        p.add_argument("--iterations", type=int)
+        if name == "run":
+            p.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    if a.what == "capture":
+        capture(a.scene, a.file, a.solver, a.substeps, a.iterations)
+    else:
+        replay(a.file, a.solver, a.substeps, a.iterations, a.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
