@@ -15,7 +15,7 @@ process, which a bake in Blender cannot give):
   OUT.npz``) rebuilds the model from those arguments with this checkout's ``core``, steps the
   recorded frames (optionally with another solver or settings, and with the start perturbed
   by ``--seed``: 10⁻⁶ m normal noise on the rest positions) and prints the process time per
-  frame, the most triangle-mesh collider ridge edges through a cloth triangle and cloth edges
+  frame, the most triangle-mesh collider ridge edges (convex or border) through a cloth triangle and cloth edges
   through a collider triangle at any frame, the largest structural strain, the cloth's centre
   at the end and its speeds.
 
@@ -171,22 +171,6 @@ def _edges(tris: np.ndarray) -> np.ndarray:
     return np.unique(e, axis=0)
 
 
-def _ridges(v: np.ndarray, tris: np.ndarray) -> np.ndarray:
-    """The mesh's edges whose two faces are not coplanar, and its border edges."""
-    half = np.sort(np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]), axis=1)
-    face = np.tile(np.arange(len(tris)), 3)
-    n = np.cross(v[tris[:, 1]] - v[tris[:, 0]], v[tris[:, 2]] - v[tris[:, 0]])
-    n /= np.maximum(np.linalg.norm(n, axis=1), 1e-300)[:, None]
-    uniq, inv, count = np.unique(half, axis=0, return_inverse=True, return_counts=True)
-    inv = inv.reshape(-1)
-    keep = []
-    for u in range(len(uniq)):
-        fs = face[inv == u]
-        if count[u] != 2 or abs(float(np.dot(n[fs[0]], n[fs[1]]))) < 1.0 - 1e-6:
-            keep.append(u)
-    return uniq[keep]
-
-
 def _through(p0: np.ndarray, p1: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """(s,) bool: segment s passes through one of the triangles (Möller–Trumbore, strict)."""
     d = p1 - p0
@@ -219,11 +203,11 @@ def replay(path: Path, solver: str | None, substeps: int | None, iterations: int
         sim.advance(pins, colliders)
         spent += time.process_time() - t
         x = sim.state.x
-        for c in cols:
+        for c, col in zip(cols, colliders):
             if c[0] != "mesh":
                 continue
             v, tv = c[1], c[2]
-            r = _ridges(v, tv)
+            r = col.window(0.0, 1.0).edges  # its ridges: convex or border edges
             ridges_through = max(ridges_through, int(_through(v[r[:, 0]], v[r[:, 1]], x[tris[:, 0]], x[tris[:, 1]],
                                                               x[tris[:, 2]]).sum()))
             cloth_through = max(cloth_through, int(_through(x[edges[:, 0]], x[edges[:, 1]], v[tv[:, 0]], v[tv[:, 1]],

@@ -408,6 +408,22 @@ def test_a_chain_collides_only_with_its_own_colliders():
     assert np.linalg.norm(r.joints[:, 1:] - ball.center, axis=2).min() >= ball.radius + 0.02 * (1 - 1e-3)
 
 
+def _one_group_moving_as_alone(chains, frames, swing, rotations=False):
+    """``chains`` baked together are one group, and each chain (swinging more than ``swing`` m
+    off its animation) moves as baked alone: joints within 1e-9 m (and, with ``rotations``, its
+    rotations within 1e-8)."""
+    together = SpringBake(chains, fps=FPS, gravity=G, frames=frames)
+    assert len(together.groups) == 1
+    while not together.step():
+        pass
+    for chain, r in zip(chains, together.results()):
+        (alone,) = bake_spring_chains([chain], fps=FPS, gravity=G, frames=frames)
+        assert np.max(np.linalg.norm(alone.joints - alone.animated, axis=2)) > swing  # it swings
+        np.testing.assert_allclose(r.joints, alone.joints, rtol=0, atol=1e-9)
+        if rotations:
+            np.testing.assert_allclose(r.rotations, alone.rotations, rtol=0, atol=1e-8)
+
+
 def test_chains_of_equal_substeps_share_a_model_and_match_separate_bakes():
     """Chains of other stiffness, damping, drag and gravity but equal substeps and stretch are one
     model (per-vertex drag, their gravity's difference as a force), and each moves as it does
@@ -418,14 +434,7 @@ def test_chains_of_equal_substeps_share_a_model_and_match_separate_bakes():
                 SpringSettings(stiffness=4.0, damping=1.6, drag=2.0, gravity=1.0, substeps=2)]
     chains = [whipped(frames, settings[0]), whipped(frames, settings[1], plane_axis=(0.0, 1.0, 0.0)),
               whipped(frames, settings[2], plane_axis=(1.0, 1.0, 0.0))]
-    together = SpringBake(chains, fps=FPS, gravity=G, frames=frames)
-    assert len(together.groups) == 1
-    while not together.step():
-        pass
-    for chain, r in zip(chains, together.results()):
-        (alone,) = bake_spring_chains([chain], fps=FPS, gravity=G, frames=frames)
-        assert np.max(np.linalg.norm(alone.joints - alone.animated, axis=2)) > 0.02  # it swings
-        np.testing.assert_allclose(r.joints, alone.joints, rtol=0, atol=1e-9)
+    _one_group_moving_as_alone(chains, frames, swing=0.02)
 
 
 def test_chains_of_other_substeps_share_a_group_and_each_moves_as_baked_alone():
@@ -440,15 +449,7 @@ def test_chains_of_other_substeps_share_a_group_and_each_moves_as_baked_alone():
                 SpringSettings(stiffness=4.0, damping=1.6, drag=2.0, gravity=1.0, substeps=2)]
     chains = [whipped(frames, settings[0]), whipped(frames, settings[1], plane_axis=(0.0, 1.0, 0.0)),
               whipped(frames, settings[2], plane_axis=(1.0, 1.0, 0.0)), whipped(frames, settings[3])]
-    together = SpringBake(chains, fps=FPS, gravity=G, frames=frames)
-    assert len(together.groups) == 1
-    while not together.step():
-        pass
-    for chain, r in zip(chains, together.results()):
-        (alone,) = bake_spring_chains([chain], fps=FPS, gravity=G, frames=frames)
-        assert np.max(np.linalg.norm(alone.joints - alone.animated, axis=2)) > 0.01  # it swings
-        np.testing.assert_allclose(r.joints, alone.joints, rtol=0, atol=1e-9)
-        np.testing.assert_allclose(r.rotations, alone.rotations, rtol=0, atol=1e-8)
+    _one_group_moving_as_alone(chains, frames, swing=0.01, rotations=True)
 
 
 def test_chains_against_colliders_move_as_baked_alone():
