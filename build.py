@@ -529,10 +529,12 @@ def test(args: argparse.Namespace) -> int:
         except (BuildError, subprocess.CalledProcessError) as exc:
             problems.append(f"tier blender-bin cannot run: {exc}")
     if not args.tier or "asan" in args.tier:
-        # The kernel tests again, and the VBD solver's (every kernel on real scenes), against
+        # The kernel tests again, and the VBD solver's and its self-contact's (every kernel on
+        # real scenes), against
         # the AddressSanitizer + UBSan build of the library.
         kernel_tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "core").glob("test_kernels*.py"))
-        kernel_tests += [str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "core").glob("test_springs_vbd.py")]
+        kernel_tests += [str(p.relative_to(ROOT)) for name in ("test_springs_vbd.py", "test_selfcontact.py")
+                         for p in (ROOT / "tests" / "core").glob(name)]
         try:
             if not kernel_tests:
                 raise BuildError("there are no kernel tests (tests/core/test_kernels*.py)")

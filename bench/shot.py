@@ -11,10 +11,10 @@ contenders get the identical scene in this one process:
   with ``orient_weight`` 0.5, 500 iterations) baked with ``nla.bake(visual_keying=True,
   clear_constraints=True)``, against ``bpy.ops.sinew.bake_ik`` with the shot's settings.
 * **Cloth** (the cape on the walking body, self-collision on; the flag in the Wind and
-  Turbulence fields; the drape falling onto the ball on the floor), each with the
+  Turbulence fields; the drape falling onto the ball on the floor, self-collision on), each with the
   character's motion baked by Sinew first: Blender's Cloth modifier at its defaults (pinned
   through ``vertex_group_mass``, colliding with the shot's colliders through their Collision
-  modifiers, ``use_self_collision`` on for the cape), frames stepped with ``frame_set``,
+  modifiers, ``use_self_collision`` on for the cape and the drape), frames stepped with ``frame_set``,
   against ``bpy.ops.sinew.bake_springs`` with the shot's preset and settings.
 
 Columns: time per simulated frame (Sinew's flag also simulates its pre-roll frames) and the

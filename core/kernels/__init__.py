@@ -33,7 +33,7 @@ __all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_
            "address", "VbdProblem", "VbdStage", "VbdSweep", "check_status", "Workers", "thread_count"]
 
 #: Must equal ``SINEW_ABI_VERSION`` in ``src/sinew_kernels.h``.
-ABI_VERSION = 4
+ABI_VERSION = 5
 #: The most contact slots per vertex the kernels take (``SINEW_MAX_SLOTS`` in src/sinew_kernels.h).
 MAX_SLOTS = 16
 #: The most threads used by default (a sweep's phase has at most 8 slabs: ``vbd._MAX_SLABS``).
@@ -83,6 +83,9 @@ class _VbdStruct(ctypes.Structure):
         ("tri_mu", _P), ("np", _I64), ("prim_type", _P), ("prim", _P),
         ("kslots", _I64), ("c_id", _P), ("c_count", _P), ("c_dist", _P), ("kc", _P), ("eps_u", _F64),
         ("anchor", _P), ("bound", _P),
+        ("self_r", _F64), ("self_k", _F64), ("faces", _P), ("edges", _P), ("self_vf", _I64),
+        ("pair", _P), ("pair_dist", _P), ("inc_off", _P), ("inc", _P), ("self_anchor", _P),
+        ("self_bound", _P), ("self_moved", _P),
     ]
 
 
@@ -113,11 +116,13 @@ _SIGNATURES = {
         _I64, _P, _P, _P, _P]),
     "sinew_vbd_sweep": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
     "sinew_vbd_push_out": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P]),
-    "sinew_vbd_guard": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _P, _P]),
+    "sinew_vbd_guard": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _P, _P, _P]),
     "sinew_vbd_cluster_sums": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P, _P]),
     "sinew_vbd_translate": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P, _P]),
     "sinew_vbd_iterate": (_I64, [ctypes.POINTER(_VbdStruct), _I64, _P, _I64, _P, _I64, _P, _P]),
     "sinew_vbd_forces": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
+    "sinew_self_query": (_I64, [_I64, _P, _P, _F64, _F64, _I64, _P, _I64, _P, _F64, _I64, _P, _P, _P, _P,
+                                _P, _P, _P, _P, _I64, _P, _I64, _P, _P, _I64, _P, _P, _P]),
     "sinew_strain_project": (_I64, [_I64, _P, _P, _P, _I64, _F64, ctypes.POINTER(_VbdStruct), _P]),
 }
 
@@ -207,13 +212,16 @@ class VbdProblem:
     _FLOAT = {"x_prev": (-1, 3), "w": (-1,), "y": (-1, 3), "k": (-1,), "rest": (-1,),
               "kd": (-1,), "dir0": (-1, 3), "limit": (-1,), "cv": (-1, 3), "cdisp": (-1, 3),
               "tri_radius": (-1,), "tri_mu": (-1,), "tri_normal": (-1, 3), "prim": (-1, 8), "kc": (-1,),
-              "anchor": (-1, 3), "bound": (-1,), "c_dist": (-1, -1)}
+              "anchor": (-1, 3), "bound": (-1,), "c_dist": (-1, -1), "self_anchor": (-1, 3),
+              "self_bound": (-1,), "pair_dist": (-1,), "self_moved": (-1,)}
     _INT = {"adj_off": (-1,), "adj_spring": (-1,), "adj_other": (-1,), "tris": (-1, 3),
-            "c_id": (-1, -1), "c_count": (-1,)}
+            "c_id": (-1, -1), "c_count": (-1,), "faces": (-1, 3), "edges": (-1, 2), "pair": (-1, 2),
+            "inc_off": (-1,), "inc": (-1,)}
     #: Arrays read for every vertex: their length is n (adj_off n + 1), else the kernels
     #: would read past their end.
     _ROWS = {"x_prev": 0, "w": 0, "y": 0, "kc": 0, "anchor": 0, "bound": 0, "c_id": 0,
-             "c_count": 0, "c_dist": 0, "adj_off": 1}
+             "c_count": 0, "c_dist": 0, "adj_off": 1, "self_anchor": 0, "self_bound": 0,
+             "inc_off": 1, "self_moved": 0}
     #: Arrays read for every adjacency entry: their length is ``adj_off[n]``.
     _ENTRIES = ("adj_spring", "adj_other", "k", "rest", "kd", "dir0", "limit")
 
@@ -226,9 +234,12 @@ class VbdProblem:
 
     def set(self, **arrays) -> None:
         """Set arrays (``None`` clears an optional one) and scalars (``h``, ``k_limit``,
-        ``eps_u``)."""
+        ``eps_u``, ``self_r``, ``self_k``; ``self_vf`` an int)."""
         for name, value in arrays.items():
-            if name in ("h", "k_limit", "eps_u"):
+            if name == "self_vf":
+                self.struct.self_vf = int(value)
+                continue
+            if name in ("h", "k_limit", "eps_u", "self_r", "self_k"):
                 v = float(value)
                 if not np.isfinite(v):
                     raise SinewError(f"{name} must be finite")

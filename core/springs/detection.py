@@ -27,7 +27,8 @@ from ..errors import SinewError
 from .colliders import Plane, Sphere, TriangleMesh
 from .contact import MeshWindow
 
-__all__ = ["ColliderSoup", "Contacts", "GUARD_FRACTION", "CONTACT_SLOTS"]
+__all__ = ["ColliderSoup", "Contacts", "SelfDetection", "SelfPairs", "GUARD_FRACTION", "CONTACT_SLOTS",
+           "hashed_grid", "collider_box", "split_near", "box_distance"]
 
 #: A vertex moves at most this fraction of the radius around it that holds no collider
 #: triangle but those detection gave it, between two detections (below 1: round-off).
@@ -81,6 +82,173 @@ class Contacts:
     def inside(self) -> np.ndarray:
         """``(n,)`` bool: vertices inside a closed collider at detection."""
         return self.distance < 0.0
+
+
+def hashed_grid(lo: np.ndarray, hi: np.ndarray, cell: float, *, big_cells: int | None = None,
+                table: int | None = None) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """A hashed uniform grid (cells of ``cell`` m) over the boxes ``lo``, ``hi`` ``(k, 3)``:
+    ``(table, offsets (table + 1,), entries, big)``, the boxes of each hash bucket
+    ``entries[offsets[b]:offsets[b + 1]]`` (``sinew_grid_count``, ``sinew_grid_fill``). A
+    box over more than ``big_cells`` cells is not filed but listed in ``big`` (tested
+    against every query instead). ``table`` (a power of two) defaults to about twice the
+    entries."""
+    lib = kernels.library()
+    k = len(lo)
+    cells = np.prod(np.floor(hi / cell) - np.floor(lo / cell) + 1.0, axis=1) if k else np.zeros(0)
+    keep = cells <= big_cells if big_cells is not None else np.ones(k, bool)
+    small = np.ascontiguousarray(np.flatnonzero(keep), dtype=np.int64)
+    big = np.ascontiguousarray(np.flatnonzero(~keep), dtype=np.int64)
+    if table is None:
+        table = 1 << max(10, int(np.ceil(np.log2(max(2 * float(cells[small].sum()) if k else 1.0, 1.0)))))
+    count = np.zeros(table + 1, np.int64)
+    total = kernels.check_status(lib.sinew_grid_count(
+        len(small), small.ctypes.data, lo.ctypes.data, hi.ctypes.data, cell, table,
+        count[1:].ctypes.data), "grid count")
+    offsets = np.cumsum(count)
+    entries = np.empty(max(total, 1), np.int64)
+    cursor = offsets[:-1].copy()
+    kernels.check_status(lib.sinew_grid_fill(
+        len(small), small.ctypes.data, lo.ctypes.data, hi.ctypes.data, cell, table,
+        cursor.ctypes.data, entries.ctypes.data), "grid fill")
+    return table, offsets, entries, big
+
+
+@dataclass
+class SelfPairs:
+    """The record one self detection fills (:meth:`SelfDetection.detect`), for ``n`` cloth
+    vertices.
+
+    Attributes
+    ----------
+    pair : numpy.ndarray
+        ``(p, 2)`` int64: the first ``vf`` rows (vertex, triangle), the rest (edge, edge)
+        (rows of :attr:`SelfDetection.faces`, :attr:`SelfDetection.edges`).
+    vf : int
+    distance : numpy.ndarray
+        ``(p,)`` m, each pair's distance at detection.
+    inc_off, inc : numpy.ndarray
+        Each vertex's pairs: ``inc[inc_off[i]:inc_off[i + 1]]``.
+    anchor : numpy.ndarray
+        ``(n, 3)`` m, the positions detection ran at.
+    bound : numpy.ndarray
+        ``(n,)`` m: how far each vertex may move from ``anchor`` before detection runs again
+        (a pair not listed cannot come within the contact radius while every vertex stays
+        within its bound).
+    """
+
+    pair: np.ndarray
+    vf: int
+    distance: np.ndarray
+    inc_off: np.ndarray
+    inc: np.ndarray
+    anchor: np.ndarray
+    bound: np.ndarray
+
+
+class SelfDetection:
+    """Detection of a cloth's contacts with itself for the VBD solve: the vertex–face and
+    edge–edge pairs of features that share no vertex (nor were neighbours in the rest shape:
+    :attr:`~.selfcollision.SelfCollision.excluded_vf`) that may come within the contact
+    radius ``distance`` before a vertex leaves its bound (``sinew_self_query``, a hashed grid
+    over the triangles and the edges).
+
+    Parameters
+    ----------
+    self_collision : SelfCollision
+        The mesh's triangles, edges, distance and rest-shape neighbours.
+    """
+
+    def __init__(self, self_collision: Any) -> None:
+        sc = self_collision
+        self.faces = kernels.array(sc.triangles, np.int64, (-1, 3), "self-collision triangles")
+        self.edges = kernels.array(sc.edges, np.int64, (-1, 2), "self-collision edges")
+        self.skip_vf = np.ascontiguousarray(sc.excluded_vf, np.int64)
+        self.skip_ee = np.ascontiguousarray(sc.excluded_ee, np.int64)
+        self.distance = float(sc.distance)
+        self._stamp = np.empty(max(len(self.faces), len(self.edges), 1), np.int64)
+        self._room = 1024
+        self._lib = kernels.library()
+
+    def detect(self, x: np.ndarray, bound: np.ndarray) -> SelfPairs:
+        """The pairs at ``x`` ``(n, 3)`` for balls ``bound`` ``(n,)`` (m, finite)."""
+        x = kernels.array(x, np.float64, (-1, 3), "self detection positions")
+        bound = kernels.array(bound, np.float64, (len(x),), "self detection bounds")
+        n, r = len(x), self.distance
+        bmax = float(bound.max(initial=0.0))
+        fc, ec = x[self.faces], x[self.edges]
+        f_lo, f_hi = np.ascontiguousarray(fc.min(axis=1)), np.ascontiguousarray(fc.max(axis=1))
+        e_lo, e_hi = np.ascontiguousarray(ec.min(axis=1)), np.ascontiguousarray(ec.max(axis=1))
+        size = float(np.median(np.linalg.norm(ec[:, 1] - ec[:, 0], axis=1))) if len(ec) else 0.0
+        cell = max(size, r + 2.0 * bmax, 1e-6)
+        f_table, f_off, f_entries, _ = hashed_grid(f_lo, f_hi, cell)
+        table = max(f_table, 1 << max(10, int(np.ceil(np.log2(max(2 * len(self.edges), 1))))))
+        if table != f_table:
+            _, f_off, f_entries, _ = hashed_grid(f_lo, f_hi, cell, table=table)
+        _, e_off, e_entries, _ = hashed_grid(e_lo, e_hi, cell, table=table)
+        counts = np.zeros(2, np.int64)
+        while True:
+            pairs = np.empty((self._room, 2), np.int64)
+            dist = np.empty(self._room)
+            total = kernels.check_status(self._lib.sinew_self_query(
+                n, x.ctypes.data, bound.ctypes.data, r, bmax, len(self.faces), self.faces.ctypes.data,
+                len(self.edges), self.edges.ctypes.data, cell, table, f_off.ctypes.data,
+                f_entries.ctypes.data, e_off.ctypes.data, e_entries.ctypes.data, f_lo.ctypes.data,
+                f_hi.ctypes.data, e_lo.ctypes.data, e_hi.ctypes.data, len(self.skip_vf),
+                self.skip_vf.ctypes.data, len(self.skip_ee), self.skip_ee.ctypes.data,
+                self._stamp.ctypes.data, self._room, pairs.ctypes.data, dist.ctypes.data,
+                counts.ctypes.data), "self query")
+            if total <= self._room:
+                break
+            self._room = int(1.5 * total) + 1
+        pairs, dist = pairs[:total], dist[:total]
+        vf = int(counts[0])
+        verts = np.concatenate([np.c_[pairs[:vf, 0], self.faces[pairs[:vf, 1]]],
+                                np.c_[self.edges[pairs[vf:, 0]], self.edges[pairs[vf:, 1]]]])
+        owner = verts.reshape(-1)
+        order = np.argsort(owner, kind="stable")
+        inc = np.ascontiguousarray(np.repeat(np.arange(total, dtype=np.int64), 4)[order])
+        inc_off = np.ascontiguousarray(np.searchsorted(owner[order], np.arange(n + 1)), np.int64)
+        return SelfPairs(np.ascontiguousarray(pairs), vf, dist, inc_off, inc, x.copy(), bound.copy())
+
+
+def collider_box(col: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """The box a collider's surfaces and thickness occupy over the step ``(lo, hi)``, or
+    ``None`` for an unbounded one (a plane)."""
+    if isinstance(col, Plane):
+        return None
+    if isinstance(col, Sphere):
+        reach = col.radius + col.thickness
+        return np.asarray(col.center, float) - reach, np.asarray(col.center, float) + reach
+    if isinstance(col, MeshWindow):
+        lo = np.minimum(col.c0.min(axis=0), col.c1.min(axis=0))
+        hi = np.maximum(col.c0.max(axis=0), col.c1.max(axis=0))
+    elif isinstance(col, TriangleMesh):
+        lo, hi = col.vertices.min(axis=0), col.vertices.max(axis=0)
+    else:
+        raise SinewError(f"unknown collider type {type(col).__name__}")
+    return lo - col.thickness, hi + col.thickness
+
+
+def split_near(colliders: Sequence[Any], lo: np.ndarray, hi: np.ndarray) -> tuple[list, np.ndarray]:
+    """The colliders whose box (:func:`collider_box`) meets the box ``lo``, ``hi``, and the
+    boxes of the others ``(k, 2, 3)``."""
+    near, far = [], []
+    for col in colliders:
+        box = collider_box(col)
+        if box is None or (np.all(box[0] <= hi) and np.all(box[1] >= lo)):
+            near.append(col)
+        else:
+            far.append(np.stack(box))
+    return near, (np.stack(far) if far else np.zeros((0, 2, 3)))
+
+
+def box_distance(x: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """``(n,)`` each point's distance to the nearest of the boxes ``(k, 2, 3)`` (inf: none)."""
+    out = np.full(len(x), np.inf)
+    for lo, hi in boxes:
+        gap = np.maximum(np.maximum(lo - x, x - hi), 0.0)
+        np.minimum(out, np.sqrt(np.einsum("ij,ij->i", gap, gap)), out=out)
+    return out
 
 
 def _unit_normals(cv: np.ndarray, tris: np.ndarray) -> np.ndarray:
@@ -170,6 +338,9 @@ class ColliderSoup:
         self.prim = kernels.array(np.array(prims) if prims else np.zeros((0, 8)), np.float64,
                                   (-1, 8), "collider primitives")
         self.max_radius = float(max(self.radius.max(initial=0.0), self.prim[:, 6].max(initial=0.0)))
+        #: ``(k, 2, 3)`` boxes of colliders left out of the arrays as out of reach this step
+        #: (:func:`split_near`): detection keeps every vertex's bound short of them.
+        self.fence = np.zeros((0, 2, 3))
         self._grid: tuple | None = None
         self._lib = kernels.library()
 
@@ -190,25 +361,11 @@ class ColliderSoup:
 
     def _build_grid(self, cell: float) -> tuple:
         """The hashed grid over the triangles' boxes at the end of the step."""
-        lib = self._lib
         t = len(self.tris)
         corners = self.cv[self.tris] if t else np.zeros((0, 3, 3))
         lo = np.ascontiguousarray(corners.min(axis=1))
         hi = np.ascontiguousarray(corners.max(axis=1))
-        cells = np.prod(np.floor(hi / cell) - np.floor(lo / cell) + 1.0, axis=1) if t else np.zeros(0)
-        small = np.ascontiguousarray(np.flatnonzero(cells <= _BIG_CELLS), dtype=np.int64)
-        big = np.ascontiguousarray(np.flatnonzero(cells > _BIG_CELLS), dtype=np.int64)
-        table = 1 << max(10, int(np.ceil(np.log2(max(2 * float(cells[small].sum()) if t else 1.0, 1.0)))))
-        count = np.zeros(table + 1, np.int64)
-        total = kernels.check_status(lib.sinew_grid_count(
-            len(small), small.ctypes.data, lo.ctypes.data, hi.ctypes.data, cell, table,
-            count[1:].ctypes.data), "grid count")
-        offsets = np.cumsum(count)
-        entries = np.empty(max(total, 1), np.int64)
-        cursor = offsets[:-1].copy()
-        kernels.check_status(lib.sinew_grid_fill(
-            len(small), small.ctypes.data, lo.ctypes.data, hi.ctypes.data, cell, table,
-            cursor.ctypes.data, entries.ctypes.data), "grid fill")
+        table, offsets, entries, big = hashed_grid(lo, hi, cell, big_cells=_BIG_CELLS)
         return cell, table, offsets, entries, big, lo, hi
 
     def detect_some(self, x: np.ndarray, rows: np.ndarray, radius: np.ndarray,
@@ -233,7 +390,7 @@ class ColliderSoup:
         if len(self) == 0:
             out.count[...] = 0
             out.distance[...] = np.inf
-            out.bound[...] = np.inf
+            out.bound[...] = GUARD_FRACTION * box_distance(out.anchor, self.fence)
             return out
         if self._grid is None:
             span = np.median(radius) if n else 0.0
@@ -254,6 +411,8 @@ class ColliderSoup:
         # full, within the farthest slot's distance; inside a closed collider: unguarded
         full = out.count == CONTACT_SLOTS
         ball = np.where(full, out.slot_distance[:, -1], radius)
+        if len(self.fence):
+            ball = np.minimum(ball, box_distance(out.anchor, self.fence))
         out.bound[...] = np.where(out.distance < 0.0, np.inf, GUARD_FRACTION * ball)
         return out
 

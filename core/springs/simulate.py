@@ -550,6 +550,8 @@ class Simulator:
         kw: dict[str, Any] = {} if ext is None else {"external": ext}
         if self.tolerance is not None:
             kw["tolerance"] = self.tolerance
+        if self.self_collision is not None and getattr(self.integrator, "self_contact_inside", False):
+            kw["self_collision"] = self.self_collision
         return self.integrator.step(self.model, work, h, pins=target, iterations=self.iterations,
                                     colliders=step, **kw)
 
@@ -626,6 +628,11 @@ class Simulator:
             contacts += report.contacts
         return contacts
 
+    def _inside_contacts(self) -> int:
+        """The self-contact pairs in force at the end of the last step of an integrator with
+        self-contact inside its solve (its own count; 0 when it keeps none)."""
+        return int(getattr(self.integrator, "self_contacts", 0))
+
     def _self_collide(self, step: StepColliders, x_start: np.ndarray, work: State, h: float,
                       split: bool = False) -> tuple[int, int]:
         """Self-collision after the collider stage, without undoing it; returns the
@@ -648,6 +655,8 @@ class Simulator:
         sc = self.self_collision
         if sc is None or not np.all(np.isfinite(work.x)):
             return 0, 0
+        if getattr(self.integrator, "self_contact_inside", False):
+            return self._inside_contacts(), 0
         model = self.model
         found = step.found
         pinned = np.asarray(model.pinned, dtype=bool)

@@ -54,8 +54,9 @@ import numpy as np
 from .. import kernels
 from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, force_scale, pin_targets, split_targets
-from .detection import ColliderSoup, Contacts
+from .detection import ColliderSoup, Contacts, SelfDetection, split_near
 from .model import Model, State
+from .selfcollision import SelfCollision, _closest
 
 __all__ = ["VertexBlockDescent", "CONTACT_STIFFNESS", "LIMIT_STIFFNESS", "STATIC_SPEED"]
 
@@ -66,6 +67,15 @@ CONTACT_STIFFNESS = 1.0
 LIMIT_STIFFNESS = 1.0
 #: m/s: relative sliding speeds below this count as sticking (friction's smoothing).
 STATIC_SPEED = 1e-3
+#: A vertex's self-contact ball: this many times its move to the starting guess (beyond the
+#: whole cloth's median move), plus half the contact radius...
+SELF_REACH = 1.5
+#: ...and at most this fraction of the median structural edge (a larger ball lists more
+#: pairs: a cloth's own neighbours lie about an edge away).
+SELF_BALL = 0.1
+#: m: how far beyond the cloth's reach within a step (its start and ``x₀ + h v₀``) a
+#: collider's box may lie and still be in the step's soup (:meth:`VertexBlockDescent._region`).
+REGION_MARGIN = 0.1
 #: Free vertices per cluster of the finer coarse level (:func:`_clusters`).
 CLUSTER_SIZE = 64
 #: Vertices per part of the all-free-vertices cluster, whose sums are added in order.
@@ -301,6 +311,68 @@ class _Layout:
         return self._table
 
 
+class _SelfStep:
+    """Self-contact over one step: detection at the step's start and again whenever a vertex
+    reaches its ball, the pairs handed to the kernels (``pb``).
+
+    The step's start moves as a whole by ``shift``, the median of the free vertices' moves
+    to the starting guess (a translation changes no distance: detection at the start holds
+    for it); each vertex's ball is :data:`SELF_REACH` times what is left of its move to the
+    guess, plus half the contact radius, at most :data:`SELF_BALL` of the median edge."""
+
+    def __init__(self, detection: SelfDetection, model: Model, lay: _Layout, pb: kernels.VbdProblem,
+                 start: np.ndarray, guess: np.ndarray) -> None:
+        self.detection, self.pb = detection, pb
+        r = detection.distance
+        move = guess - start
+        self.shift = np.median(move[lay.free], axis=0) if len(lay.free) else np.zeros(3)
+        e = model.structural_count
+        edge = float(np.median(model.rest_lengths[:e])) if e else r
+        cap = max(SELF_BALL * edge, 0.25 * r)
+        left = np.linalg.norm(move - self.shift, axis=1)
+        self.bound = np.ascontiguousarray(np.minimum(SELF_REACH * left + 0.5 * r, cap))
+        self.detections = 0
+        k = CONTACT_STIFFNESS * (pb.get("w") + lay.spring_stiffness)
+        pb.set(self_r=r, self_k=float(np.median(k[lay.free])) if len(lay.free) else 0.0,
+               faces=detection.faces, edges=detection.edges)
+        self._detect(start + self.shift)
+
+    def _detect(self, x: np.ndarray) -> None:
+        found = self.detection.detect(x, self.bound)
+        self.found = found
+        self.detections += 1
+        self.moved = np.zeros(len(x))
+        self.pb.set(pair=found.pair if len(found.pair) else np.zeros((1, 2), np.int64),
+                    pair_dist=found.distance if len(found.pair) else np.zeros(1),
+                    self_vf=found.vf, inc_off=found.inc_off,
+                    inc=found.inc if len(found.inc) else np.zeros(1, np.int64),
+                    self_anchor=found.anchor, self_bound=found.bound, self_moved=self.moved)
+
+    def moved_again(self, x: np.ndarray, rows: np.ndarray) -> None:
+        """Vertices ``rows`` were put somewhere in Python (the hard pins): their distance from
+        their anchors, for the kernels' bounds."""
+        self.moved[rows] = np.linalg.norm(x[rows] - self.found.anchor[rows], axis=1)
+
+    def in_contact(self, x: np.ndarray) -> int:
+        """Listed pairs closer than the contact radius at ``x``."""
+        f = self.found
+        if not len(f.pair):
+            return 0
+        vf = f.vf
+        det = self.detection
+        idx = np.concatenate([np.c_[f.pair[:vf, 0], det.faces[f.pair[:vf, 1]]],
+                              np.c_[det.edges[f.pair[vf:, 0]], det.edges[f.pair[vf:, 1]]]])
+        is_vf = np.arange(len(idx)) < vf
+        _, sep = _closest(x[idx], is_vf)
+        return int(np.count_nonzero(np.linalg.norm(sep, axis=1) < det.distance))
+
+    def again(self, x: np.ndarray, near: float = 0.98) -> None:
+        """Detection again at ``x`` when a vertex has moved ``near`` of its ball or more."""
+        moved = np.linalg.norm(x - self.found.anchor, axis=1)
+        if np.any(moved >= near * self.found.bound):
+            self._detect(x)
+
+
 class VertexBlockDescent(Integrator):
     """Vertex Block Descent with contact, friction and the strain limit inside the solve.
 
@@ -328,6 +400,9 @@ class VertexBlockDescent(Integrator):
     implicit = True
     #: Contact is part of the solve: the simulator runs no contact stage after it.
     contact_inside = True
+    #: So is self-contact: the simulator hands the step its self-collision and runs no
+    #: self-collision stage after it.
+    self_contact_inside = True
 
     def __init__(self, tolerance: float | None = None, check_every: int = 0,
                  threads: int | None = None) -> None:
@@ -342,8 +417,13 @@ class VertexBlockDescent(Integrator):
         self._soup: tuple[list, ColliderSoup] | None = None
         # (model uid, x (n, 3) and v₀ (n, 3) of the last step): its acceleration, for _guess
         self._motion: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._self: tuple[tuple[int, int], SelfDetection] | None = None
         #: ``‖∇g‖`` at the start and at each check of the last step (N).
         self.residual_history: list[float] = []
+        #: Self-contact pairs within their contact radius at the end of the last step.
+        self.self_contacts = 0
+        #: Self detections of the last step.
+        self.self_detections = 0
 
     def layout(self, model: Model) -> _Layout:
         """The model's adjacency and colours (built once per model)."""
@@ -351,18 +431,34 @@ class VertexBlockDescent(Integrator):
             self._layout = (model.uid, _Layout(model, self.threads))
         return self._layout[1]
 
-    def soup(self, colliders: Sequence[Any]) -> ColliderSoup:
+    def soup(self, colliders: Sequence[Any], region: tuple[np.ndarray, np.ndarray] | None = None) -> ColliderSoup:
         """The step's colliders as arrays; the same static colliders give the same soup
-        (its grid is built once)."""
+        (its grid is built once). With ``region`` ``(lo, hi)``, the colliders whose box does
+        not meet it are left out and fence the vertices' bounds instead (:func:`split_near`:
+        a far body costs a box test, not its triangles)."""
         cols = list(colliders)
+        fence = np.zeros((0, 2, 3))
+        if region is not None:
+            cols, fence = split_near(cols, *region)
         if (self._soup is None or self._soup[1].cdisp is not None or len(self._soup[0]) != len(cols)
                 or any(a is not b for a, b in zip(self._soup[0], cols))):
             self._soup = (cols, ColliderSoup(cols))
+        self._soup[1].fence = fence
         return self._soup[1]
+
+    def self_detection(self, model: Model, self_collision: SelfCollision) -> SelfDetection:
+        """Self detection for ``self_collision`` on ``model`` (built once per pair)."""
+        key = (model.uid, id(self_collision))
+        if self._self is None or self._self[0] != key:
+            self._self = (key, SelfDetection(self_collision))
+        return self._self[1]
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 10, colliders: Sequence[Any] = (),
-             external: np.ndarray | None = None, tolerance: float | None = None) -> StepInfo:
+             external: np.ndarray | None = None, tolerance: float | None = None,
+             self_collision: SelfCollision | None = None) -> StepInfo:
+        """One step (:class:`~.base.Integrator`); with ``self_collision``, the cloth's contact
+        with itself is inside the solve as well (:mod:`.selfcontact` in the kernels)."""
         tol = self.tolerance if tolerance is None else float(tolerance)
         lay = self.layout(model)
         targets = pin_targets(model, state, pins)
@@ -371,7 +467,7 @@ class VertexBlockDescent(Integrator):
         n = len(x0)
         pi = model.pinned_index
         hard = split_targets(model, targets)[0]
-        soup = self.soup(colliders) if len(colliders) else None
+        soup = self.soup(colliders, self._region(x0, obj.v0, targets, h)) if len(colliders) else None
         pb = kernels.VbdProblem(n, h)
         dir0 = obj.geometry0()[1].T if obj.has_damping else np.zeros((model.spring_count, 3))
         pb.set(x_prev=x0, w=obj.w, y=obj.y, adj_off=lay.adj_off, adj_spring=lay.adj_spring,
@@ -387,8 +483,8 @@ class VertexBlockDescent(Integrator):
         contacts = Contacts.empty(n)  # detection fills it in place: the kernels keep its addresses
         pb.set(c_id=contacts.ids, c_count=contacts.count, anchor=contacts.anchor,
                bound=contacts.bound, c_dist=contacts.slot_distance)
+        start = x0.copy()
         if soup is not None:
-            start = x0.copy()
             if soup.cdisp is not None:
                 carry = self._carry(soup, x0, h)
                 carry[pi] = 0.0  # hard pins are where their targets put them
@@ -410,15 +506,25 @@ class VertexBlockDescent(Integrator):
             pb.set(cv=np.zeros((0, 3)), cdisp=None, tris=np.zeros((0, 3), np.int64),
                    closed_tri=np.zeros(0, np.uint8), tri_radius=np.zeros(0), tri_mu=np.zeros(0),
                    prim_type=np.zeros(0, np.int32), prim=np.zeros((0, 8)))
-        if soup is not None:  # the guess goes through the guard too
+        own = None
+        if self_collision is not None:
+            own = _SelfStep(self.self_detection(model, self_collision), model, lay, pb, start, x)
+            start = start + own.shift
+        if soup is not None or own is not None:  # the guess goes through the guard too
             held = np.zeros(1, np.int64)
-            kernels.check_status(pb.lib.sinew_vbd_guard(pb.struct, x.ctypes.data, held.ctypes.data),
-                                 "VBD guard")
+            target = x
+            x = np.ascontiguousarray(start)
+            kernels.check_status(pb.lib.sinew_vbd_guard(pb.struct, x.ctypes.data, target.ctypes.data,
+                                                        held.ctypes.data), "VBD guard")
         if len(pi):  # hard pins are where their targets put them, whatever the guard did
             x[pi] = hard
+            if own is not None:
+                own.moved_again(x, pi)
         its, r, r0 = self._iterate(pb, lay, x, reference, max(int(iterations), 1), tol, model,
-                                   soup, contacts)
-        limited = self._limit(model, lay, pb, x, soup, contacts, x0)
+                                   soup, contacts, own)
+        limited = self._limit(model, lay, pb, x, soup, contacts, x0, own)
+        self.self_contacts = own.in_contact(x) if own is not None else 0
+        self.self_detections = own.detections if own is not None else 0
         if len(pi):
             x[pi] = hard
         if soup is not None:
@@ -429,6 +535,19 @@ class VertexBlockDescent(Integrator):
         rel = r / force_scale(model, r0)
         ok = bool(rel <= tol) if tol > 0 else True
         return StepInfo(its, r, ok and limited, rel, limited)
+
+    @staticmethod
+    def _region(x0: np.ndarray, v0: np.ndarray, targets: np.ndarray, h: float) -> tuple[np.ndarray, np.ndarray]:
+        """Where the cloth may get to within the step, for leaving far colliders out (their
+        boxes still bound every vertex's move: the soup's fence): the box of its start, its
+        start moved on by ``h v₀`` and the pins' targets, grown by :data:`REGION_MARGIN` plus
+        twice the longest such move."""
+        ahead = x0 + h * v0
+        pts = [x0, ahead] + ([targets] if len(targets) else [])
+        lo = np.minimum.reduce([p.min(axis=0) for p in pts])
+        hi = np.maximum.reduce([p.max(axis=0) for p in pts])
+        grow = REGION_MARGIN + 2.0 * float(np.sqrt(np.einsum("ij,ij->i", ahead - x0, ahead - x0).max(initial=0.0)))
+        return lo - grow, hi + grow
 
     def _continues(self, model: Model, state: State) -> bool:
         """Whether ``state`` is where the last step of this integrator left ``model``
@@ -538,14 +657,15 @@ class VertexBlockDescent(Integrator):
 
     def _iterate(self, pb: kernels.VbdProblem, lay: _Layout, x: np.ndarray, reference: np.ndarray,
                  iterations: int, tol: float, model: Model, soup: ColliderSoup | None,
-                 contacts: Contacts) -> tuple[int, float, float]:
+                 contacts: Contacts, own: _SelfStep | None = None) -> tuple[int, float, float]:
         """Sweeps on ``x`` in place (detection again after a sweep where a vertex reached its
         bound); returns (iterations, ``‖∇g‖`` at the end, ``‖∇g(reference)‖``)."""
         lib = pb.lib
         ptr = kernels.address(x)
         force = np.empty((len(lay.free), 3))
         cforce = np.empty_like(force)
-        if lay.threads == 1:  # every iteration's calls in one, until a vertex is held back
+        # (with self-contact a slab's sweep reads vertices another slab's thread moves: one thread)
+        if lay.threads == 1 or own is not None:  # every iteration's calls in one, until a vertex is held back
             held = np.zeros(1, np.int64)
             table = lay.stage_table()
             iterate = partial(lib.sinew_vbd_iterate, pb.struct, lay.slab_count,
@@ -582,6 +702,8 @@ class VertexBlockDescent(Integrator):
             if self.check_every:
                 chunk = min(chunk, self.check_every - its % self.check_every)
             its += run(chunk)
+            if held.any() and own is not None:
+                own.again(x)
             if held.any() and soup is not None:  # (each call wrote its own count)
                 # vertices at their bound: detection again for them, where they are now (the
                 # others' balls still hold: their anchors have not changed)
@@ -617,7 +739,8 @@ class VertexBlockDescent(Integrator):
 
     @staticmethod
     def _limit(model: Model, lay: _Layout, pb: kernels.VbdProblem, x: np.ndarray,
-               soup: ColliderSoup | None, contacts: Contacts, x0: np.ndarray) -> bool:
+               soup: ColliderSoup | None, contacts: Contacts, x0: np.ndarray,
+               own: _SelfStep | None = None) -> bool:
         """The strain limit made exact by projection, each vertex's moves within its contact
         bound (detection again where the iterations left the cloth, and again while the
         bounds held the projection back); whether it holds."""
@@ -632,6 +755,8 @@ class VertexBlockDescent(Integrator):
         if over == 0:
             return True
         for attempt in range(_LIMIT_DETECTIONS):
+            if own is not None:
+                own.again(x, 0.5)
             if soup is not None:
                 reach = np.linalg.norm(x - x0, axis=1)
                 if attempt == 0:
@@ -645,9 +770,9 @@ class VertexBlockDescent(Integrator):
             over = kernels.check_status(lib.sinew_strain_project(
                 len(lay.structural), lay.structural.ctypes.data, limit.ctypes.data,
                 lay.inv_mass.ctypes.data, _LIMIT_ROUNDS, tol,
-                pb.struct if soup is not None else None, x.ctypes.data),
+                pb.struct if soup is not None or own is not None else None, x.ctypes.data),
                 "strain limit")
-            if over == 0 or soup is None:
+            if over == 0 or (soup is None and own is None):
                 break
         return over == 0
 

@@ -818,9 +818,9 @@ def _guard_case(rng, soup, anchors, targets, radius):
                      tri_radius=soup.radius, tri_mu=soup.mu, prim_type=soup.prim_type,
                      prim=soup.prim, c_id=c.ids, c_count=c.count, kc=np.ones(n),
                      anchor=c.anchor, bound=c.bound)
-    x = c64(targets).copy()
+    x = c64(anchors).copy()
     held = np.zeros(1, np.int64)
-    assert kernels.library().sinew_vbd_guard(pb.struct, P(x), P(held)) == 0
+    assert kernels.library().sinew_vbd_guard(pb.struct, P(x), P(c64(targets)), P(held)) == 0
     moved = np.linalg.norm(x - anchors, axis=1)
     assert np.all(moved <= np.where(np.isfinite(c.bound), c.bound, np.inf) * (1 + 1e-12))
     ball = np.linalg.norm(targets - anchors, axis=1) > c.bound
@@ -870,8 +870,8 @@ def test_guard_with_full_slots_shrinks_to_the_farthest_slot():
     assert not np.any(segment_crosses(anchors, x, A, B, C))
     # a guard that ignored the bound (unbounded) with these slots would cross the wall
     pb.set(bound=np.full(len(anchors), 1e9))
-    y = targets.copy()
-    kernels.library().sinew_vbd_guard(pb.struct, P(y), P(np.zeros(1, np.int64)))
+    y = c64(anchors).copy()
+    kernels.library().sinew_vbd_guard(pb.struct, P(y), P(c64(targets)), P(np.zeros(1, np.int64)))
     assert np.any(segment_crosses(anchors, y, A, B, C))
 
 
@@ -1242,7 +1242,7 @@ def test_empty_inputs(lib):
     assert sweep(lib, pb, x, []) == 0
     assert kernel_forces(lib, pb, x)[0].shape == (0, 3)
     held = np.zeros(1, np.int64)
-    assert lib.sinew_vbd_guard(pb.struct, P(x), P(held)) == 0 and held[0] == 0
+    assert lib.sinew_vbd_guard(pb.struct, P(x), P(x.copy()), P(held)) == 0 and held[0] == 0
     assert lib.sinew_vbd_push_out(pb.struct, 0, P(zi), P(x)) == 0
     assert Contacts.empty(0).inside.shape == (0,)
 

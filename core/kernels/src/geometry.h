@@ -207,4 +207,57 @@ static inline double segment_primitive(const double *p0, const double *p1, int32
     return (t >= 0.0 && t <= 1.0) ? t : -1.0;
 }
 
+/* The closest points of segments p0-p1 and q0-q1: parameters s (on p) and t (on q) in [0, 1]
+ * (Ericson 2005, section 5.1.9; a collapsed segment is its point). Returns the squared
+ * distance. */
+static inline double closest_segments(const double *p0, const double *p1, const double *q0,
+                                      const double *q1, double *s_out, double *t_out) {
+    double d1[3], d2[3], r[3];
+    sub3(p1, p0, d1); sub3(q1, q0, d2); sub3(p0, q0, r);
+    double a = dot3(d1, d1), e = dot3(d2, d2), f = dot3(d2, r);
+    double s, t;
+    double tiny = 1e-300;
+    if (a <= tiny && e <= tiny) {
+        s = t = 0.0;
+    } else if (a <= tiny) {
+        s = 0.0;
+        t = f / e;
+        t = t < 0.0 ? 0.0 : (t > 1.0 ? 1.0 : t);
+    } else {
+        double c = dot3(d1, r);
+        if (e <= tiny) {
+            t = 0.0;
+            s = -c / a;
+            s = s < 0.0 ? 0.0 : (s > 1.0 ? 1.0 : s);
+        } else {
+            double b = dot3(d1, d2), denom = a * e - b * b;
+            s = denom > 1e-14 * a * e ? (b * f - c * e) / denom : 0.0;
+            s = s < 0.0 ? 0.0 : (s > 1.0 ? 1.0 : s);
+            t = (b * s + f) / e;
+            if (t < 0.0) {
+                t = 0.0;
+                s = -c / a;
+                s = s < 0.0 ? 0.0 : (s > 1.0 ? 1.0 : s);
+            } else if (t > 1.0) {
+                t = 1.0;
+                s = (b - c) / a;
+                s = s < 0.0 ? 0.0 : (s > 1.0 ? 1.0 : s);
+            }
+        }
+    }
+    double dp[3];
+    for (int k = 0; k < 3; ++k) dp[k] = (p0[k] + s * d1[k]) - (q0[k] + t * d2[k]);
+    *s_out = s;
+    *t_out = t;
+    return dot3(dp, dp);
+}
+
+/* Six times the signed volume of tetrahedron (a, b, c, d). */
+static inline double orient3(const double *a, const double *b, const double *c, const double *d) {
+    double ab[3], ac[3], ad[3], n[3];
+    sub3(b, a, ab); sub3(c, a, ac); sub3(d, a, ad);
+    cross3(ab, ac, n);
+    return dot3(n, ad);
+}
+
 #endif

@@ -13,45 +13,92 @@
 #define SINEW_GUARD_H
 
 #include "geometry.h"
+#include "selfcontact.h"
 #include "sinew_kernels.h"
 
 /* Fraction of the way to a surface a stopped move goes. */
 #define GUARD_STOP 0.9
 
-/* Applies the guard to vertex i's new position nx in place; returns 1 when the ball bound
- * held it back (detection should run again), else 0. */
-static inline int guard_move(const SinewVbdProblem *pb, int64_t i, double *nx) {
-    double b = pb->bound[i];
-    if (!isfinite(b)) return 0;
+/* Whether the straight path from vertex i's anchor to p crosses a listed collider triangle or
+ * a primitive. */
+static inline int collider_crossed(const SinewVbdProblem *pb, int64_t i, const double *p) {
     const double *an = pb->anchor + 3 * i;
-    int held = 0;
-    double r[3];
-    sub3(nx, an, r);
-    double l = sqrt(dot3(r, r));
-    if (l > b) {
-        double s = b / l;
-        nx[0] = an[0] + s * r[0]; nx[1] = an[1] + s * r[1]; nx[2] = an[2] + s * r[2];
-        held = 1;
-    }
-    double s = 1.0;
     int64_t nc = pb->c_count ? pb->c_count[i] : 0;
-    /* the move's length from the anchor: a slot triangle farther from the anchor than that
-     * (its distance at detection) cannot be reached */
-    double reach = held ? b : l;
     for (int64_t j = 0; j < nc; ++j) {
-        if (pb->c_dist && pb->c_dist[pb->kslots * i + j] > reach) continue;
         const int64_t *tv = pb->tris + 3 * pb->c_id[pb->kslots * i + j];
-        double t = segment_triangle(an, nx, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2]);
-        if (t >= 0.0 && GUARD_STOP * t < s) s = GUARD_STOP * t;
+        if (segment_triangle(an, p, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2]) >= 0.0)
+            return 1;
     }
-    for (int64_t p = 0; p < pb->np; ++p) {
-        double t = segment_primitive(an, nx, pb->prim_type[p], pb->prim + 8 * p);
-        if (t >= 0.0 && GUARD_STOP * t < s) s = GUARD_STOP * t;
-    }
-    if (s < 1.0) {
+    for (int64_t q = 0; q < pb->np; ++q)
+        if (segment_primitive(an, p, pb->prim_type[q], pb->prim + 8 * q) >= 0.0) return 1;
+    return 0;
+}
+
+/* Applies the guard to vertex i's move from its position at (x + 3 i) to nx, in place on nx;
+ * returns 1 when a ball bound held it back (detection should run again), else 0.
+ *
+ * Colliders: as above. Self-contact (selfcontact.h): the move is clipped to the ball
+ * (self_anchor, self_bound) and stopped short of the first listed pair of i's that its
+ * straight path from where i is crosses, the other vertices held at x; when that stop would
+ * put i behind a collider (its path from the anchor crossing a listed triangle), i stays. */
+static inline int guard_move(const SinewVbdProblem *pb, int64_t i, const double *x, double *nx) {
+    int held = 0;
+    int selfish = pb->self_r > 0.0 && pb->inc_off && pb->self_bound;
+    if (selfish) {
+        double b = pb->self_bound[i];
+        const double *an = pb->self_anchor + 3 * i;
+        double r[3];
         sub3(nx, an, r);
-        nx[0] = an[0] + s * r[0]; nx[1] = an[1] + s * r[1]; nx[2] = an[2] + s * r[2];
+        double l = sqrt(dot3(r, r));
+        if (l > b) {
+            double s = b / l;
+            nx[0] = an[0] + s * r[0]; nx[1] = an[1] + s * r[1]; nx[2] = an[2] + s * r[2];
+            held = 1;
+        }
     }
+    double b = pb->bound[i];
+    if (isfinite(b)) {
+        const double *an = pb->anchor + 3 * i;
+        double r[3];
+        sub3(nx, an, r);
+        double l = sqrt(dot3(r, r));
+        if (l > b) {
+            double s = b / l;
+            nx[0] = an[0] + s * r[0]; nx[1] = an[1] + s * r[1]; nx[2] = an[2] + s * r[2];
+            held = 1;
+            l = b;
+        }
+        double s = 1.0;
+        int64_t nc = pb->c_count ? pb->c_count[i] : 0;
+        /* the move's length from the anchor: a slot triangle farther from the anchor than
+         * that (its distance at detection) cannot be reached */
+        for (int64_t j = 0; j < nc; ++j) {
+            if (pb->c_dist && pb->c_dist[pb->kslots * i + j] > l) continue;
+            const int64_t *tv = pb->tris + 3 * pb->c_id[pb->kslots * i + j];
+            double t = segment_triangle(an, nx, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2]);
+            if (t >= 0.0 && GUARD_STOP * t < s) s = GUARD_STOP * t;
+        }
+        for (int64_t p = 0; p < pb->np; ++p) {
+            double t = segment_primitive(an, nx, pb->prim_type[p], pb->prim + 8 * p);
+            if (t >= 0.0 && GUARD_STOP * t < s) s = GUARD_STOP * t;
+        }
+        if (s < 1.0) {
+            sub3(nx, an, r);
+            nx[0] = an[0] + s * r[0]; nx[1] = an[1] + s * r[1]; nx[2] = an[2] + s * r[2];
+        }
+    }
+    if (selfish && pb->inc_off[i + 1] > pb->inc_off[i]) {
+        const double *from = x + 3 * i;
+        double t = self_crossing(pb, i, x, from, nx);
+        if (t >= 0.0) {
+            double s = GUARD_STOP * t;
+            double p[3] = {from[0] + s * (nx[0] - from[0]), from[1] + s * (nx[1] - from[1]),
+                           from[2] + s * (nx[2] - from[2])};
+            if (isfinite(b) && collider_crossed(pb, i, p)) { p[0] = from[0]; p[1] = from[1]; p[2] = from[2]; }
+            nx[0] = p[0]; nx[1] = p[1]; nx[2] = p[2];
+        }
+    }
+    if (selfish) pb->self_moved[i] = self_move_of(pb, i, nx);
     return held;
 }
 

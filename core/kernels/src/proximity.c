@@ -2,6 +2,7 @@
  * (the broad phase) and the per-vertex collider query (the narrow phase) that fills the
  * contact slots and each vertex's distance to its nearest collider surface. */
 #include "geometry.h"
+#include "grid.h"
 #include "sinew_kernels.h"
 
 /* Closest points q (n,3) and barycentric coordinates bary (n,3) of points p on triangles
@@ -11,13 +12,6 @@ int sinew_closest_points(int64_t n, const double *p, const double *a, const doub
     for (int64_t i = 0; i < n; ++i)
         closest_on_triangle(p + 3 * i, a + 3 * i, b + 3 * i, c + 3 * i, q + 3 * i, bary + 3 * i);
     return SINEW_OK;
-}
-
-static inline int64_t cell_of(double v, double cell) { return (int64_t)floor(v / cell); }
-
-static inline int64_t cell_hash(int64_t ix, int64_t iy, int64_t iz, int64_t table) {
-    uint64_t h = ((uint64_t)ix * 73856093u) ^ ((uint64_t)iy * 19349663u) ^ ((uint64_t)iz * 83492791u);
-    return (int64_t)(h % (uint64_t)table);
 }
 
 /* Counts the grid entries of boxes [lo, hi] (rows ids of (t,3) arrays) per hash bucket:

@@ -19,7 +19,7 @@
 #endif
 
 /* Bumped whenever an entry point's arguments change; the loader checks it. */
-#define SINEW_ABI_VERSION 4
+#define SINEW_ABI_VERSION 5
 
 #define SINEW_OK 0
 #define SINEW_E_ARGUMENT (-1) /* an index out of range or a size that does not fit */
@@ -90,13 +90,28 @@ typedef struct SinewVbdProblem {
     const double *anchor;      /* (n,3) positions at the last detection */
     const double *bound;       /* (n,) radius around anchor holding no collider triangle but
                                   the vertex's slots, m (inf: unguarded) */
+    /* self-contact, the cloth against itself (selfcontact.h); self_r 0: none */
+    double self_r;             /* contact radius (self_distance), m */
+    double self_k;             /* the barrier's stiffness, N/m */
+    const int64_t *faces;      /* (nf,3) the cloth's triangles */
+    const int64_t *edges;      /* (ne,2) its edges */
+    int64_t self_vf;           /* the first self_vf pairs are (vertex, face), the rest (edge, edge) */
+    const int64_t *pair;       /* (pairs,2) listed by the last self detection */
+    const double *pair_dist;   /* (pairs,) their distance at detection, m */
+    const int64_t *inc_off;    /* (n+1) CSR over the pairs each vertex belongs to */
+    const int64_t *inc;        /* the pairs, per vertex */
+    const double *self_anchor; /* (n,3) positions at the last self detection */
+    const double *self_bound;  /* (n,) radius about self_anchor each vertex stays within, m */
+    double *self_moved;        /* (n,) scratch: each vertex's distance from self_anchor, kept
+                                  by guard_move (the caller sets it after moving vertices) */
 } SinewVbdProblem;
 
 SINEW_API int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *color_off,
                               const int64_t *color_vertices, double *x, int64_t *clipped);
 SINEW_API int sinew_vbd_push_out(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
                                  double *x);
-SINEW_API int sinew_vbd_guard(const SinewVbdProblem *pb, double *x, int64_t *clipped);
+SINEW_API int sinew_vbd_guard(const SinewVbdProblem *pb, double *x, const double *target,
+                              int64_t *clipped);
 SINEW_API int sinew_vbd_cluster_sums(const SinewVbdProblem *pb, int64_t nclusters,
                                      const int64_t *cluster_off, const int64_t *cluster_vertices,
                                      const int64_t *cluster, const uint8_t *interior,
@@ -134,6 +149,16 @@ SINEW_API int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, int64_t nsweeps,
                                     int64_t *clipped);
 SINEW_API int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
                                const double *x, double *force, double *contact_force);
+
+/* ---- selfcontact.c: the cloth's own vertex-face and edge-edge pairs near contact ---- */
+SINEW_API int64_t sinew_self_query(int64_t n, const double *x, const double *bound, double r, double bmax,
+                                   int64_t nf, const int64_t *faces, int64_t ne, const int64_t *edges,
+                                   double cell, int64_t table, const int64_t *f_off,
+                                   const int64_t *f_entries, const int64_t *e_off,
+                                   const int64_t *e_entries, const double *f_lo, const double *f_hi,
+                                   const double *e_lo, const double *e_hi, int64_t nskip_vf, const int64_t *skip_vf,
+                                   int64_t nskip_ee, const int64_t *skip_ee, int64_t *stamp,
+                                   int64_t cap, int64_t *pairs, double *dist, int64_t *counts);
 
 /* ---- strain.c: the strain limit as Gauss-Seidel projections of the stretched springs ---- */
 SINEW_API int64_t sinew_strain_project(int64_t s, const int64_t *springs, const double *limit,

@@ -10,8 +10,11 @@
  * + sum_c kc_i r (r ln(r/d) - (r - d))         contact (a barrier within the collider's thickness r)
  * + friction                                    lagged Coulomb (IPC's smoothed f1, Li et al.
  *                                               2020), relative to the collider's motion
+ * + sum_p the same barrier on the cloth's own      self-contact (selfcontact.h)
+ *   vertex-face and edge-edge pairs at i
  * holding its neighbours fixed: H dx = f with the 3x3 Hessian H and force f. The step then
- * goes through the displacement guard (guard.h), so no vertex can cross a collider surface. */
+ * goes through the displacement guard (guard.h), so no vertex can cross a collider surface
+ * or the cloth itself. */
 #include "guard.h"
 
 /* The precomputed unit normal of collider triangle t, or NULL when the problem has none. */
@@ -199,6 +202,7 @@ static int assemble(const SinewVbdProblem *pb, int64_t i, const double *x, doubl
         if (sd - pr[6] < least) least = sd - pr[6];
         active += contact_term(pb, i, xi, dir, sd, pr[6], pr[7], NULL, cluster ? pr[6] : 0.0, f, H, cf);
     }
+    active += self_terms(pb, i, x, xi, f, H, cluster, &least);
     if (gap) *gap = least;
     return active;
 }
@@ -219,10 +223,12 @@ static inline int solve3(const double *H, const double *f, double *dx) {
 }
 
 /* The smallest signed distance of p beyond the thickness of the colliders vertex i is tested
- * against (negative inside a thickness), m; without exact, a positive value may be a lower
+ * against, and of its self-contact pairs beyond their radius, the other vertices at x
+ * (negative inside a thickness), m; without exact, a positive value may be a lower
  * bound (slot_floor; its sign, and any negative value, is exact). */
-static double thickness_gap(const SinewVbdProblem *pb, int64_t i, const double *p, int exact) {
-    double gap = INFINITY, moved = -1.0;
+static double thickness_gap(const SinewVbdProblem *pb, int64_t i, const double *x, const double *p,
+                            int exact) {
+    double gap = self_gap(pb, i, x, p, exact), moved = -1.0;
     int64_t nc = pb->c_count ? pb->c_count[i] : 0;
     for (int64_t j = 0; j < nc; ++j) {
         int64_t t = pb->c_id[pb->kslots * i + j];
@@ -270,19 +276,20 @@ int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *c
             int stopped = 0;
             double f[3], H[6], dx[3], gap;
             assemble(pb, i, x, f, H, NULL, NULL, NULL, &gap);
-            int touchable = pb->np > 0 || (pb->c_count && pb->c_count[i] > 0);
+            int touchable = pb->np > 0 || (pb->c_count && pb->c_count[i] > 0)
+                            || (pb->inc_off && pb->inc_off[i + 1] > pb->inc_off[i]);
             for (int it = 0; it < LOCAL_NEWTON; ++it) {
                 if (!solve3(H, f, dx)) break;
                 double nx[3] = {xi[0] + dx[0], xi[1] + dx[1], xi[2] + dx[2]};
-                stopped |= guard_move(pb, i, nx);
+                stopped |= guard_move(pb, i, x, nx);
                 double gap1 = NAN;
                 if (touchable && it == 0 && gap >= 0.0) {
                     /* a free step into a thickness stops where it enters it: the next Newton
                      * step has the contact's stiffness */
-                    gap1 = thickness_gap(pb, i, nx, 0);
+                    gap1 = thickness_gap(pb, i, x, nx, 0);
                     if (gap1 < 0.0) {
                         /* (a millionth of the step further: inside, not on the edge) */
-                        gap = thickness_gap(pb, i, xi, 1);
+                        gap = thickness_gap(pb, i, x, xi, 1);
                         double s = gap / (gap - gap1) + 1e-6;
                         if (s < 1.0)
                             for (int a = 0; a < 3; ++a) nx[a] = xi[a] + s * (nx[a] - xi[a]);
@@ -299,7 +306,7 @@ int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *c
                     || (!(moved > LOCAL_STEP * LOCAL_STEP) && gap1 != -1.0)) break;
                 /* clear of every thickness: the step was a free one (checked on the contacts
                  * alone, before assembling the springs again) */
-                if (isnan(gap1)) gap1 = thickness_gap(pb, i, xi, 0);
+                if (isnan(gap1)) gap1 = thickness_gap(pb, i, x, xi, 0);
                 if (gap1 >= 0.0) break;
                 assemble(pb, i, x, f, H, NULL, NULL, NULL, &gap);
             }
@@ -325,11 +332,16 @@ int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertic
     return SINEW_OK;
 }
 
-/* Moves every vertex from its anchor to x through the guard (the solve's starting guess, made
- * in Python); clipped receives the number the ball bound held back. */
-int sinew_vbd_guard(const SinewVbdProblem *pb, double *x, int64_t *clipped) {
+/* Moves every vertex from where it is in x to target (n,3) through the guard, one after the
+ * other (the solve's starting guess, made in Python); clipped receives the number the ball
+ * bounds held back. */
+int sinew_vbd_guard(const SinewVbdProblem *pb, double *x, const double *target, int64_t *clipped) {
     int64_t held = 0;
-    for (int64_t i = 0; i < pb->n; ++i) held += guard_move(pb, i, x + 3 * i);
+    for (int64_t i = 0; i < pb->n; ++i) {
+        double nx[3] = {target[3 * i], target[3 * i + 1], target[3 * i + 2]};
+        held += guard_move(pb, i, x, nx);
+        x[3 * i] = nx[0]; x[3 * i + 1] = nx[1]; x[3 * i + 2] = nx[2];
+    }
     *clipped = held;
     return SINEW_OK;
 }
@@ -413,7 +425,7 @@ int sinew_vbd_translate(const SinewVbdProblem *pb, int64_t nclusters, const int6
             if (i < 0 || i >= pb->n) return SINEW_E_ARGUMENT;
             double *xi = x + 3 * i;
             double nx[3] = {xi[0] + delta[0], xi[1] + delta[1], xi[2] + delta[2]};
-            held += guard_move(pb, i, nx);
+            held += guard_move(pb, i, x, nx);
             xi[0] = nx[0]; xi[1] = nx[1]; xi[2] = nx[2];
         }
     }

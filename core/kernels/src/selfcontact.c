@@ -1,0 +1,173 @@
+/* Self detection: the vertex-face and edge-edge pairs of a cloth that may come within its
+ * contact radius before one of their vertices leaves its ball (selfcontact.h). */
+#include "grid.h"
+#include "selfcontact.h"
+
+/* Whether key is in the sorted keys (m,). */
+static int listed(int64_t key, int64_t m, const int64_t *keys) {
+    int64_t lo = 0, hi = m;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < key) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < m && keys[lo] == key;
+}
+
+/* The squared distance between boxes [alo, ahi] and [blo, bhi]. */
+static inline double box_gap2(const double *alo, const double *ahi, const double *blo, const double *bhi) {
+    double g2 = 0.0;
+    for (int a = 0; a < 3; ++a) {
+        double g = blo[a] - ahi[a], g1 = alo[a] - bhi[a];
+        g = g > g1 ? g : g1;
+        if (g > 0.0) g2 += g * g;
+    }
+    return g2;
+}
+
+/* Appends a pair when there is room; counts it either way. */
+static inline void emit(int64_t a, int64_t b, double d, int64_t cap, int64_t *pairs, double *dist,
+                        int64_t *count) {
+    if (*count < cap) {
+        pairs[2 * *count] = a;
+        pairs[2 * *count + 1] = b;
+        dist[*count] = d;
+    }
+    ++*count;
+}
+
+/* Most cells per axis a query box scans before it tests every gridded element instead. */
+#define SELF_SPAN 24
+
+/* A walk over the elements filed in the grid cells (offsets (table+1), entries) that a box
+ * covers, each once: stamp (elements,) holds the last walk that gave an element (its tag). */
+typedef struct GridWalk {
+    int64_t c0[3], c1[3], ncell, ci, q, len, tag, table;
+    const int64_t *list, *offsets, *entries;
+    int64_t *stamp;
+    int every;
+} GridWalk;
+
+static void walk_start(GridWalk *w, const double *lo, const double *hi, double cell, int64_t table,
+                       const int64_t *offsets, const int64_t *entries, int64_t *stamp, int64_t tag) {
+    w->every = 0;
+    for (int a = 0; a < 3; ++a) {
+        w->c0[a] = cell_of(lo[a], cell);
+        w->c1[a] = cell_of(hi[a], cell);
+        if (w->c1[a] - w->c0[a] + 1 > SELF_SPAN) w->every = 1;
+    }
+    w->ncell = w->every ? 1 : (w->c1[0] - w->c0[0] + 1) * (w->c1[1] - w->c0[1] + 1) * (w->c1[2] - w->c0[2] + 1);
+    w->ci = -1; w->q = 0; w->len = 0; w->list = NULL;
+    w->table = table; w->offsets = offsets; w->entries = entries; w->stamp = stamp; w->tag = tag;
+}
+
+/* The next element of the walk into *elem; 0 when there is none left. */
+static int walk_next(GridWalk *w, int64_t *elem) {
+    for (;;) {
+        while (w->q < w->len) {
+            int64_t e = w->list[w->q++];
+            if (w->stamp[e] == w->tag) continue;
+            w->stamp[e] = w->tag;
+            *elem = e;
+            return 1;
+        }
+        if (++w->ci >= w->ncell) return 0;
+        if (w->every) {
+            w->list = w->entries; w->len = w->offsets[w->table];
+        } else {
+            int64_t ny = w->c1[1] - w->c0[1] + 1, nz = w->c1[2] - w->c0[2] + 1;
+            int64_t b = cell_hash(w->c0[0] + w->ci / (ny * nz), w->c0[1] + (w->ci / nz) % ny,
+                                  w->c0[2] + w->ci % nz, w->table);
+            w->list = w->entries + w->offsets[b];
+            w->len = w->offsets[b + 1] - w->offsets[b];
+        }
+        w->q = 0;
+    }
+}
+
+/* The self pairs of a cloth at x (n,3), each vertex within its ball bound (n,) of x until the
+ * next detection: a vertex-face pair (vertex, face) when its distance is at most
+ * r + bound[vertex] + the largest bound of the face's corners, an edge-edge pair (e1 < e2)
+ * when at most r + the largest bound of each edge's ends; features that share a vertex never,
+ * nor the pairs whose keys (vertex * nf + face, e1 * ne + e2) are in the sorted lists
+ * skip_vf (nvf,) and skip_ee (nee,) (neighbours in the rest shape). The faces (nf,3) and edges
+ * (ne,2) are gridded at x (cell, table; f_off/f_entries and e_off/e_entries as sinew_grid_fill
+ * writes them) with their boxes f_lo, f_hi (nf,3) and e_lo, e_hi (ne,3); bmax is the largest
+ * bound. stamp (max(nf, ne),) is scratch. Writes the
+ * vertex-face pairs first, then the edge-edge ones, into pairs (cap,2) with their distances
+ * dist (cap,), and their numbers into counts (2); returns the total, which may exceed cap
+ * (then call again with more room), or SINEW_E_ARGUMENT. */
+int64_t sinew_self_query(int64_t n, const double *x, const double *bound, double r, double bmax,
+                         int64_t nf, const int64_t *faces, int64_t ne, const int64_t *edges,
+                         double cell, int64_t table, const int64_t *f_off, const int64_t *f_entries,
+                         const int64_t *e_off, const int64_t *e_entries, const double *f_lo,
+                         const double *f_hi, const double *e_lo, const double *e_hi, int64_t nskip_vf,
+                         const int64_t *skip_vf, int64_t nskip_ee, const int64_t *skip_ee,
+                         int64_t *stamp, int64_t cap, int64_t *pairs, double *dist, int64_t *counts) {
+    if (!(cell > 0.0) || table < 1 || !(r >= 0.0) || !(bmax >= 0.0) || cap < 0) return SINEW_E_ARGUMENT;
+    for (int64_t j = 0; j < 3 * nf; ++j)
+        if (faces[j] < 0 || faces[j] >= n) return SINEW_E_ARGUMENT;
+    for (int64_t j = 0; j < 2 * ne; ++j)
+        if (edges[j] < 0 || edges[j] >= n) return SINEW_E_ARGUMENT;
+    for (int64_t j = 0; j < f_off[table]; ++j)
+        if (f_entries[j] < 0 || f_entries[j] >= nf) return SINEW_E_ARGUMENT;
+    for (int64_t j = 0; j < e_off[table]; ++j)
+        if (e_entries[j] < 0 || e_entries[j] >= ne) return SINEW_E_ARGUMENT;
+    int64_t most = nf > ne ? nf : ne;
+    for (int64_t j = 0; j < most; ++j) stamp[j] = -1;
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const double *p = x + 3 * i;
+        double reach = r + bound[i] + bmax;
+        double lo[3] = {p[0] - reach, p[1] - reach, p[2] - reach};
+        double hi[3] = {p[0] + reach, p[1] + reach, p[2] + reach};
+        GridWalk walk;
+        walk_start(&walk, lo, hi, cell, table, f_off, f_entries, stamp, i);
+        int64_t t;
+        while (walk_next(&walk, &t)) {
+            const int64_t *f = faces + 3 * t;
+            if (f[0] == i || f[1] == i || f[2] == i) continue;
+            if (box_gap2(p, p, f_lo + 3 * t, f_hi + 3 * t) > reach * reach) continue;
+            double q[3], bary[3], diff[3];
+            const double *a = x + 3 * f[0], *b = x + 3 * f[1], *c = x + 3 * f[2];
+            closest_on_triangle(p, a, b, c, q, bary);
+            sub3(p, q, diff);
+            double d = sqrt(dot3(diff, diff));
+            double bf = bound[f[0]];
+            if (bound[f[1]] > bf) bf = bound[f[1]];
+            if (bound[f[2]] > bf) bf = bound[f[2]];
+            if (!(d <= r + bound[i] + bf)) continue;
+            if (nskip_vf && listed(i * nf + t, nskip_vf, skip_vf)) continue;
+            emit(i, t, d, cap, pairs, dist, &count);
+        }
+    }
+    counts[0] = count;
+    for (int64_t j = 0; j < most; ++j) stamp[j] = -1;
+    for (int64_t e = 0; e < ne; ++e) {
+        const int64_t *ea = edges + 2 * e;
+        const double *p0 = x + 3 * ea[0], *p1 = x + 3 * ea[1];
+        double be = bound[ea[0]] > bound[ea[1]] ? bound[ea[0]] : bound[ea[1]];
+        double reach = r + be + bmax, lo[3], hi[3];
+        for (int ax = 0; ax < 3; ++ax) {
+            lo[ax] = (p0[ax] < p1[ax] ? p0[ax] : p1[ax]) - reach;
+            hi[ax] = (p0[ax] > p1[ax] ? p0[ax] : p1[ax]) + reach;
+        }
+        GridWalk walk;
+        walk_start(&walk, lo, hi, cell, table, e_off, e_entries, stamp, e);
+        int64_t o;
+        while (walk_next(&walk, &o)) {
+            if (o <= e) continue;
+            const int64_t *eb = edges + 2 * o;
+            if (eb[0] == ea[0] || eb[0] == ea[1] || eb[1] == ea[0] || eb[1] == ea[1]) continue;
+            if (box_gap2(e_lo + 3 * e, e_hi + 3 * e, e_lo + 3 * o, e_hi + 3 * o) > reach * reach) continue;
+            double s, t;
+            double d = sqrt(closest_segments(p0, p1, x + 3 * eb[0], x + 3 * eb[1], &s, &t));
+            double bo = bound[eb[0]] > bound[eb[1]] ? bound[eb[0]] : bound[eb[1]];
+            if (!(d <= r + be + bo)) continue;
+            if (nskip_ee && listed(e * ne + o, nskip_ee, skip_ee)) continue;
+            emit(e, o, d, cap, pairs, dist, &count);
+        }
+    }
+    counts[1] = count - counts[0];
+    return count;
+}
