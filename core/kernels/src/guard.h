@@ -34,6 +34,17 @@ static inline int collider_crossed(const SinewVbdProblem *pb, int64_t i, const d
     return 0;
 }
 
+/* Clips p to the ball of radius b about an (along the line to an); returns 1 when it did. */
+static inline int clip_to_ball(const double *an, double b, double *p) {
+    double r[3];
+    sub3(p, an, r);
+    double l = sqrt(dot3(r, r));
+    if (!(l > b)) return 0;
+    double s = b / l;
+    p[0] = an[0] + s * r[0]; p[1] = an[1] + s * r[1]; p[2] = an[2] + s * r[2];
+    return 1;
+}
+
 /* Applies the guard to vertex i's move from its position at (x + 3 i) to nx, in place on nx;
  * returns 1 when a ball bound held it back (detection should run again), else 0.
  *
@@ -44,30 +55,14 @@ static inline int collider_crossed(const SinewVbdProblem *pb, int64_t i, const d
 static inline int guard_move(const SinewVbdProblem *pb, int64_t i, const double *x, double *nx) {
     int held = 0;
     int selfish = pb->self_r > 0.0 && pb->inc_off && pb->self_bound;
-    if (selfish) {
-        double b = pb->self_bound[i];
-        const double *an = pb->self_anchor + 3 * i;
-        double r[3];
-        sub3(nx, an, r);
-        double l = sqrt(dot3(r, r));
-        if (l > b) {
-            double s = b / l;
-            nx[0] = an[0] + s * r[0]; nx[1] = an[1] + s * r[1]; nx[2] = an[2] + s * r[2];
-            held = 1;
-        }
-    }
+    if (selfish) held |= clip_to_ball(pb->self_anchor + 3 * i, pb->self_bound[i], nx);
     double b = pb->bound[i];
     if (isfinite(b)) {
         const double *an = pb->anchor + 3 * i;
         double r[3];
+        held |= clip_to_ball(an, b, nx);
         sub3(nx, an, r);
         double l = sqrt(dot3(r, r));
-        if (l > b) {
-            double s = b / l;
-            nx[0] = an[0] + s * r[0]; nx[1] = an[1] + s * r[1]; nx[2] = an[2] + s * r[2];
-            held = 1;
-            l = b;
-        }
         double s = 1.0;
         int64_t nc = pb->c_count ? pb->c_count[i] : 0;
         /* the move's length from the anchor: a slot triangle farther from the anchor than
@@ -98,7 +93,16 @@ static inline int guard_move(const SinewVbdProblem *pb, int64_t i, const double 
             nx[0] = p[0]; nx[1] = p[1]; nx[2] = p[2];
         }
     }
-    if (selfish) pb->self_moved[i] = self_move_of(pb, i, nx);
+    if (selfish) {
+        /* the collider's clips move toward its anchor, which may lie outside the self ball:
+         * a move that ends outside stays where it started (inside, by this same rule) */
+        if (self_move_of(pb, i, nx) > pb->self_bound[i] * (1.0 + 1e-9)) {
+            const double *from = x + 3 * i;
+            nx[0] = from[0]; nx[1] = from[1]; nx[2] = from[2];
+            held = 1;
+        }
+        pb->self_moved[i] = self_move_of(pb, i, nx);
+    }
     return held;
 }
 
