@@ -28,7 +28,7 @@ from .colliders import Plane, Sphere, TriangleMesh
 from .contact import MeshWindow
 
 __all__ = ["ColliderSoup", "Contacts", "SelfDetection", "SelfPairs", "GUARD_FRACTION", "CONTACT_SLOTS",
-           "hashed_grid", "collider_box", "split_near", "box_distance"]
+           "element_boxes", "hashed_grid", "collider_box", "split_near", "box_distance"]
 
 #: A vertex moves at most this fraction of the radius around it that holds no collider
 #: triangle but those detection gave it, between two detections (below 1: round-off).
@@ -84,33 +84,40 @@ class Contacts:
         return self.distance < 0.0
 
 
+def element_boxes(x: np.ndarray, elems: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The boxes ``(lo, hi)`` ``(m, 3)`` of elements ``elems`` ``(m, k)`` (triangles, edges)
+    of vertices ``x`` ``(n, 3)`` (``sinew_element_boxes``)."""
+    m, k = elems.shape
+    lo, hi = np.empty((m, 3)), np.empty((m, 3))
+    kernels.check_status(kernels.library().sinew_element_boxes(
+        m, k, elems.ctypes.data, len(x), x.ctypes.data, lo.ctypes.data, hi.ctypes.data), "element boxes")
+    return lo, hi
+
+
 def hashed_grid(lo: np.ndarray, hi: np.ndarray, cell: float, *, big_cells: int | None = None,
                 table: int | None = None) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """A hashed uniform grid (cells of ``cell`` m) over the boxes ``lo``, ``hi`` ``(k, 3)``:
     ``(table, offsets (table + 1,), entries, big)``, the boxes of each hash bucket
-    ``entries[offsets[b]:offsets[b + 1]]`` (``sinew_grid_count``, ``sinew_grid_fill``). A
-    box over more than ``big_cells`` cells is not filed but listed in ``big`` (tested
-    against every query instead). ``table`` (a power of two) defaults to about twice the
-    entries."""
+    ``entries[offsets[b]:offsets[b + 1]]`` in ascending order (``sinew_grid_build``). A box
+    over more than ``big_cells`` cells is not filed but listed in ``big`` (tested against
+    every query instead). ``table`` (buckets) defaults to a power of two of about four per
+    box."""
     lib = kernels.library()
     k = len(lo)
-    cells = np.prod(np.floor(hi / cell) - np.floor(lo / cell) + 1.0, axis=1) if k else np.zeros(0)
-    keep = cells <= big_cells if big_cells is not None else np.ones(k, bool)
-    small = np.ascontiguousarray(np.flatnonzero(keep), dtype=np.int64)
-    big = np.ascontiguousarray(np.flatnonzero(~keep), dtype=np.int64)
     if table is None:
-        table = 1 << max(10, int(np.ceil(np.log2(max(2 * float(cells[small].sum()) if k else 1.0, 1.0)))))
-    count = np.zeros(table + 1, np.int64)
-    total = kernels.check_status(lib.sinew_grid_count(
-        len(small), small.ctypes.data, lo.ctypes.data, hi.ctypes.data, cell, table,
-        count[1:].ctypes.data), "grid count")
-    offsets = np.cumsum(count)
-    entries = np.empty(max(total, 1), np.int64)
-    cursor = offsets[:-1].copy()
-    kernels.check_status(lib.sinew_grid_fill(
-        len(small), small.ctypes.data, lo.ctypes.data, hi.ctypes.data, cell, table,
-        cursor.ctypes.data, entries.ctypes.data), "grid fill")
-    return table, offsets, entries, big
+        table = 1 << max(10, int(np.ceil(np.log2(max(4 * k, 1)))))
+    offsets = np.empty(table + 1, np.int64)
+    big = np.empty(max(k, 1), np.int64)
+    nbig = np.zeros(1, np.int64)
+    room = max(8 * k, 1)
+    while True:
+        entries = np.empty(room, np.int64)
+        total = kernels.check_status(lib.sinew_grid_build(
+            k, lo.ctypes.data, hi.ctypes.data, cell, table, -1 if big_cells is None else int(big_cells),
+            offsets.ctypes.data, room, entries.ctypes.data, big.ctypes.data, nbig.ctypes.data), "grid build")
+        if total <= room:
+            return table, offsets, entries, big[:int(nbig[0])]
+        room = total
 
 
 @dataclass
@@ -167,6 +174,8 @@ class SelfDetection:
         self.distance = float(sc.distance)
         self._stamp = np.empty(max(len(self.faces), len(self.edges), 1), np.int64)
         self._room = 1024
+        self._size: float | None = None
+        self._table = 1 << max(10, int(np.ceil(np.log2(max(4 * max(len(self.faces), len(self.edges)), 1)))))
         self._lib = kernels.library()
 
     def detect(self, x: np.ndarray, bound: np.ndarray) -> SelfPairs:
@@ -175,15 +184,14 @@ class SelfDetection:
         bound = kernels.array(bound, np.float64, (len(x),), "self detection bounds")
         n, r = len(x), self.distance
         bmax = float(bound.max(initial=0.0))
-        fc, ec = x[self.faces], x[self.edges]
-        f_lo, f_hi = np.ascontiguousarray(fc.min(axis=1)), np.ascontiguousarray(fc.max(axis=1))
-        e_lo, e_hi = np.ascontiguousarray(ec.min(axis=1)), np.ascontiguousarray(ec.max(axis=1))
-        size = float(np.median(np.linalg.norm(ec[:, 1] - ec[:, 0], axis=1))) if len(ec) else 0.0
-        cell = max(size, r + 2.0 * bmax, 1e-6)
-        f_table, f_off, f_entries, _ = hashed_grid(f_lo, f_hi, cell)
-        table = max(f_table, 1 << max(10, int(np.ceil(np.log2(max(2 * len(self.edges), 1))))))
-        if table != f_table:
-            _, f_off, f_entries, _ = hashed_grid(f_lo, f_hi, cell, table=table)
+        f_lo, f_hi = element_boxes(x, self.faces)
+        e_lo, e_hi = element_boxes(x, self.edges)
+        if self._size is None:  # the median edge at the first detection sets the cells
+            # (1.5 times it: the fastest measured, docs/CONTACT.md)
+            ec = x[self.edges]
+            self._size = float(np.median(np.linalg.norm(ec[:, 1] - ec[:, 0], axis=1))) if len(ec) else 0.0
+        cell = max(1.5 * self._size, r + 2.0 * bmax, 1e-6)
+        table, f_off, f_entries, _ = hashed_grid(f_lo, f_hi, cell, table=self._table)
         _, e_off, e_entries, _ = hashed_grid(e_lo, e_hi, cell, table=table)
         counts = np.zeros(2, np.int64)
         while True:
@@ -361,10 +369,7 @@ class ColliderSoup:
 
     def _build_grid(self, cell: float) -> tuple:
         """The hashed grid over the triangles' boxes at the end of the step."""
-        t = len(self.tris)
-        corners = self.cv[self.tris] if t else np.zeros((0, 3, 3))
-        lo = np.ascontiguousarray(corners.min(axis=1))
-        hi = np.ascontiguousarray(corners.max(axis=1))
+        lo, hi = element_boxes(self.cv, self.tris)
         table, offsets, entries, big = hashed_grid(lo, hi, cell, big_cells=_BIG_CELLS)
         return cell, table, offsets, entries, big, lo, hi
 

@@ -1321,3 +1321,34 @@ def test_thread_count_defaults_to_the_cpus_and_obeys_the_environment(monkeypatch
     for env, want in (("1", 1), ("3", 3), ("12", 12), ("0", 4), ("two", 4), ("", 4)):
         monkeypatch.setenv("SINEW_THREADS", env)
         assert kernels.thread_count() == want
+
+
+@FUZZ
+@given(seed=SEEDS)
+def test_grid_files_every_box_under_every_cell_it_spans(seed):
+    """sinew_element_boxes and sinew_grid_build against brute force: each element's box is
+    its corners' extent; each box not too big is listed once under the bucket of every cell it
+    spans, each bucket in ascending order, the too big ones in the big list."""
+    from core.springs.detection import element_boxes, hashed_grid
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0.0, 1.0, (40, 3)) * rng.uniform(0.1, 3.0)
+    tris = i64(rng.integers(0, 40, (30, 3)))
+    lo, hi = element_boxes(c64(x), tris)
+    np.testing.assert_array_equal(lo, x[tris].min(axis=1))
+    np.testing.assert_array_equal(hi, x[tris].max(axis=1))
+    cell, big_cells = rng.uniform(0.2, 1.5), int(rng.integers(1, 30))
+    table, offsets, entries, big = hashed_grid(lo, hi, cell, big_cells=big_cells, table=int(rng.integers(1, 64)))
+    lo_c, hi_c = np.floor(lo / cell).astype(np.int64), np.floor(hi / cell).astype(np.int64)
+    spans = np.prod(hi_c - lo_c + 1, axis=1)
+    np.testing.assert_array_equal(big, np.flatnonzero(spans > big_cells))
+    assert offsets[0] == 0 and offsets[-1] == spans[spans <= big_cells].sum()
+    want: dict[int, list[int]] = {}
+    for j in np.flatnonzero(spans <= big_cells):
+        for ix in range(lo_c[j, 0], hi_c[j, 0] + 1):
+            for iy in range(lo_c[j, 1], hi_c[j, 1] + 1):
+                for iz in range(lo_c[j, 2], hi_c[j, 2] + 1):
+                    h = ((ix * 73856093) ^ (iy * 19349663) ^ (iz * 83492791)) % 2**64 % table
+                    want.setdefault(int(h), []).append(int(j))
+    for b in range(table):
+        assert entries[offsets[b]:offsets[b + 1]].tolist() == sorted(want.get(b, []))

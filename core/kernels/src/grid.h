@@ -1,5 +1,5 @@
-/* The hashed uniform grid's cells (internal header): sinew_grid_count and sinew_grid_fill
- * (proximity.c) file boxes under these buckets, and the queries look them up the same way. */
+/* The hashed uniform grid's cells (internal header): sinew_grid_build (proximity.c) files
+ * boxes under these buckets, and the queries look them up the same way. */
 #ifndef SINEW_GRID_H
 #define SINEW_GRID_H
 

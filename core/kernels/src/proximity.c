@@ -1,4 +1,4 @@
-/* Proximity: closest points on triangles, a hashed uniform grid over collider triangles
+/* Proximity: closest points on triangles, element boxes and a hashed uniform grid over them
  * (the broad phase) and the per-vertex collider query (the narrow phase) that fills the
  * contact slots and each vertex's distance to its nearest collider surface. */
 #include "geometry.h"
@@ -14,37 +14,82 @@ int sinew_closest_points(int64_t n, const double *p, const double *a, const doub
     return SINEW_OK;
 }
 
-/* Counts the grid entries of boxes [lo, hi] (rows ids of (t,3) arrays) per hash bucket:
- * count has table entries, incremented. Returns the number of entries. */
-int64_t sinew_grid_count(int64_t m, const int64_t *ids, const double *lo, const double *hi,
-                         double cell, int64_t table, int64_t *count) {
-    if (!(cell > 0.0) || table < 1) return SINEW_E_ARGUMENT;
-    int64_t total = 0;
+/* The boxes lo, hi (m,3) of m elements of k vertices each (elems (m,k) into x (nv,3)): a
+ * triangle's (k 3) or an edge's (k 2). */
+int sinew_element_boxes(int64_t m, int64_t k, const int64_t *elems, int64_t nv, const double *x,
+                        double *lo, double *hi) {
+    if (k < 1) return SINEW_E_ARGUMENT;
+    for (int64_t j = 0; j < m * k; ++j)
+        if (elems[j] < 0 || elems[j] >= nv) return SINEW_E_ARGUMENT;
     for (int64_t j = 0; j < m; ++j) {
-        const double *l = lo + 3 * ids[j], *u = hi + 3 * ids[j];
+        const double *p = x + 3 * elems[k * j];
+        double *l = lo + 3 * j, *u = hi + 3 * j;
+        l[0] = u[0] = p[0]; l[1] = u[1] = p[1]; l[2] = u[2] = p[2];
+        for (int64_t c = 1; c < k; ++c) {
+            p = x + 3 * elems[k * j + c];
+            for (int a = 0; a < 3; ++a) {
+                if (p[a] < l[a]) l[a] = p[a];
+                if (p[a] > u[a]) u[a] = p[a];
+            }
+        }
+    }
+    return SINEW_OK;
+}
+
+/* The cells box j spans along each axis, as a product (at most big_cells + 1: counted no
+ * further). */
+static int64_t box_cells(const double *l, const double *u, double cell, int64_t big_cells) {
+    int64_t cells = 1;
+    for (int a = 0; a < 3; ++a) {
+        double span = floor(u[a] / cell) - floor(l[a] / cell) + 1.0;
+        if (!(span <= (double)(big_cells + 1))) return big_cells + 1;
+        cells *= (int64_t)span;
+        if (cells > big_cells) return big_cells + 1;
+    }
+    return cells;
+}
+
+/* A hashed uniform grid over m boxes lo, hi (m,3), cells of cell m, table buckets: offsets
+ * (table+1) receives where each bucket's entries start in entries (cap,), the box ids. A box
+ * over more than big_cells cells (big_cells < 0: none) is not filed but listed in big (m,),
+ * their number in nbig[0]. Returns the number of entries, which may exceed cap (then entries
+ * is left unwritten: call again with more room), or SINEW_E_ARGUMENT. */
+int64_t sinew_grid_build(int64_t m, const double *lo, const double *hi, double cell, int64_t table,
+                         int64_t big_cells, int64_t *offsets, int64_t cap, int64_t *entries,
+                         int64_t *big, int64_t *nbig) {
+    if (!(cell > 0.0) || table < 1) return SINEW_E_ARGUMENT;
+    for (int64_t b = 0; b <= table; ++b) offsets[b] = 0;
+    int64_t total = 0, nb = 0;
+    for (int64_t j = 0; j < m; ++j) {
+        const double *l = lo + 3 * j, *u = hi + 3 * j;
+        if (big_cells >= 0 && box_cells(l, u, cell, big_cells) > big_cells) {
+            big[nb++] = j;
+            continue;
+        }
         for (int64_t ix = cell_of(l[0], cell); ix <= cell_of(u[0], cell); ++ix)
             for (int64_t iy = cell_of(l[1], cell); iy <= cell_of(u[1], cell); ++iy)
                 for (int64_t iz = cell_of(l[2], cell); iz <= cell_of(u[2], cell); ++iz) {
-                    count[cell_hash(ix, iy, iz, table)] += 1;
+                    offsets[cell_hash(ix, iy, iz, table) + 1] += 1;
                     ++total;
                 }
     }
-    return total;
-}
-
-/* Writes the entries counted by sinew_grid_count: cursor (table,) starts as each bucket's
- * offset and is advanced; entries receives the box ids. */
-int sinew_grid_fill(int64_t m, const int64_t *ids, const double *lo, const double *hi,
-                    double cell, int64_t table, int64_t *cursor, int64_t *entries) {
-    if (!(cell > 0.0) || table < 1) return SINEW_E_ARGUMENT;
-    for (int64_t j = 0; j < m; ++j) {
-        const double *l = lo + 3 * ids[j], *u = hi + 3 * ids[j];
-        for (int64_t ix = cell_of(l[0], cell); ix <= cell_of(u[0], cell); ++ix)
-            for (int64_t iy = cell_of(l[1], cell); iy <= cell_of(u[1], cell); ++iy)
-                for (int64_t iz = cell_of(l[2], cell); iz <= cell_of(u[2], cell); ++iz)
-                    entries[cursor[cell_hash(ix, iy, iz, table)]++] = ids[j];
+    *nbig = nb;
+    for (int64_t b = 0; b < table; ++b) offsets[b + 1] += offsets[b];
+    if (total > cap) return total;
+    /* fill from the last box back, each bucket's cursor starting at its end (offsets[b + 1])
+     * and moving down to its start: a bucket lists its boxes in ascending order, and
+     * offsets[b + 1] ends as bucket b's start, shifted back into place after */
+    for (int64_t j = m - 1, k = nb - 1; j >= 0; --j) {
+        if (k >= 0 && big[k] == j) { --k; continue; }
+        const double *l = lo + 3 * j, *u = hi + 3 * j;
+        for (int64_t ix = cell_of(u[0], cell); ix >= cell_of(l[0], cell); --ix)
+            for (int64_t iy = cell_of(u[1], cell); iy >= cell_of(l[1], cell); --iy)
+                for (int64_t iz = cell_of(u[2], cell); iz >= cell_of(l[2], cell); --iz)
+                    entries[--offsets[cell_hash(ix, iy, iz, table) + 1]] = j;
     }
-    return SINEW_OK;
+    for (int64_t b = 0; b < table; ++b) offsets[b] = offsets[b + 1];
+    offsets[table] = total;
+    return total;
 }
 
 /* Offers triangle t at distance d to vertex slot list (k nearest, ascending). */

@@ -91,7 +91,7 @@ static int walk_next(GridWalk *w, int64_t *elem) {
  * when at most r + the largest bound of each edge's ends; features that share a vertex never,
  * nor the pairs whose keys (vertex * nf + face, e1 * ne + e2) are in the sorted lists
  * skip_vf (nvf,) and skip_ee (nee,) (neighbours in the rest shape). The faces (nf,3) and edges
- * (ne,2) are gridded at x (cell, table; f_off/f_entries and e_off/e_entries as sinew_grid_fill
+ * (ne,2) are gridded at x (cell, table; f_off/f_entries and e_off/e_entries as sinew_grid_build
  * writes them) with their boxes f_lo, f_hi (nf,3) and e_lo, e_hi (ne,3); bmax is the largest
  * bound. stamp (max(nf, ne),) is scratch. Writes the
  * vertex-face pairs first, then the edge-edge ones, into pairs (cap,2) with their distances

@@ -36,10 +36,11 @@ SINEW_API int64_t sinew_color_greedy(int64_t n, const int64_t *adj_off, const in
 SINEW_API int sinew_closest_points(int64_t n, const double *p, const double *a, const double *b,
                                    const double *c, double *q, double *bary);
 
-SINEW_API int64_t sinew_grid_count(int64_t m, const int64_t *ids, const double *lo, const double *hi,
-                                   double cell, int64_t table, int64_t *count);
-SINEW_API int sinew_grid_fill(int64_t m, const int64_t *ids, const double *lo, const double *hi,
-                              double cell, int64_t table, int64_t *cursor, int64_t *entries);
+SINEW_API int sinew_element_boxes(int64_t m, int64_t k, const int64_t *elems, int64_t nv, const double *x,
+                                  double *lo, double *hi);
+SINEW_API int64_t sinew_grid_build(int64_t m, const double *lo, const double *hi, double cell, int64_t table,
+                                   int64_t big_cells, int64_t *offsets, int64_t cap, int64_t *entries,
+                                   int64_t *big, int64_t *nbig);
 
 SINEW_API int sinew_collider_query(
     int64_t n, const double *x, const double *radius,
