@@ -368,16 +368,49 @@ class TriangleMesh:
             raise SinewError("collider thickness must be >= 0")
         if not (np.isfinite(self.friction) and self.friction >= 0):
             raise SinewError("collider friction must be >= 0")
-        p = self.vertices[self.triangles]
-        self._a, self._b, self._c = p[:, 0], p[:, 1], p[:, 2]
-        nrm = np.cross(self._b - self._a, self._c - self._a)
-        ln = np.linalg.norm(nrm, axis=1)
-        self._normal = nrm / np.where(ln > 0, ln, 1.0)[:, None]
         self._tree_built = False
         self._static: MeshWindow | None = None  # the window of a static collider, kept
         if self._topology is None:
             self._topology = _edge_topology(self.triangles)
-        self._ridges()
+        self.closed = bool(self._topology[5])
+        # corners and unit normals of the triangles, and the ridges: derived on first use
+        # (Vertex Block Descent reads neither: a body read every frame skips them)
+        self._faces: tuple | None = None
+        self._ridge_arrays: tuple | None = None
+
+    def _face_data(self) -> tuple:
+        """``(a, b, c, normal)`` ``(t, 3)`` each: the triangles' corners and unit normals."""
+        if self._faces is None:
+            p = self.vertices[self.triangles]
+            a, b, c = p[:, 0], p[:, 1], p[:, 2]
+            nrm = np.cross(b - a, c - a)
+            ln = np.linalg.norm(nrm, axis=1)
+            self._faces = (a, b, c, nrm / np.where(ln > 0, ln, 1.0)[:, None])
+        return self._faces
+
+    @property
+    def _a(self) -> np.ndarray:
+        return self._face_data()[0]
+
+    @property
+    def _b(self) -> np.ndarray:
+        return self._face_data()[1]
+
+    @property
+    def _c(self) -> np.ndarray:
+        return self._face_data()[2]
+
+    @property
+    def _normal(self) -> np.ndarray:
+        return self._face_data()[3]
+
+    @property
+    def _edges(self) -> np.ndarray:
+        return self._ridges()[0]
+
+    @property
+    def _edge_faces(self) -> np.ndarray:
+        return self._ridges()[1]
 
     def moved_to(self, vertices: np.ndarray, previous: np.ndarray | None = None) -> TriangleMesh:
         """The same collider (triangles, thickness, friction) at new ``vertices`` ``(m, 3)``
@@ -410,13 +443,17 @@ class TriangleMesh:
         out._static = None  # a static window carries the thickness
         return out
 
-    def _ridges(self) -> None:
-        """Closedness and the ridge (convex or boundary) edges with their faces."""
-        uniq, f1, f2, opp2, has2, self.closed = self._topology
+    def _ridges(self) -> tuple[np.ndarray, np.ndarray]:
+        """The ridge (convex or boundary) edges ``(e, 2)`` and their faces ``(e, 2)``,
+        derived on first use."""
+        if self._ridge_arrays is None:
+            self._ridge_arrays = self._find_ridges()
+        return self._ridge_arrays
+
+    def _find_ridges(self) -> tuple[np.ndarray, np.ndarray]:
+        uniq, f1, f2, opp2, has2, _ = self._topology
         if len(uniq) == 0:
-            self._edges = np.zeros((0, 2), np.int64)
-            self._edge_faces = np.zeros((0, 2), np.int64)
-            return
+            return np.zeros((0, 2), np.int64), np.zeros((0, 2), np.int64)
         # convex: the second face's far corner lies behind the first face's plane, by more
         # than round-off (_FLAT of the edge's length): the diagonal of a flat quad is no
         # ridge; left to the sign of a round-off error, the diagonals of a symmetric body
@@ -426,8 +463,7 @@ class TriangleMesh:
         depth = np.einsum("ij,ij->i", self.vertices[opp2] - self._a[f1], self._normal[f1])
         behind = depth < -_FLAT * length
         ridge = ~has2 | behind
-        self._edges = uniq[ridge]
-        self._edge_faces = np.stack([f1[ridge], f2[ridge]], 1)
+        return uniq[ridge], np.stack([f1[ridge], f2[ridge]], 1)
 
     @property
     def _tree(self) -> cKDTree | None:
@@ -445,14 +481,13 @@ class TriangleMesh:
         :mod:`.contact` keeps on it (:attr:`MeshWindow.cache`) live as long as it does."""
         if self.previous is None:
             if self._static is None:
-                self._static = MeshWindow(self.vertices, self.vertices, self.triangles, self._edges,
-                                          self._edge_faces, float(self.thickness),
-                                          float(self.friction), self.closed)
+                self._static = MeshWindow(self.vertices, self.vertices, self.triangles, self._ridges,
+                                          float(self.thickness), float(self.friction), self.closed)
             return self._static
         d = self.vertices - self.previous
         c0, c1 = self.previous + a0 * d, self.previous + a1 * d
-        return MeshWindow(c0, c1, self.triangles, self._edges, self._edge_faces,
-                          float(self.thickness), float(self.friction), self.closed)
+        return MeshWindow(c0, c1, self.triangles, self._ridges, float(self.thickness),
+                          float(self.friction), self.closed)
 
     def nearest(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Nearest surface points ``(n, 3)``, signed distances ``(n,)`` (m, negative behind the

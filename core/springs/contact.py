@@ -64,6 +64,7 @@ among the candidates within the band, then only for vertices behind a candidate'
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -145,9 +146,12 @@ class MeshWindow:
         Shape ``(m, 3)``, collider vertices at the start and end of the step, m.
     triangles : numpy.ndarray
         Shape ``(t, 3)``, counter-clockwise seen from outside.
+    ridges : tuple or callable
+        ``(edges, edge_faces)``, or a function that gives them when first needed (a
+        :class:`~.colliders.TriangleMesh`'s, derived on demand).
     edges : numpy.ndarray
         Shape ``(e, 2)``, the collider's ridge edges (convex or boundary): the ones a
-        cloth edge can catch on.
+        cloth edge can catch on (a property, from ``ridges``).
     edge_faces : numpy.ndarray
         Shape ``(e, 2)``, the triangles on each side of ``edges`` (the same twice for a
         boundary edge).
@@ -166,12 +170,24 @@ class MeshWindow:
     c0: np.ndarray
     c1: np.ndarray
     triangles: np.ndarray
-    edges: np.ndarray
-    edge_faces: np.ndarray
+    ridges: tuple[np.ndarray, np.ndarray] | Callable[[], tuple[np.ndarray, np.ndarray]]
     thickness: float
     friction: float
     closed: bool
     cache: WindowCache = field(default_factory=lambda: WindowCache(), repr=False, compare=False)
+
+    @property
+    def edges(self) -> np.ndarray:
+        return self._ridge_pair()[0]
+
+    @property
+    def edge_faces(self) -> np.ndarray:
+        return self._ridge_pair()[1]
+
+    def _ridge_pair(self) -> tuple[np.ndarray, np.ndarray]:
+        if callable(self.ridges):  # derived on first use (its collider's ridges)
+            self.ridges = self.ridges()
+        return self.ridges
 
 
 @dataclass
@@ -248,7 +264,7 @@ def _near_part(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, grow: float) -
     kt = np.flatnonzero(keep_t)
     renum = np.full(len(t), -1, dtype=np.int64)
     renum[kt] = np.arange(len(kt))
-    part = MeshWindow(win.c0, win.c1, t[kt], e[ke], renum[win.edge_faces[ke]], win.thickness,
+    part = MeshWindow(win.c0, win.c1, t[kt], (e[ke], renum[win.edge_faces[ke]]), win.thickness,
                       win.friction, win.closed)
     win.cache.near = (lo, hi, part)
     return part
