@@ -317,15 +317,20 @@ class _SelfStep:
 
     The step's start moves as a whole by ``shift``, the median of the free vertices' moves
     to the starting guess (a translation changes no distance: detection at the start holds
-    for it); each vertex's ball is :data:`SELF_REACH` times what is left of its move to the
+    for it), unless a collider is within reach of that move (``clearance``: each vertex's
+    distance to the nearest collider surface at the start; no vertex may be carried behind
+    one); each vertex's ball is :data:`SELF_REACH` times what is left of its move to the
     guess, plus half the contact radius, at most :data:`SELF_BALL` of the median edge."""
 
     def __init__(self, detection: SelfDetection, model: Model, lay: _Layout, pb: kernels.VbdProblem,
-                 start: np.ndarray, guess: np.ndarray) -> None:
+                 start: np.ndarray, guess: np.ndarray, clearance: np.ndarray | None = None) -> None:
         self.detection, self.pb = detection, pb
         r = detection.distance
         move = guess - start
         self.shift = np.median(move[lay.free], axis=0) if len(lay.free) else np.zeros(3)
+        if clearance is not None and len(lay.free) and \
+                float(np.linalg.norm(self.shift)) >= float(clearance[lay.free].min()):
+            self.shift = np.zeros(3)
         e = model.structural_count
         edge = float(np.median(model.rest_lengths[:e])) if e else r
         cap = max(SELF_BALL * edge, 0.25 * r)
@@ -508,7 +513,10 @@ class VertexBlockDescent(Integrator):
                    prim_type=np.zeros(0, np.int32), prim=np.zeros((0, 8)))
         own = None
         if self_collision is not None:
-            own = _SelfStep(self.self_detection(model, self_collision), model, lay, pb, start, x)
+            # (the whole cloth's shift must not carry a vertex into a collider's thickness)
+            clearance = None if soup is None else contacts.distance - 2.0 * soup.max_radius
+            own = _SelfStep(self.self_detection(model, self_collision), model, lay, pb, start, x,
+                            clearance)
             start = start + own.shift
         if soup is not None or own is not None:  # the guess goes through the guard too
             held = np.zeros(1, np.int64)
