@@ -45,10 +45,10 @@ static int64_t strain_pass(int64_t s, const int64_t *springs, const double *limi
         double na[3], nb[3];
         for (int k = 0; k < 3; ++k) { na[k] = xa[k] - wa * c * d[k]; nb[k] = xb[k] + wb * c * d[k]; }
         /* one end after the other, each from where it is (the guard's self-contact test
-         * holds the other vertices still) */
-        if (guard) guard_move(guard, a, x, na);
+         * holds the other vertices still); an end that does not move (a pin) is not guarded */
+        if (guard && wa > 0.0) guard_move(guard, a, x, na);
         xa[0] = na[0]; xa[1] = na[1]; xa[2] = na[2];
-        if (guard) guard_move(guard, b, x, nb);
+        if (guard && wb > 0.0) guard_move(guard, b, x, nb);
         xb[0] = nb[0]; xb[1] = nb[1]; xb[2] = nb[2];
         for (int k = 0; k < 3; ++k) {
             double ma = fabs(xa[k] - pa[k]), mb = fabs(xb[k] - pb[k]);
