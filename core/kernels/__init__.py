@@ -127,6 +127,8 @@ _SIGNATURES = {
 }
 
 _LOADED: dict[str, ctypes.CDLL] = {}
+#: The library last returned and the ``SINEW_KERNELS_LIB`` it was found for.
+_LAST: tuple[str | None, ctypes.CDLL] | None = None
 
 
 def library() -> ctypes.CDLL:
@@ -138,10 +140,14 @@ def library() -> ctypes.CDLL:
         The file is missing, cannot be loaded, lacks an entry point or has another ABI
         version.
     """
+    override = os.environ.get("SINEW_KERNELS_LIB")
+    if _LAST is not None and _LAST[0] == override:  # (the path is not worked out again)
+        return _LAST[1]
     path = library_path()
     key = str(path)
     lib = _LOADED.get(key)
     if lib is not None:
+        _remember(override, lib)
         return lib
     remedy = ("Install the Sinew zip built for this platform, or run `python3 build.py build` "
               "in a source checkout")
@@ -167,7 +173,13 @@ def library() -> ctypes.CDLL:
         raise KernelsMissing(f"Sinew's compiled kernels ({path.name}) are version {found}, this "
                              f"Sinew needs {ABI_VERSION}. {remedy}.")
     _LOADED[key] = lib
+    _remember(override, lib)
     return lib
+
+
+def _remember(override: str | None, lib: ctypes.CDLL) -> None:
+    global _LAST
+    _LAST = (override, lib)
 
 
 def check_status(code: int, what: str) -> int:
