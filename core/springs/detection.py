@@ -169,8 +169,19 @@ class SelfDetection:
         sc = self_collision
         self.faces = kernels.array(sc.triangles, np.int64, (-1, 3), "self-collision triangles")
         self.edges = kernels.array(sc.edges, np.int64, (-1, 2), "self-collision edges")
-        self.skip_vf = np.ascontiguousarray(sc.excluded_vf, np.int64)
-        self.skip_ee = np.ascontiguousarray(sc.excluded_ee, np.int64)
+        n = int(self.faces.max(initial=-1)) + 1
+        n = max(n, int(self.edges.max(initial=-1)) + 1)
+        # the rest-shape neighbours as lists per vertex (faces) and per edge (edges), ascending
+        vf = np.unique(np.asarray(sc.excluded_vf, np.int64))
+        ee = np.unique(np.asarray(sc.excluded_ee, np.int64))
+        nf, ne = max(len(self.faces), 1), max(len(self.edges), 1)
+        if (len(vf) and (vf.min() < 0 or vf.max() >= n * nf)) or (len(ee) and (ee.min() < 0 or ee.max() >= ne * ne)):
+            raise SinewError("self-collision neighbour keys out of range")
+        self._n = n
+        self.skip_vf_off = np.ascontiguousarray(np.searchsorted(vf // nf, np.arange(n + 1)), np.int64)
+        self.skip_vf = np.ascontiguousarray(vf % nf, np.int64)
+        self.skip_ee_off = np.ascontiguousarray(np.searchsorted(ee // ne, np.arange(len(self.edges) + 1)), np.int64)
+        self.skip_ee = np.ascontiguousarray(ee % ne, np.int64)
         self.distance = float(sc.distance)
         self._stamp = np.empty(max(len(self.faces), len(self.edges), 1), np.int64)
         self._room = 1024
@@ -181,6 +192,11 @@ class SelfDetection:
     def detect(self, x: np.ndarray, bound: np.ndarray) -> SelfPairs:
         """The pairs at ``x`` ``(n, 3)`` for balls ``bound`` ``(n,)`` (m, finite)."""
         x = kernels.array(x, np.float64, (-1, 3), "self detection positions")
+        if len(x) < self._n:
+            raise SinewError(f"self detection needs {self._n} vertices, got {len(x)}")
+        skip_vf_off = self.skip_vf_off
+        if len(x) > self._n:  # vertices in no face or edge: nothing to skip
+            skip_vf_off = np.concatenate([skip_vf_off, np.full(len(x) - self._n, skip_vf_off[-1])])
         bound = kernels.array(bound, np.float64, (len(x),), "self detection bounds")
         n, r = len(x), self.distance
         bmax = float(bound.max(initial=0.0))
@@ -201,8 +217,8 @@ class SelfDetection:
                 n, x.ctypes.data, bound.ctypes.data, r, bmax, len(self.faces), self.faces.ctypes.data,
                 len(self.edges), self.edges.ctypes.data, cell, table, f_off.ctypes.data,
                 f_entries.ctypes.data, e_off.ctypes.data, e_entries.ctypes.data, f_lo.ctypes.data,
-                f_hi.ctypes.data, e_lo.ctypes.data, e_hi.ctypes.data, len(self.skip_vf),
-                self.skip_vf.ctypes.data, len(self.skip_ee), self.skip_ee.ctypes.data,
+                f_hi.ctypes.data, e_lo.ctypes.data, e_hi.ctypes.data, skip_vf_off.ctypes.data,
+                self.skip_vf.ctypes.data, self.skip_ee_off.ctypes.data, self.skip_ee.ctypes.data,
                 self._stamp.ctypes.data, self._room, pairs.ctypes.data, dist.ctypes.data,
                 counts.ctypes.data), "self query")
             if total <= self._room:

@@ -499,13 +499,15 @@ class SelfCollision:
         if len(tri) and (tri.min() < 0 or tri.max() >= len(x)):
             raise SinewError("self-collision triangle index out of range")
         base = cls(tri, mesh_edges(tri), d, int(iterations))
-        idx, is_vf, keys = base._candidates(x, x, exclude=False, grow=2.0 * d)
-        if len(idx) == 0:
+        if len(tri) == 0:
             return base
-        _, sep = _closest(x[idx], is_vf)
-        near = np.linalg.norm(sep, axis=1) < 2.0 * d
-        vf_keys = np.sort(keys[near & is_vf])
-        ee_keys = np.sort(keys[near & ~is_vf])
+        # the neighbours: every pair within 2 d at rest (the self query with no ball)
+        from .detection import SelfDetection
+
+        near = SelfDetection(cls(tri, base.edges, 2.0 * d)).detect(x, np.zeros(len(x)))
+        vf, ee = near.pair[:near.vf], near.pair[near.vf:]
+        vf_keys = np.sort(vf[:, 0] * np.int64(len(tri)) + vf[:, 1])
+        ee_keys = np.sort(ee[:, 0] * np.int64(len(base.edges)) + ee[:, 1])
         return cls(tri, base.edges, d, int(iterations), vf_keys, ee_keys)
 
     # -- detection -------------------------------------------------------------------

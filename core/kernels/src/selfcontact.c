@@ -3,7 +3,7 @@
 #include "grid.h"
 #include "selfcontact.h"
 
-/* Whether key is in the sorted keys (m,). */
+/* Whether key is in the ascending keys (m,). */
 static int listed(int64_t key, int64_t m, const int64_t *keys) {
     int64_t lo = 0, hi = m;
     while (lo < hi) {
@@ -89,8 +89,9 @@ static int walk_next(GridWalk *w, int64_t *elem) {
  * next detection: a vertex-face pair (vertex, face) when its distance is at most
  * r + bound[vertex] + the largest bound of the face's corners, an edge-edge pair (e1 < e2)
  * when at most r + the largest bound of each edge's ends; features that share a vertex never,
- * nor the pairs whose keys (vertex * nf + face, e1 * ne + e2) are in the sorted lists
- * skip_vf (nvf,) and skip_ee (nee,) (neighbours in the rest shape). The faces (nf,3) and edges
+ * nor the pairs skipped (neighbours in the rest shape): the faces skip_vf[skip_vf_off[i] ..
+ * skip_vf_off[i + 1]] of vertex i and the edges skip_ee[skip_ee_off[e] .. skip_ee_off[e + 1]]
+ * of edge e, each list ascending. The faces (nf,3) and edges
  * (ne,2) are gridded at x (cell, table; f_off/f_entries and e_off/e_entries as sinew_grid_build
  * writes them) with their boxes f_lo, f_hi (nf,3) and e_lo, e_hi (ne,3); bmax is the largest
  * bound. stamp (max(nf, ne),) is scratch. Writes the
@@ -101,8 +102,9 @@ int64_t sinew_self_query(int64_t n, const double *x, const double *bound, double
                          int64_t nf, const int64_t *faces, int64_t ne, const int64_t *edges,
                          double cell, int64_t table, const int64_t *f_off, const int64_t *f_entries,
                          const int64_t *e_off, const int64_t *e_entries, const double *f_lo,
-                         const double *f_hi, const double *e_lo, const double *e_hi, int64_t nskip_vf,
-                         const int64_t *skip_vf, int64_t nskip_ee, const int64_t *skip_ee,
+                         const double *f_hi, const double *e_lo, const double *e_hi,
+                         const int64_t *skip_vf_off, const int64_t *skip_vf,
+                         const int64_t *skip_ee_off, const int64_t *skip_ee,
                          int64_t *stamp, int64_t cap, int64_t *pairs, double *dist, int64_t *counts) {
     if (!(cell > 0.0) || table < 1 || !(r >= 0.0) || !(bmax >= 0.0) || cap < 0) return SINEW_E_ARGUMENT;
     for (int64_t j = 0; j < 3 * nf; ++j)
@@ -128,6 +130,7 @@ int64_t sinew_self_query(int64_t n, const double *x, const double *bound, double
             const int64_t *f = faces + 3 * t;
             if (f[0] == i || f[1] == i || f[2] == i) continue;
             if (box_gap2(p, p, f_lo + 3 * t, f_hi + 3 * t) > reach * reach) continue;
+            if (listed(t, skip_vf_off[i + 1] - skip_vf_off[i], skip_vf + skip_vf_off[i])) continue;
             double q[3], bary[3], diff[3];
             const double *a = x + 3 * f[0], *b = x + 3 * f[1], *c = x + 3 * f[2];
             closest_on_triangle(p, a, b, c, q, bary);
@@ -137,7 +140,6 @@ int64_t sinew_self_query(int64_t n, const double *x, const double *bound, double
             if (bound[f[1]] > bf) bf = bound[f[1]];
             if (bound[f[2]] > bf) bf = bound[f[2]];
             if (!(d <= r + bound[i] + bf)) continue;
-            if (nskip_vf && listed(i * nf + t, nskip_vf, skip_vf)) continue;
             emit(i, t, d, cap, pairs, dist, &count);
         }
     }
@@ -160,11 +162,11 @@ int64_t sinew_self_query(int64_t n, const double *x, const double *bound, double
             const int64_t *eb = edges + 2 * o;
             if (eb[0] == ea[0] || eb[0] == ea[1] || eb[1] == ea[0] || eb[1] == ea[1]) continue;
             if (box_gap2(e_lo + 3 * e, e_hi + 3 * e, e_lo + 3 * o, e_hi + 3 * o) > reach * reach) continue;
+            if (listed(o, skip_ee_off[e + 1] - skip_ee_off[e], skip_ee + skip_ee_off[e])) continue;
             double s, t;
             double d = sqrt(closest_segments(p0, p1, x + 3 * eb[0], x + 3 * eb[1], &s, &t));
             double bo = bound[eb[0]] > bound[eb[1]] ? bound[eb[0]] : bound[eb[1]];
             if (!(d <= r + be + bo)) continue;
-            if (nskip_ee && listed(e * ne + o, nskip_ee, skip_ee)) continue;
             emit(e, o, d, cap, pairs, dist, &count);
         }
     }

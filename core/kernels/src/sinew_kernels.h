@@ -157,8 +157,9 @@ SINEW_API int64_t sinew_self_query(int64_t n, const double *x, const double *bou
                                    double cell, int64_t table, const int64_t *f_off,
                                    const int64_t *f_entries, const int64_t *e_off,
                                    const int64_t *e_entries, const double *f_lo, const double *f_hi,
-                                   const double *e_lo, const double *e_hi, int64_t nskip_vf, const int64_t *skip_vf,
-                                   int64_t nskip_ee, const int64_t *skip_ee, int64_t *stamp,
+                                   const double *e_lo, const double *e_hi, const int64_t *skip_vf_off,
+                                   const int64_t *skip_vf, const int64_t *skip_ee_off,
+                                   const int64_t *skip_ee, int64_t *stamp,
                                    int64_t cap, int64_t *pairs, double *dist, int64_t *counts);
 
 /* ---- strain.c: the strain limit as Gauss-Seidel projections of the stretched springs ---- */
