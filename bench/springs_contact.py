@@ -16,7 +16,9 @@ the preset's current values):
 * **tablecloth n²**: a 1.6 m grid of n × n faces 10 cm above a 1 m square table 0.75 m high on
   a ground plane, both with a Collision modifier at its defaults: 40² over 120 frames, 100²
   and 160² over their first 8 frames (left out of ``--quick``), and the growth exponent of
-  the time per frame from 40² to 160².
+  the time per frame from 40² to 160²; the 100² once more with self-collision on for both
+  (Blender's ``use_self_collision``, Sinew's ``self_collision``, each at its default 0.015 m),
+  with the most crossing pairs of the cloth's own triangles at any frame.
 
 Per scene and contender: ms per frame (Sinew: read + simulate + write keys), the time
 ratio Sinew/Blender (goal ≤ 0.5), the most cloth vertices inside a collider at any frame
@@ -52,6 +54,7 @@ import numpy as np  # noqa: E402
 
 from bench import step_frames  # noqa: E402
 from bench.springs_blender import _edges, _world  # noqa: E402
+from core.springs import count_crossings  # noqa: E402
 
 PRESET = "COTTON"
 
@@ -277,21 +280,27 @@ def tablecloth_scene(n: int):
 SCENES = {"drape": (drape_scene, 120), "skirt": (skirt_scene, 40), "dress": (dress_scene, 40),
           "tablecloth 40²": (tablecloth_scene(40), 120),
           "tablecloth 100²": (tablecloth_scene(100), 8),
-          "tablecloth 160²": (tablecloth_scene(160), 8)}
+          "tablecloth 160²": (tablecloth_scene(160), 8),
+          "tablecloth 100², self-collision": (tablecloth_scene(100), 8)}
 #: Scenes left out of ``--quick``.
-LARGE = ("tablecloth 100²", "tablecloth 160²")
+LARGE = ("tablecloth 100²", "tablecloth 160²", "tablecloth 100², self-collision")
+#: Scenes baked with self-collision on, for both contenders (Blender's
+#: ``collision_settings.use_self_collision``, Sinew's ``self_collision``, each at its default
+#: distance, 0.015 m for both).
+SELF = ("tablecloth 100², self-collision",)
 
 
-def measure(cloth, inside, edges_inside, cuts, frames: int) -> dict:
+def measure(cloth, inside, edges_inside, cuts, frames: int, crossings: bool = False) -> dict:
     """Play frames 1..frames (already baked or cached): worst penetrations (cloth vertices
-    inside, cloth edges through, collider edges through the cloth) and stretch."""
+    inside, cloth edges through, collider edges through the cloth), stretch and, with
+    ``crossings``, the most crossing pairs of the cloth's own triangles."""
     scene = bpy.context.scene
     edges = _edges(cloth.data)
     tris = _triangles(cloth.data)
     scene.frame_set(1)
     x0 = _world(cloth)
     rest = np.linalg.norm(x0[edges[:, 0]] - x0[edges[:, 1]], axis=1)
-    worst, worst_e, worst_c, stretch = 0, 0, 0, 0.0
+    worst, worst_e, worst_c, worst_x, stretch = 0, 0, 0, 0, 0.0
     x = x0
     for f in range(1, frames + 1):
         scene.frame_set(f)
@@ -301,12 +310,14 @@ def measure(cloth, inside, edges_inside, cuts, frames: int) -> dict:
             worst_e = max(worst_e, edges_inside(x))
         worst_c = max(worst_c, cuts(x, tris))
         stretch = max(stretch, _stretch(x, edges, rest))
+        if crossings:
+            worst_x = max(worst_x, count_crossings(x, tris))
     # at rest? the fastest vertex over the last frame; where the cloth's middle ended
     speed = float(np.linalg.norm(x - x_before, axis=1).max()) * scene.render.fps
     middle = x[np.argmin(np.hypot(x[:, 0], x[:, 1]))]
     return {"vertices_inside_max": worst, "edges_through_max": worst_e if edges_inside else float("nan"),
             "collider_edges_through_max": worst_c, "max_strain": stretch, "final_max_speed_m_s": speed,
-            "middle_z_end": float(middle[2])}
+            "middle_z_end": float(middle[2]), **({"self_crossings_max": worst_x} if crossings else {})}
 
 
 def _build(name: str, frames: int):
@@ -323,11 +334,12 @@ def blender_cloth(name: str, frames: int) -> dict:
     mod = cloth.modifiers.new("Cloth", "CLOTH")
     if cloth.vertex_groups.get("pins") is not None:
         mod.settings.vertex_group_mass = "pins"
+    mod.collision_settings.use_self_collision = name in SELF
     mod.point_cache.frame_start, mod.point_cache.frame_end = 1, frames
     elapsed = step_frames(frames)
     row = {"scene": name, "contender": "Blender Cloth (defaults)", "frames": frames,
            "ms_per_frame": 1000 * elapsed / (frames - 1)}
-    row.update(measure(cloth, inside, edges_inside, cuts, frames))  # the cache plays back
+    row.update(measure(cloth, inside, edges_inside, cuts, frames, name in SELF))  # the cache plays back
     return row
 
 
@@ -338,6 +350,7 @@ def sinew(name: str, frames: int) -> dict:
     s.enabled = True
     if cloth.vertex_groups.get("pins") is not None:
         s.pin_group = "pins"  # before the preset, which picks its solver by colliders and pins
+    s.self_collision = name in SELF
     assert bpy.ops.sinew.springs_preset(preset=PRESET) == {"FINISHED"}
     row = {"scene": name, "contender": f"Sinew ({PRESET.lower()} preset, {s.solver}, {s.substeps} substep)",
            "frames": frames}
@@ -352,7 +365,7 @@ def sinew(name: str, frames: int) -> dict:
     row.update({"ms_per_frame": 1000 * elapsed / (frames - 1),
                 "reported_contacts": s.bake_contacts, "reported_penetration_m": s.bake_max_penetration,
                 "unconverged_frames": s.bake_unconverged})
-    row.update(measure(cloth, inside, edges_inside, cuts, frames))
+    row.update(measure(cloth, inside, edges_inside, cuts, frames, name in SELF))
     return row
 
 
@@ -411,10 +424,14 @@ def goals(rows: list[dict]) -> list[str]:
             ok_t = "met" if r["time_ratio"] <= 0.5 else "NOT met"
             through = int(np.nan_to_num(r.get("edges_through_max", 0) or 0))
             cut = int(r.get("collider_edges_through_max", 0) or 0)
-            ok_p = "met" if r["vertices_inside_max"] == 0 and through == 0 and cut == 0 else "NOT met"
+            crossed = int(r.get("self_crossings_max", 0) or 0)
+            ok_p = ("met" if r["vertices_inside_max"] == 0 and through == 0 and cut == 0 and crossed == 0
+                    else "NOT met")
             out.append(f"contact {r['scene']}: {r['time_ratio']:.2f}× Blender Cloth's time (goal ≤ 0.5×: {ok_t}); "
                        f"{r['vertices_inside_max']} vertices inside a collider, {through} cloth edges "
-                       f"through it, {cut} of its edges through the cloth at worst (goal 0: {ok_p}); "
+                       f"through it, {cut} of its edges through the cloth"
+                       + (f", {crossed} self-crossings" if "self_crossings_max" in r else "")
+                       + f" at worst (goal 0: {ok_p}); "
                        f"max strain {100 * r['max_strain']:.1f}%; {r.get('unconverged_frames', 0)} of "
                        f"{r['frames'] - 1} frames not converged")
     g = growth(rows)
