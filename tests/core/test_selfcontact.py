@@ -313,3 +313,30 @@ def test_self_contact_never_carries_cloth_through_a_thin_plate():
         assert not np.any(segment_crosses(before, sim.state.x, a, b, c)), f"frame {f}"
         assert d.self_crossings == 0 and count_crossings(sim.state.x, tris) == 0
     assert sim.state.x[:, 2].min() < -0.1  # the overhanging half hangs past the edge
+
+
+def test_guard_counts_the_moves_of_both_ends_of_each_feature():
+    """An edge-edge pair whose features have both moved since detection: the guard may skip
+    a pair only when the distance at detection exceeds how far each feature's farthest-moved
+    vertex has gone, summed over both features. Here the far end of the moving vertex's edge
+    and the other edge moved first, then a short move of the near end would take its edge
+    through the other: stopped short of crossing."""
+    d, delta = 0.015, 0.01
+    x0 = c64([[1, 0, 0], [-0.9, -1, d], [-0.9, 1, d], [-1, 0, 0], [0, 0, -2], [-0.9, 0, 2]])
+    tris = np.array([[3, 0, 4], [1, 2, 5]], np.int64)  # an upright triangle under another
+    edges = mesh_edges(tris)
+    assert count_crossings(x0, tris) == 0
+    target = x0.copy()
+    target[0, 2] += delta          # the far end of the lower edge up
+    target[1:3, 2] -= delta        # the upper edge down
+    target[3, 2] += 0.49 * delta   # then the near end up: through the upper edge without a guard
+    moved = x0.copy()
+    moved[:4] = target[:4]
+    assert count_crossings(moved, tris) > 0
+    pb, found = self_problem(x0, tris, edges, 0.001, 100.0, bound=np.full(6, 0.012))
+    assert found.vf < len(found.pair)  # the edge pair is listed
+    x = x0.copy()
+    held = np.zeros(1, np.int64)
+    assert kernels.library().sinew_vbd_guard(pb.struct, P(x), P(c64(target)), P(held)) == 0
+    assert count_crossings(x, tris) == 0
+    np.testing.assert_array_equal(x[:3], target[:3])  # the first moves cross nothing

@@ -69,16 +69,19 @@ static inline void self_geometry(const SinewVbdProblem *pb, int64_t pair, const 
     else { g->n[0] = g->n[1] = g->n[2] = 0.0; }
 }
 
-/* How far the pair's vertices other than i have moved from their anchors at most
- * (self_moved): with i's own move mi, the pair's distance is at least
- * pair_dist - mi - that. */
-static inline double self_others_moved(const SinewVbdProblem *pb, int64_t pair, int64_t i) {
+/* How much nearer the pair's two features may be than at detection: each feature's points
+ * have moved at most as far as its farthest-moved vertex (self_moved; vertex i by mi
+ * instead), so the pair's distance is at least pair_dist less the two features' moves. */
+static inline double self_pair_slack(const SinewVbdProblem *pb, int64_t pair, int64_t i, double mi) {
     int64_t v[4];
-    self_vertices(pb, pair, v);
-    double most = 0.0;
-    for (int k = 0; k < 4; ++k)
-        if (v[k] != i && pb->self_moved[v[k]] > most) most = pb->self_moved[v[k]];
-    return most;
+    int split = self_vertices(pb, pair, v) ? 1 : 2; /* VF: (p | a, b, c), EE: (a, b | c, d) */
+    double first = 0.0, second = 0.0;
+    for (int k = 0; k < 4; ++k) {
+        double m = v[k] == i ? mi : pb->self_moved[v[k]];
+        if (k < split) { if (m > first) first = m; }
+        else if (m > second) second = m;
+    }
+    return first + second;
 }
 
 /* How far p is from vertex i's self anchor. */
@@ -109,7 +112,7 @@ static inline int self_terms(const SinewVbdProblem *pb, int64_t i, const double 
     int active = 0;
     for (int64_t e = pb->inc_off[i]; e < pb->inc_off[i + 1]; ++e) {
         int64_t pair = pb->inc[e];
-        double floor_d = pb->pair_dist[pair] - mi - self_others_moved(pb, pair, i);
+        double floor_d = pb->pair_dist[pair] - self_pair_slack(pb, pair, i, mi);
         if (floor_d >= reach) {
             if (floor_d - r < *gap) *gap = floor_d - r;
             continue;
@@ -153,7 +156,7 @@ static inline double self_gap(const SinewVbdProblem *pb, int64_t i, const double
     double mi = self_move_of(pb, i, p);
     for (int64_t e = pb->inc_off[i]; e < pb->inc_off[i + 1]; ++e) {
         if (!exact) {
-            double floor_gap = pb->pair_dist[pb->inc[e]] - mi - self_others_moved(pb, pb->inc[e], i) - pb->self_r;
+            double floor_gap = pb->pair_dist[pb->inc[e]] - self_pair_slack(pb, pb->inc[e], i, mi) - pb->self_r;
             if (floor_gap >= 0.0) {
                 if (floor_gap < gap) gap = floor_gap;
                 continue;
@@ -178,7 +181,7 @@ static inline double self_crossing(const SinewVbdProblem *pb, int64_t i, const d
     double ma = self_move_of(pb, i, a), mb = self_move_of(pb, i, b), mi = ma > mb ? ma : mb;
     for (int64_t e = pb->inc_off[i]; e < pb->inc_off[i + 1]; ++e) {
         int64_t pair = pb->inc[e], v[4];
-        if (pb->pair_dist[pair] - mi - self_others_moved(pb, pair, i) > 0.0) continue;
+        if (pb->pair_dist[pair] - self_pair_slack(pb, pair, i, mi) > 0.0) continue;
         int vf = self_vertices(pb, pair, v);
         const double *P0[4], *P1[4];
         for (int k = 0; k < 4; ++k) {
