@@ -194,7 +194,8 @@ static inline double self_crossing(const SinewVbdProblem *pb, int64_t i, const d
         } else {
             /* the signed volume is affine along the path: coplanar once, at most */
             double V0 = orient3(P0[1], P0[2], P0[3], P0[0]), V1 = orient3(P1[1], P1[2], P1[3], P1[0]);
-            if (V0 == 0.0 || (V0 > 0.0) == (V1 > 0.0) || V1 == V0) continue;
+            /* (a move ending exactly coplanar counts as reaching the plane) */
+            if (V0 == 0.0 || (V1 != 0.0 && (V0 > 0.0) == (V1 > 0.0))) continue;
             t = V0 / (V0 - V1);
             double m[3] = {a[0] + t * (b[0] - a[0]), a[1] + t * (b[1] - a[1]), a[2] + t * (b[2] - a[2])};
             const double *Q[4];
