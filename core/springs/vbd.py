@@ -54,7 +54,7 @@ import numpy as np
 from .. import kernels
 from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, force_scale, pin_targets, split_targets
-from .detection import ColliderSoup, Contacts, SelfDetection, split_near
+from .detection import ColliderSoup, Contacts, SelfDetection, SelfPairs, split_near
 from .model import Model, State
 from .selfcollision import SelfCollision, _closest
 
@@ -73,6 +73,9 @@ SELF_REACH = 1.5
 #: ...and at most this fraction of the median structural edge (a larger ball lists more
 #: pairs: a cloth's own neighbours lie about an edge away).
 SELF_BALL = 0.1
+#: A step keeps the last step's self pairs when every vertex's guess lies within this
+#: fraction of its ball (and its start within half).
+KEEP_PAIRS = 0.5
 #: m: how far beyond the cloth's reach within a step (its start and ``x₀ + h v₀``) a
 #: collider's box may lie and still be in the step's soup (:meth:`VertexBlockDescent._region`).
 REGION_MARGIN = 0.1
@@ -320,12 +323,30 @@ class _SelfStep:
     for it), unless a collider is within reach of that move (``clearance``: each vertex's
     distance to the nearest collider surface at the start; no vertex may be carried behind
     one); each vertex's ball is :data:`SELF_REACH` times what is left of its move to the
-    guess, plus half the contact radius, at most :data:`SELF_BALL` of the median edge."""
+    guess, plus half the contact radius, at most :data:`SELF_BALL` of the median edge.
+
+    ``previous`` (the last step's pairs, when this step continues it) is kept instead of a
+    detection when every vertex's start and guess lie well inside its ball there (a cloth at
+    rest): the pairs and balls hold wherever the vertices are, as long as each stays in its
+    ball."""
 
     def __init__(self, detection: SelfDetection, model: Model, lay: _Layout, pb: kernels.VbdProblem,
-                 start: np.ndarray, guess: np.ndarray, clearance: np.ndarray | None = None) -> None:
+                 start: np.ndarray, guess: np.ndarray, clearance: np.ndarray | None = None,
+                 previous: SelfPairs | None = None) -> None:
         self.detection, self.pb = detection, pb
         r = detection.distance
+        k = CONTACT_STIFFNESS * (pb.get("w") + lay.spring_stiffness)
+        pb.set(self_r=r, self_k=float(np.median(k[lay.free])) if len(lay.free) else 0.0,
+               faces=detection.faces, edges=detection.edges)
+        self.detections = 0
+        if previous is not None and len(previous.anchor) == len(start):
+            at_start = np.linalg.norm(start - previous.anchor, axis=1)
+            at_guess = np.linalg.norm(guess - previous.anchor, axis=1)
+            if np.all(at_start <= 0.5 * previous.bound) and np.all(at_guess <= KEEP_PAIRS * previous.bound):
+                self.shift = np.zeros(3)
+                self.bound = previous.bound
+                self._use(previous, at_start)
+                return
         move = guess - start
         self.shift = np.median(move[lay.free], axis=0) if len(lay.free) else np.zeros(3)
         if clearance is not None and len(lay.free) and \
@@ -336,17 +357,16 @@ class _SelfStep:
         cap = max(SELF_BALL * edge, 0.25 * r)
         left = np.linalg.norm(move - self.shift, axis=1)
         self.bound = np.ascontiguousarray(np.minimum(SELF_REACH * left + 0.5 * r, cap))
-        self.detections = 0
-        k = CONTACT_STIFFNESS * (pb.get("w") + lay.spring_stiffness)
-        pb.set(self_r=r, self_k=float(np.median(k[lay.free])) if len(lay.free) else 0.0,
-               faces=detection.faces, edges=detection.edges)
         self._detect(start + self.shift)
 
     def _detect(self, x: np.ndarray) -> None:
-        found = self.detection.detect(x, self.bound)
-        self.found = found
         self.detections += 1
-        self.moved = np.zeros(len(x))
+        self._use(self.detection.detect(x, self.bound), np.zeros(len(x)))
+
+    def _use(self, found: SelfPairs, moved: np.ndarray) -> None:
+        """Hands ``found`` to the kernels, each vertex ``moved`` from its anchor."""
+        self.found = found
+        self.moved = np.ascontiguousarray(moved)
         self.pb.set(pair=found.pair if len(found.pair) else np.zeros((1, 2), np.int64),
                     pair_dist=found.distance if len(found.pair) else np.zeros(1),
                     self_vf=found.vf, inc_off=found.inc_off,
@@ -423,6 +443,8 @@ class VertexBlockDescent(Integrator):
         # (model uid, x (n, 3) and v₀ (n, 3) of the last step): its acceleration, for _guess
         self._motion: tuple[int, np.ndarray, np.ndarray] | None = None
         self._self: tuple[tuple[int, int], SelfDetection] | None = None
+        #: the last step's self pairs, kept for the next step of a cloth at rest
+        self._self_pairs: tuple[tuple[int, int], SelfPairs] | None = None
         #: ``‖∇g‖`` at the start and at each check of the last step (N).
         self.residual_history: list[float] = []
         #: Self-contact pairs within their contact radius at the end of the last step.
@@ -515,8 +537,10 @@ class VertexBlockDescent(Integrator):
         if self_collision is not None:
             # (the whole cloth's shift must not carry a vertex into a collider's thickness)
             clearance = None if soup is None else contacts.distance - 2.0 * soup.max_radius
+            kept = (self._self_pairs[1] if self._self_pairs is not None and self._continues(model, state)
+                    and self._self_pairs[0] == (model.uid, id(self_collision)) else None)
             own = _SelfStep(self.self_detection(model, self_collision), model, lay, pb, start, x,
-                            clearance)
+                            clearance, kept)
             start = start + own.shift
         if soup is not None or own is not None:  # the guess goes through the guard too
             held = np.zeros(1, np.int64)
@@ -533,6 +557,7 @@ class VertexBlockDescent(Integrator):
         limited = self._limit(model, lay, pb, x, soup, contacts, x0, own)
         self.self_contacts = own.in_contact(x) if own is not None else 0
         self.self_detections = own.detections if own is not None else 0
+        self._self_pairs = None if own is None else ((model.uid, id(self_collision)), own.found)
         if len(pi):
             x[pi] = hard
         if soup is not None:
