@@ -37,9 +37,10 @@ class SINEW_OT_springs_preset(bpy.types.Operator):
         if self.preset != "ROPE" and (colliders or props.self_collision) and not pinned:
             # free cloth that lands on things: contact inside the solve
             values.update(CONTACT_SOLVER)
-        elif self.preset not in ("ROPE", "FLAG") and colliders and pinned:
-            # pinned cloth on a body: contact inside the solve, iterated further (a flag flies
-            # in the wind, off bodies: it keeps the solver its look was measured with)
+        elif self.preset not in ("ROPE", "FLAG") and (colliders or props.self_collision) and pinned:
+            # pinned cloth on a body or folding on itself: contact inside the solve, iterated
+            # further (a flag flies in the wind, off bodies: it keeps the solver its look was
+            # measured with)
             values.update(PINNED_CONTACT_SOLVER)
         for name, value in values.items():
             setattr(props, name, value)

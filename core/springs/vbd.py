@@ -314,16 +314,31 @@ class _Layout:
         return self._table
 
 
+def _rigid_fit(start: np.ndarray, guess: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """``start`` ``(n, 3)`` moved by the rigid motion (rotation and translation, no
+    reflection) that best takes its ``free`` vertices to ``guess`` in the least-squares sense
+    (Kabsch 1976): the whole cloth's share of the step's motion, which changes no distance."""
+    if len(free) < 3:
+        return start.copy()
+    p, q = start[free], guess[free]
+    cp, cq = p.mean(axis=0), q.mean(axis=0)
+    u, _, vt = np.linalg.svd((p - cp).T @ (q - cq))
+    d = np.sign(np.linalg.det(vt.T @ u.T)) or 1.0
+    rot = vt.T @ np.diag([1.0, 1.0, d]) @ u.T
+    return np.ascontiguousarray((start - cp) @ rot.T + cq)
+
+
 class _SelfStep:
     """Self-contact over one step: detection at the step's start and again whenever a vertex
     reaches its ball, the pairs handed to the kernels (``pb``).
 
-    The step's start moves as a whole by ``shift``, the median of the free vertices' moves
-    to the starting guess (a translation changes no distance: detection at the start holds
-    for it), unless a collider is within reach of that move (``clearance``: each vertex's
-    distance to the nearest collider surface at the start; no vertex may be carried behind
-    one); each vertex's ball is :data:`SELF_REACH` times what is left of its move to the
-    guess, plus half the contact radius, at most :data:`SELF_BALL` of the median edge.
+    The step's start moves as a whole by the rigid motion that best fits the free vertices'
+    moves to the starting guess (:func:`_rigid_fit`; it changes no distance: detection at the
+    start holds for it), to ``start``, unless a collider is within reach of that move
+    (``clearance``: each vertex's distance to the nearest collider surface at the start; no
+    vertex may be carried behind one); each vertex's ball is :data:`SELF_REACH` times what is
+    left of its move to the guess, plus half the contact radius, at most :data:`SELF_BALL` of
+    the median edge.
 
     ``previous`` (the last step's pairs, when this step continues it) is kept instead of a
     detection when every vertex's start and guess lie well inside its ball there (a cloth at
@@ -343,21 +358,22 @@ class _SelfStep:
             at_start = np.linalg.norm(start - previous.anchor, axis=1)
             at_guess = np.linalg.norm(guess - previous.anchor, axis=1)
             if np.all(at_start <= 0.5 * previous.bound) and np.all(at_guess <= KEEP_PAIRS * previous.bound):
-                self.shift = np.zeros(3)
+                self.start = start
                 self.bound = previous.bound
                 self._use(previous, at_start)
                 return
-        move = guess - start
-        self.shift = np.median(move[lay.free], axis=0) if len(lay.free) else np.zeros(3)
+        moved = _rigid_fit(start, guess, lay.free)
         if clearance is not None and len(lay.free) and \
-                float(np.linalg.norm(self.shift)) >= float(clearance[lay.free].min()):
-            self.shift = np.zeros(3)
+                float(np.linalg.norm(moved - start, axis=1).max()) >= float(clearance[lay.free].min()):
+            moved = start
+        #: the step's start after the whole cloth's rigid motion, where the guard starts from
+        self.start = moved
         e = model.structural_count
         edge = float(np.median(model.rest_lengths[:e])) if e else r
         cap = max(SELF_BALL * edge, 0.25 * r)
-        left = np.linalg.norm(move - self.shift, axis=1)
+        left = np.linalg.norm(guess - moved, axis=1)
         self.bound = np.ascontiguousarray(np.minimum(SELF_REACH * left + 0.5 * r, cap))
-        self._detect(start + self.shift)
+        self._detect(moved)
 
     def _detect(self, x: np.ndarray) -> None:
         self.detections += 1
@@ -541,7 +557,7 @@ class VertexBlockDescent(Integrator):
                     and self._self_pairs[0] == (model.uid, id(self_collision)) else None)
             own = _SelfStep(self.self_detection(model, self_collision), model, lay, pb, start, x,
                             clearance, kept)
-            start = start + own.shift
+            start = own.start
         if soup is not None or own is not None:  # the guess goes through the guard too
             held = np.zeros(1, np.int64)
             target = x

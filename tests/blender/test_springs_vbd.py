@@ -47,7 +47,7 @@ def test_preset_picks_vbd_for_cloth_with_colliders_and_fast_otherwise(scene):
     ob = bpy.context.active_object
     assert bpy.ops.sinew.springs_preset(preset="COTTON") == {"FINISHED"}
     assert (ob.sinew_springs.solver, ob.sinew_springs.substeps) == ("VBD", 3)
-    # pinned cloth with colliders: VBD, iterated further; with self-collision alone, FAST
+    # pinned cloth with colliders or self-collision: VBD, iterated further
     ob.vertex_groups.new(name="pins").add([0, 1], 1.0, "REPLACE")
     ob.sinew_springs.pin_group = "pins"
     assert bpy.ops.sinew.springs_preset(preset="SILK") == {"FINISHED"}
@@ -60,7 +60,12 @@ def test_preset_picks_vbd_for_cloth_with_colliders_and_fast_otherwise(scene):
         if other is not ob:
             other.modifiers.clear()
     assert bpy.ops.sinew.springs_preset(preset="SILK") == {"FINISHED"}
-    assert ob.sinew_springs.solver == "FAST"
+    assert (s.solver, s.substeps, s.iterations) == ("VBD", 3, 20)
+    assert bpy.ops.sinew.springs_preset(preset="FLAG") == {"FINISHED"}  # a flag keeps FAST
+    assert s.solver == "FAST"
+    ob.sinew_springs.self_collision = False
+    assert bpy.ops.sinew.springs_preset(preset="SILK") == {"FINISHED"}  # pinned, nothing to hit
+    assert s.solver == "FAST"
     ob.sinew_springs.pin_group = ""
     ob.sinew_springs.self_collision = False
     assert bpy.ops.sinew.springs_preset(preset="ROPE") == {"FINISHED"}
