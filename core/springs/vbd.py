@@ -12,7 +12,10 @@ plus, inside the same minimisation,
   step, smoothed below :data:`STATIC_SPEED` × ``h`` as in IPC (Li et al. 2020), lagged on
   the normal force ``λ`` of the same iteration: it only ever takes energy out;
 * **the strain limit**: ``½ k_lim (ℓ − (1 + s) L)²₊`` on structural springs stretched past
-  their limit, with ``k_lim`` :data:`LIMIT_STIFFNESS` times the springs' own.
+  their limit, with ``k_lim`` :data:`LIMIT_STIFFNESS` times the springs' own;
+* **self-contact** (with ``self_collision``): the same barrier on the distance of each
+  vertex–face and edge–edge pair of the cloth's own that self detection lists
+  (:class:`~.detection.SelfDetection`), within ``self_distance``.
 
 Gauss–Seidel over graph-coloured vertex sets: each vertex takes a 3×3 Newton step on its
 local energy with its neighbours held (the compiled ``sinew_vbd_sweep``; more local steps,
@@ -22,7 +25,10 @@ a ball around the vertex's position at the last detection that holds no collider
 but the ones it was tested against (as Offset Geometric Contact bounds moves, Chen et al.
 2025) and stops short of the first of those its path crosses, so no iteration carries a
 vertex through a collider, however thin or fast; a vertex that reaches its ball has
-detection run again. After every sweep, clusters of vertices take a Newton step as rigid
+detection run again; with self-contact, a move also stays in a ball about the vertex's
+position at the last self detection and stops short of the first of its listed pairs its
+path would take through (one vertex moves at a time: each pair's four points are coplanar
+at one time of the path at most). After every sweep, clusters of vertices take a Newton step as rigid
 translations (all free vertices, then cells of about :data:`CLUSTER_SIZE`, coloured so that
 cells of one colour share no spring; ``sinew_vbd_cluster_sums``, ``sinew_vbd_translate``):
 Gauss–Seidel alone barely moves a stiff cloth as a whole (sliding, sticking, drag). A large
@@ -501,7 +507,7 @@ class VertexBlockDescent(Integrator):
              external: np.ndarray | None = None, tolerance: float | None = None,
              self_collision: SelfCollision | None = None) -> StepInfo:
         """One step (:class:`~.base.Integrator`); with ``self_collision``, the cloth's contact
-        with itself is inside the solve as well (:mod:`.selfcontact` in the kernels)."""
+        with itself is inside the solve as well (:class:`_SelfStep`, ``src/selfcontact.h``)."""
         tol = self.tolerance if tolerance is None else float(tolerance)
         lay = self.layout(model)
         targets = pin_targets(model, state, pins)
