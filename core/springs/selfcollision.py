@@ -501,10 +501,11 @@ class SelfCollision:
         base = cls(tri, mesh_edges(tri), d, int(iterations))
         if len(tri) == 0:
             return base
-        # the neighbours: every pair within 2 d at rest (the self query with no ball)
+        # the neighbours: every pair closer than 2 d at rest (the self query with no ball
+        # lists those within its radius: a hair under 2 d)
         from .detection import SelfDetection
 
-        near = SelfDetection(cls(tri, base.edges, 2.0 * d)).detect(x, np.zeros(len(x)))
+        near = SelfDetection(cls(tri, base.edges, 2.0 * d * (1.0 - 1e-9))).detect(x, np.zeros(len(x)))
         vf, ee = near.pair[:near.vf], near.pair[near.vf:]
         vf_keys = np.sort(vf[:, 0] * np.int64(len(tri)) + vf[:, 1])
         ee_keys = np.sort(ee[:, 0] * np.int64(len(base.edges)) + ee[:, 1])

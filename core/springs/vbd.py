@@ -338,13 +338,14 @@ class _SelfStep:
     """Self-contact over one step: detection at the step's start and again whenever a vertex
     reaches its ball, the pairs handed to the kernels (``pb``).
 
-    The step's start moves as a whole by the rigid motion that best fits the free vertices'
-    moves to the starting guess (:func:`_rigid_fit`; it changes no distance: detection at the
-    start holds for it), to ``start``, unless a collider is within reach of that move
-    (``clearance``: each vertex's distance to the nearest collider surface at the start; no
-    vertex may be carried behind one); each vertex's ball is :data:`SELF_REACH` times what is
-    left of its move to the guess, plus half the contact radius, at most :data:`SELF_BALL` of
-    the median edge.
+    The step's start moves as a whole (to ``start``) by the motion that leaves the fewest
+    free vertices farther from the starting guess than the largest ball: none, the median of
+    their moves, or the rigid motion that best fits them (:func:`_rigid_fit`); a translation
+    or rotation changes no distance, so detection at the start holds for it. No motion when
+    a collider is within its reach (``clearance``: each vertex's distance to the nearest
+    collider surface at the start; no vertex may be carried behind one). Each vertex's ball
+    is :data:`SELF_REACH` times what is left of its move to the guess, plus half the contact
+    radius, at most :data:`SELF_BALL` of the median edge.
 
     ``previous`` (the last step's pairs, when this step continues it) is kept instead of a
     detection when every vertex's start and guess lie well inside its ball there (a cloth at
@@ -366,17 +367,31 @@ class _SelfStep:
             if np.all(at_start <= 0.5 * previous.bound) and np.all(at_guess <= KEEP_PAIRS * previous.bound):
                 self.start = start
                 self.bound = previous.bound
+                self.cap = float(previous.bound.max(initial=0.0))
                 self._use(previous, at_start)
                 return
-        moved = _rigid_fit(start, guess, lay.free)
-        if clearance is not None and len(lay.free) and \
-                float(np.linalg.norm(moved - start, axis=1).max()) >= float(clearance[lay.free].min()):
-            moved = start
-        #: the step's start after the whole cloth's rigid motion, where the guard starts from
-        self.start = moved
         e = model.structural_count
         edge = float(np.median(model.rest_lengths[:e])) if e else r
         cap = max(SELF_BALL * edge, 0.25 * r)
+        # the whole cloth's motion: none, the median translation or the best rigid motion,
+        # whichever leaves the fewest free vertices a move beyond the largest ball (each
+        # costs detections); none when it would carry a vertex into a collider's reach
+        free = lay.free
+        best, beyond = start, np.inf
+        candidates = [start]
+        if len(free):
+            candidates += [start + np.median(guess[free] - start[free], axis=0), _rigid_fit(start, guess, free)]
+        for moved in candidates:
+            if moved is not start and clearance is not None and \
+                    float(np.linalg.norm(moved - start, axis=1).max()) >= float(clearance[free].min()):
+                continue
+            far = int(np.count_nonzero(np.linalg.norm(guess[free] - moved[free], axis=1) > cap))
+            if far < beyond:
+                best, beyond = moved, far
+        moved = best
+        #: the step's start after the whole cloth's motion, where the guard starts from
+        self.start = moved
+        self.cap = cap
         left = np.linalg.norm(guess - moved, axis=1)
         self.bound = np.ascontiguousarray(np.minimum(SELF_REACH * left + 0.5 * r, cap))
         self._detect(moved)
@@ -414,9 +429,14 @@ class _SelfStep:
         return int(np.count_nonzero(np.linalg.norm(sep, axis=1) < det.distance))
 
     def again(self, x: np.ndarray, near: float = 0.98) -> None:
-        """Detection again at ``x`` when a vertex has moved ``near`` of its ball or more."""
+        """Detection again at ``x`` when a vertex has moved ``near`` of its ball or more; the
+        balls of the vertices that reached theirs double, up to the largest (they move more
+        than their guess said: a cloth hit by another part of itself)."""
         moved = np.linalg.norm(x - self.found.anchor, axis=1)
-        if np.any(moved >= near * self.found.bound):
+        hit = moved >= near * self.found.bound
+        if np.any(hit):
+            self.bound = self.bound.copy()
+            self.bound[hit] = np.minimum(2.0 * self.bound[hit], self.cap)
             self._detect(x)
 
 
