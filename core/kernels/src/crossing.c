@@ -38,10 +38,11 @@ static int triangles_cross(const double *a0, const double *a1, const double *a2,
     for (int k = 0; k < 3; ++k) {
         double lo = a0[k], hi = a0[k];
         for (int m = 0; m < 3; ++m) {
-            lo = fmin(lo, fmin(A[m][k], B[m][k]));
-            hi = fmax(hi, fmax(A[m][k], B[m][k]));
+            double u = A[m][k], v = B[m][k];
+            lo = u < lo ? u : lo; lo = v < lo ? v : lo;
+            hi = u > hi ? u : hi; hi = v > hi ? v : hi;
         }
-        size = fmax(size, hi - lo);
+        size = hi - lo > size ? hi - lo : size;
     }
     double tol = 1e-12 * (size * size * size);
     int sb[3], sa[3];
