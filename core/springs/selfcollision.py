@@ -109,8 +109,8 @@ _RECOVERY = 0.1
 #: A triangle whose box covers more grid cells than this is met against every triangle
 #: by :func:`crossing_pairs` instead of being gridded.
 _BIG_CELLS = 512
-#: Crossing pairs :func:`crossing_pairs` first makes room for (it calls the kernel again
-#: with room for all when there are more).
+#: Crossing pairs :func:`crossing_pairs` first makes room for at least (as many as the
+#: triangles if more; it calls the kernel again with room for all when there are more).
 _CROSSING_ROOM = 64
 
 
@@ -221,7 +221,7 @@ def crossing_pairs(x: np.ndarray, triangles: np.ndarray) -> np.ndarray:
     table, offsets, entries, big = hashed_grid(lo, hi, cell, big_cells=_BIG_CELLS, table=table)
     stamp = np.empty(nt, dtype=np.int64)
     lib = kernels.library()
-    room = _CROSSING_ROOM
+    room = max(nt, _CROSSING_ROOM)
     while True:
         pairs = np.empty((room, 2), dtype=np.int64)
         count = kernels.check_status(lib.sinew_crossing_pairs(
