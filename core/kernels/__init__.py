@@ -33,7 +33,7 @@ __all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_
            "address", "VbdProblem", "VbdStage", "VbdSweep", "check_status", "Workers", "thread_count"]
 
 #: Must equal ``SINEW_ABI_VERSION`` in ``src/sinew_kernels.h``.
-ABI_VERSION = 5
+ABI_VERSION = 6
 #: The most contact slots per vertex the kernels take (``SINEW_MAX_SLOTS`` in src/sinew_kernels.h).
 MAX_SLOTS = 16
 #: The most threads used by default (a sweep's phase has at most 8 slabs: ``vbd._MAX_SLABS``).
@@ -123,6 +123,7 @@ _SIGNATURES = {
     "sinew_vbd_forces": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
     "sinew_self_query": (_I64, [_I64, _P, _P, _F64, _F64, _I64, _P, _I64, _P, _F64, _I64, _P, _P, _P, _P,
                                 _P, _P, _P, _P, _P, _P, _P, _P, _P, _I64, _P, _P, _P]),
+    "sinew_crossing_pairs": (_I64, [_I64, _P, _I64, _P, _F64, _I64, _P, _P, _I64, _P, _P, _P, _P, _I64, _P]),
     "sinew_strain_project": (_I64, [_I64, _P, _P, _P, _I64, _F64, ctypes.POINTER(_VbdStruct), _P]),
 }
 

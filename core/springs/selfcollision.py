@@ -80,7 +80,10 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from .. import kernels
 from ..errors import SinewError
+from .detection import element_boxes as _element_boxes
+from .detection import hashed_grid
 from .proximity import (
     BoxTree,
     barycentric,
@@ -95,8 +98,7 @@ from .proximity import (
 )
 from .proximity import dot as _dot
 
-__all__ = ["SelfCollision", "StepPairs", "SelfCollisionReport", "triangles_intersect", "crossing_pairs", "count_crossings",
-           "mesh_edges"]
+__all__ = ["SelfCollision", "StepPairs", "SelfCollisionReport", "crossing_pairs", "count_crossings", "mesh_edges"]
 
 #: m: distance at the time of coplanarity below which a pair collides.
 CCD_TOLERANCE = 1e-6
@@ -105,6 +107,12 @@ CCD_TOLERANCE = 1e-6
 _SLACK = 0.02
 #: Fraction of the distance a pair closer than it at the start of a step regains per step.
 _RECOVERY = 0.1
+#: A triangle whose box covers more grid cells than this is met against every triangle
+#: by :func:`crossing_pairs` instead of being gridded.
+_BIG_CELLS = 512
+#: Crossing pairs :func:`crossing_pairs` first makes room for at least (as many as the
+#: triangles if more; it calls the kernel again with room for all when there are more).
+_CROSSING_ROOM = 64
 
 
 def mesh_edges(triangles: np.ndarray) -> np.ndarray:
@@ -160,74 +168,74 @@ def _unit(v: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     return out
 
 
-# -- triangle–triangle intersection ---------------------------------------------------
-
-
-def _orient(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> np.ndarray:
-    return _dot(np.cross(b - a, c - a), d - a)
-
-
-def triangles_intersect(t1: np.ndarray, t2: np.ndarray) -> np.ndarray:
-    """Whether triangles ``t1[k]`` and ``t2[k]`` intersect, row by row.
-
-    Two triangles in general position intersect exactly when an edge of one passes
-    through the other; an edge ``PQ`` passes through ``ABC`` when ``P`` and ``Q`` lie on
-    opposite sides of its plane and ``PQ`` turns the same way around all three sides
-    (signs of orientation determinants, a volume below ``1e-12 · size³`` counting as
-    zero). Coplanar overlaps and mere touching are not reported.
-
-    Parameters
-    ----------
-    t1, t2 : numpy.ndarray
-        Shape ``(k, 3, 3)``: corners, m.
-
-    Returns
-    -------
-    numpy.ndarray
-        Shape ``(k,)``, bool.
-    """
-    out = np.zeros(len(t1), dtype=bool)
-    both = np.concatenate([t1, t2], axis=1)
-    size = np.max(np.ptp(both, axis=1), axis=1)
-    tol = 1e-12 * size**3  # volumes below this count as zero (coplanar, touching)
-
-    def sign(vol: np.ndarray) -> np.ndarray:
-        return np.where(np.abs(vol) > tol, np.sign(vol), 0.0)
-
-    for tri, other in ((t1, t2), (t2, t1)):
-        a, b, c = tri[:, 0], tri[:, 1], tri[:, 2]
-        for i, j in ((0, 1), (1, 2), (2, 0)):
-            p, q = other[:, i], other[:, j]
-            sp, sq = sign(_orient(a, b, c, p)), sign(_orient(a, b, c, q))
-            s1 = sign(_orient(p, q, a, b))
-            s2 = sign(_orient(p, q, b, c))
-            s3 = sign(_orient(p, q, c, a))
-            out |= (sp * sq < 0) & (s1 == s2) & (s2 == s3) & (s1 != 0)
-    return out
+# -- crossings ---------------------------------------------------------------------------
 
 
 def crossing_pairs(x: np.ndarray, triangles: np.ndarray) -> np.ndarray:
     """Pairs of triangles that share no vertex and intersect.
 
+    Two triangles in general position intersect exactly when an edge of one passes
+    through the other; an edge ``PQ`` passes through ``ABC`` when ``P`` and ``Q`` lie
+    strictly on opposite sides of its plane and ``PQ`` turns the same way around all three
+    sides (signs of orientation determinants, a volume below ``1e-12 · size³`` counting as
+    zero, ``size`` the pair's largest extent along an axis). Coplanar overlaps and mere
+    touching are not reported. The compiled kernel ``sinew_crossing_pairs``
+    (``kernels/src/crossing.c``) meets the triangles through a hashed grid over their boxes
+    (:func:`.detection.hashed_grid`, cells 1.5 times the median box's largest side).
+
     Parameters
     ----------
     x : numpy.ndarray
-        Shape ``(n, 3)``, vertex positions, m.
+        Shape ``(n, 3)``, vertex positions, m (finite).
     triangles : numpy.ndarray
         Shape ``(t, 3)``, vertex indices.
 
     Returns
     -------
     numpy.ndarray
-        Shape ``(c, 2)``, int64 triangle indices ``(i, j)``, ``i < j``.
+        Shape ``(c, 2)``, int64 triangle indices ``(i, j)``, ``i < j``, sorted by ``i`` then
+        ``j``.
+
+    Raises
+    ------
+    SinewError
+        Wrong shapes, positions not finite, or a vertex index out of range.
     """
-    tri = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
-    x = np.asarray(x, dtype=np.float64)
-    i, j = box_pairs(*element_boxes(x, x, tri))
-    share = _share_vertex(tri, i, tri, j)
-    i, j = i[~share], j[~share]
-    hit = triangles_intersect(x[tri[i]], x[tri[j]])
-    return np.stack([i[hit], j[hit]], axis=1)
+    x = kernels.array(x, np.float64, (-1, 3), "crossing positions")
+    tri = kernels.array(triangles, np.int64, (-1, 3), "crossing triangles")
+    nt = len(tri)
+    if nt and (int(tri.min()) < 0 or int(tri.max()) >= len(x)):
+        raise SinewError(f"crossing triangles index vertices outside 0..{len(x) - 1}")
+    if nt < 2:
+        return np.zeros((0, 2), dtype=np.int64)
+    lo, hi = _element_boxes(x, tri)
+    size = hi - lo
+    extent = np.maximum(np.maximum(size[:, 0], size[:, 1]), size[:, 2])
+    # 1.5 times the median triangle's box: on a folded strip 15 % faster than 1 time, the
+    # same on crumpled grids
+    cell = 1.5 * float(np.median(extent))
+    if not cell > 0.0:  # most triangles collapsed to points
+        cell = float(extent.max()) or 1.0
+    # cells no finer than round-off at the mesh's distance from the origin (cell indices
+    # stay far inside int64)
+    cell = min(max(cell, 1e-12 * float(np.abs(x).max())), np.finfo(np.float64).max)
+    # buckets: about twice the triangles (a triangle about the median covers a few cells)
+    table = 1 << max(6, int(np.ceil(np.log2(2 * nt))))
+    table, offsets, entries, big = hashed_grid(lo, hi, cell, big_cells=_BIG_CELLS, table=table)
+    stamp = np.empty(nt, dtype=np.int64)
+    lib = kernels.library()
+    room = max(nt, _CROSSING_ROOM)
+    while True:
+        pairs = np.empty((room, 2), dtype=np.int64)
+        count = kernels.check_status(lib.sinew_crossing_pairs(
+            len(x), x.ctypes.data, nt, tri.ctypes.data, cell, table, offsets.ctypes.data,
+            entries.ctypes.data, len(big), big.ctypes.data, lo.ctypes.data, hi.ctypes.data,
+            stamp.ctypes.data, room, pairs.ctypes.data), "crossing pairs")
+        if count <= room:
+            break
+        room = count
+    pairs = pairs[:count]
+    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
 
 
 def count_crossings(x: np.ndarray, triangles: np.ndarray) -> int:

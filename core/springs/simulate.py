@@ -95,7 +95,7 @@ class FrameDiagnostics:
         Self-collision: contact or colliding pairs, summed over substeps (0 when off).
     self_crossings : int
         Self-collision: crossing triangle pairs at the end of the frame (0 is the goal;
-        0 when off).
+        0 when off, and when the positions are not finite).
     converged : bool
         Every substep's solve met its tolerance and its strain limit
         (:attr:`.base.StepInfo.converged`).
@@ -462,7 +462,7 @@ class Simulator:
                 e_spring, strain = F.spring_energy_and_strain(model, work.x)
                 pe = e_spring + F.gravity_energy(model, work.x)
             sc, crossings = self.self_collision, 0
-            if sc is not None:
+            if sc is not None and np.all(np.isfinite(work.x)):
                 crossings = sc.count_crossings(work.x)
         stats = acc.stats
         # what the pins and moving colliders can give the cloth this frame (a tail without

@@ -26,8 +26,9 @@ from core.springs import (
     simulate,
 )
 from core.springs.proximity import box_pairs, closest_points_on_triangles, coplanarity_times, segment_parameters
-from core.springs.selfcollision import crossing_pairs, triangles_intersect
+from core.springs.selfcollision import crossing_pairs
 from core.springs.shapes import MeshArrays, grid, springs_of, triangulate
+from tests.core.crossing_reference import triangles_intersect
 
 
 def tri(*pts) -> np.ndarray:

@@ -36,55 +36,6 @@ static inline void emit(int64_t a, int64_t b, double d, int64_t cap, int64_t *pa
     ++*count;
 }
 
-/* Most cells per axis a query box scans before it tests every gridded element instead. */
-#define SELF_SPAN 24
-
-/* A walk over the elements filed in the grid cells (offsets (table+1), entries) that a box
- * covers, each once: stamp (elements,) holds the last walk that gave an element (its tag). */
-typedef struct GridWalk {
-    int64_t c0[3], c1[3], ncell, ci, q, len, tag, table;
-    const int64_t *list, *offsets, *entries;
-    int64_t *stamp;
-    int every;
-} GridWalk;
-
-static void walk_start(GridWalk *w, const double *lo, const double *hi, double cell, int64_t table,
-                       const int64_t *offsets, const int64_t *entries, int64_t *stamp, int64_t tag) {
-    w->every = 0;
-    for (int a = 0; a < 3; ++a) {
-        w->c0[a] = cell_of(lo[a], cell);
-        w->c1[a] = cell_of(hi[a], cell);
-        if (w->c1[a] - w->c0[a] + 1 > SELF_SPAN) w->every = 1;
-    }
-    w->ncell = w->every ? 1 : (w->c1[0] - w->c0[0] + 1) * (w->c1[1] - w->c0[1] + 1) * (w->c1[2] - w->c0[2] + 1);
-    w->ci = -1; w->q = 0; w->len = 0; w->list = NULL;
-    w->table = table; w->offsets = offsets; w->entries = entries; w->stamp = stamp; w->tag = tag;
-}
-
-/* The next element of the walk into *elem; 0 when there is none left. */
-static int walk_next(GridWalk *w, int64_t *elem) {
-    for (;;) {
-        while (w->q < w->len) {
-            int64_t e = w->list[w->q++];
-            if (w->stamp[e] == w->tag) continue;
-            w->stamp[e] = w->tag;
-            *elem = e;
-            return 1;
-        }
-        if (++w->ci >= w->ncell) return 0;
-        if (w->every) {
-            w->list = w->entries; w->len = w->offsets[w->table];
-        } else {
-            int64_t ny = w->c1[1] - w->c0[1] + 1, nz = w->c1[2] - w->c0[2] + 1;
-            int64_t b = cell_hash(w->c0[0] + w->ci / (ny * nz), w->c0[1] + (w->ci / nz) % ny,
-                                  w->c0[2] + w->ci % nz, w->table);
-            w->list = w->entries + w->offsets[b];
-            w->len = w->offsets[b + 1] - w->offsets[b];
-        }
-        w->q = 0;
-    }
-}
-
 /* The self pairs of a cloth at x (n,3), each vertex within its ball bound (n,) of x until the
  * next detection: a vertex-face pair (vertex, face) when its distance is at most
  * r + bound[vertex] + the largest bound of the face's corners, an edge-edge pair (e1 < e2)

@@ -19,7 +19,7 @@
 #endif
 
 /* Bumped whenever an entry point's arguments change; the loader checks it. */
-#define SINEW_ABI_VERSION 5
+#define SINEW_ABI_VERSION 6
 
 #define SINEW_OK 0
 #define SINEW_E_ARGUMENT (-1) /* an index out of range or a size that does not fit */
@@ -161,6 +161,13 @@ SINEW_API int64_t sinew_self_query(int64_t n, const double *x, const double *bou
                                    const int64_t *skip_vf, const int64_t *skip_ee_off,
                                    const int64_t *skip_ee, int64_t *stamp,
                                    int64_t cap, int64_t *pairs, double *dist, int64_t *counts);
+
+/* ---- crossing.c: the pairs of a mesh's triangles that share no vertex and intersect ---- */
+SINEW_API int64_t sinew_crossing_pairs(int64_t n, const double *x, int64_t nt, const int64_t *tris,
+                                       double cell, int64_t table, const int64_t *offsets,
+                                       const int64_t *entries, int64_t nbig, const int64_t *big,
+                                       const double *lo, const double *hi, int64_t *stamp, int64_t cap,
+                                       int64_t *pairs);
 
 /* ---- strain.c: the strain limit as Gauss-Seidel projections of the stretched springs ---- */
 SINEW_API int64_t sinew_strain_project(int64_t s, const int64_t *springs, const double *limit,
