@@ -175,8 +175,10 @@ class SelfDetection:
         vf = np.unique(np.asarray(sc.excluded_vf, np.int64))
         ee = np.unique(np.asarray(sc.excluded_ee, np.int64))
         nf, ne = max(len(self.faces), 1), max(len(self.edges), 1)
-        if (len(vf) and (vf.min() < 0 or vf.max() >= n * nf)) or (len(ee) and (ee.min() < 0 or ee.max() >= ne * ne)):
+        if (len(vf) and vf.min() < 0) or (len(ee) and (ee.min() < 0 or ee.max() >= ne * ne)):
             raise SinewError("self-collision neighbour keys out of range")
+        if len(vf):  # (a vertex in no face may still lie near one)
+            n = max(n, int(vf.max() // nf) + 1)
         self._n = n
         self.skip_vf_off = np.ascontiguousarray(np.searchsorted(vf // nf, np.arange(n + 1)), np.int64)
         self.skip_vf = np.ascontiguousarray(vf % nf, np.int64)
