@@ -126,6 +126,14 @@ def goal_errors(pts: np.ndarray, rots: np.ndarray, targets: np.ndarray, orientat
     return ep, er
 
 
+def _goals(tree: Tree, eff_bones: np.ndarray, orientations: np.ndarray | None,
+           rotation_weights: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """What both solves read of the goals: the effector count, which effectors have an
+    orientation goal, and which bones move each effector (``tree.ancestors``)."""
+    orient = (rotation_weights > 0) & (orientations is not None)
+    return eff_bones.shape[0], orient, tree.ancestors(eff_bones)
+
+
 def _sdls_step(jac: np.ndarray, beta: np.ndarray, w: np.ndarray) -> np.ndarray:
     """One selectively damped least-squares step (Buss & Kim 2005) as Blender's IK takes it.
 
@@ -201,9 +209,7 @@ def blender_iterations(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, roo
     iterations : ndarray of int, shape (B,)
     """
     b, m = angles.shape[0], tree.m
-    e_count = eff_bones.shape[0]
-    orient = (rotation_weights > 0) & (orientations is not None)
-    moves = tree.ancestors(eff_bones)
+    e_count, orient, moves = _goals(tree, eff_bones, orientations, rotation_weights)
     task_w = np.concatenate((np.ones(e_count), rotation_weights[orient]))
     task_w = np.repeat(task_w / task_w.sum(), 3)                                  # the errors' weights
     row_w = task_w.copy()
@@ -287,9 +293,7 @@ def solve_tree(tree: Tree, angles: np.ndarray, root_rot: np.ndarray, root_pos: n
     iterations : ndarray of int, shape (B,)
     """
     b, m = angles.shape[0], tree.m
-    e_count = eff_bones.shape[0]
-    orient = (rotation_weights > 0) & (orientations is not None)
-    moves = tree.ancestors(eff_bones)
+    e_count, orient, moves = _goals(tree, eff_bones, orientations, rotation_weights)
     rw = np.repeat(rotation_weights[orient] * scale, 3)
     # Columns: where twist can be demanded, and never where locked.
     twist_free = np.any(moves[orient], axis=0) if np.any(orient) else np.zeros(m, dtype=bool)

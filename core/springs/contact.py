@@ -184,6 +184,13 @@ class MeshWindow:
     def edge_faces(self) -> np.ndarray:
         return self._ridge_pair()[1]
 
+    def box(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(lo, hi)``: the collider's bounding box over the step (kept in the cache)."""
+        if self.cache.box is None:
+            self.cache.box = (np.minimum(self.c0.min(axis=0), self.c1.min(axis=0)),
+                              np.maximum(self.c0.max(axis=0), self.c1.max(axis=0)))
+        return self.cache.box
+
     def _ridge_pair(self) -> tuple[np.ndarray, np.ndarray]:
         if callable(self.ridges):  # derived on first use (its collider's ridges)
             self.ridges = self.ridges()
@@ -217,10 +224,7 @@ class WindowCache:
 def _apart(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, grow: float) -> bool:
     """Whether the collider's bounding box over the step, grown by ``grow`` (m), misses
     the cloth's ``x_old → x`` (then neither vertices, edges nor faces can touch it)."""
-    if win.cache.box is None:
-        win.cache.box = (np.minimum(win.c0.min(axis=0), win.c1.min(axis=0)),
-                            np.maximum(win.c0.max(axis=0), win.c1.max(axis=0)))
-    lo, hi = win.cache.box
+    lo, hi = win.box()
     return not bool(np.all((np.minimum(x.min(axis=0), x_old.min(axis=0)) <= hi + grow)
                            & (lo - grow <= np.maximum(x.max(axis=0), x_old.max(axis=0)))))
 

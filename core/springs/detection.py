@@ -246,8 +246,7 @@ def collider_box(col: Any) -> tuple[np.ndarray, np.ndarray] | None:
         reach = col.radius + col.thickness
         return np.asarray(col.center, float) - reach, np.asarray(col.center, float) + reach
     if isinstance(col, MeshWindow):
-        lo = np.minimum(col.c0.min(axis=0), col.c1.min(axis=0))
-        hi = np.maximum(col.c0.max(axis=0), col.c1.max(axis=0))
+        lo, hi = col.box()  # (a static collider's window keeps it the whole bake)
     elif isinstance(col, TriangleMesh):
         lo, hi = col.vertices.min(axis=0), col.vertices.max(axis=0)
     else:

@@ -19,19 +19,24 @@
 /* Fraction of the way to a surface a stopped move goes. */
 #define GUARD_STOP 0.9
 
-/* Whether the straight path from vertex i's anchor to p crosses a listed collider triangle or
- * a primitive. */
-static inline int collider_crossed(const SinewVbdProblem *pb, int64_t i, const double *p) {
+/* The first fraction of the straight path from vertex i's anchor to p at which it meets a
+ * listed collider triangle or a primitive, or -1 when it meets none. Slots farther from the
+ * anchor than reach (their distance at detection) cannot be met and are skipped. */
+static inline double collider_first(const SinewVbdProblem *pb, int64_t i, const double *p, double reach) {
     const double *an = pb->anchor + 3 * i;
+    double first = -1.0;
     int64_t nc = pb->c_count ? pb->c_count[i] : 0;
     for (int64_t j = 0; j < nc; ++j) {
+        if (pb->c_dist && pb->c_dist[pb->kslots * i + j] > reach) continue;
         const int64_t *tv = pb->tris + 3 * pb->c_id[pb->kslots * i + j];
-        if (segment_triangle(an, p, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2]) >= 0.0)
-            return 1;
+        double t = segment_triangle(an, p, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2]);
+        if (t >= 0.0 && (first < 0.0 || t < first)) first = t;
     }
-    for (int64_t q = 0; q < pb->np; ++q)
-        if (segment_primitive(an, p, pb->prim_type[q], pb->prim + 8 * q) >= 0.0) return 1;
-    return 0;
+    for (int64_t q = 0; q < pb->np; ++q) {
+        double t = segment_primitive(an, p, pb->prim_type[q], pb->prim + 8 * q);
+        if (t >= 0.0 && (first < 0.0 || t < first)) first = t;
+    }
+    return first;
 }
 
 /* Clips p to the ball of radius b about an (along the line to an); returns 1 when it did. */
@@ -63,20 +68,10 @@ static inline int guard_move(const SinewVbdProblem *pb, int64_t i, const double 
         held |= clip_to_ball(an, b, nx);
         sub3(nx, an, r);
         double l = sqrt(dot3(r, r));
-        double s = 1.0;
-        int64_t nc = pb->c_count ? pb->c_count[i] : 0;
         /* the move's length from the anchor: a slot triangle farther from the anchor than
          * that (its distance at detection) cannot be reached */
-        for (int64_t j = 0; j < nc; ++j) {
-            if (pb->c_dist && pb->c_dist[pb->kslots * i + j] > l) continue;
-            const int64_t *tv = pb->tris + 3 * pb->c_id[pb->kslots * i + j];
-            double t = segment_triangle(an, nx, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2]);
-            if (t >= 0.0 && GUARD_STOP * t < s) s = GUARD_STOP * t;
-        }
-        for (int64_t p = 0; p < pb->np; ++p) {
-            double t = segment_primitive(an, nx, pb->prim_type[p], pb->prim + 8 * p);
-            if (t >= 0.0 && GUARD_STOP * t < s) s = GUARD_STOP * t;
-        }
+        double t = collider_first(pb, i, nx, l);
+        double s = t >= 0.0 ? GUARD_STOP * t : 1.0;
         if (s < 1.0) {
             sub3(nx, an, r);
             nx[0] = an[0] + s * r[0]; nx[1] = an[1] + s * r[1]; nx[2] = an[2] + s * r[2];
@@ -89,7 +84,9 @@ static inline int guard_move(const SinewVbdProblem *pb, int64_t i, const double 
             double s = GUARD_STOP * t;
             double p[3] = {from[0] + s * (nx[0] - from[0]), from[1] + s * (nx[1] - from[1]),
                            from[2] + s * (nx[2] - from[2])};
-            if (isfinite(b) && collider_crossed(pb, i, p)) { p[0] = from[0]; p[1] = from[1]; p[2] = from[2]; }
+            if (isfinite(b) && collider_first(pb, i, p, INFINITY) >= 0.0) {
+                p[0] = from[0]; p[1] = from[1]; p[2] = from[2];
+            }
             nx[0] = p[0]; nx[1] = p[1]; nx[2] = p[2];
         }
     }
