@@ -21,7 +21,7 @@ import ctypes
 import os
 import platform
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -33,7 +33,7 @@ __all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_
            "address", "VbdProblem", "VbdStage", "VbdSweep", "check_status", "Workers", "thread_count"]
 
 #: Must equal ``SINEW_ABI_VERSION`` in ``src/sinew_kernels.h``.
-ABI_VERSION = 6
+ABI_VERSION = 7
 #: The most contact slots per vertex the kernels take (``SINEW_MAX_SLOTS`` in src/sinew_kernels.h).
 MAX_SLOTS = 16
 #: The most threads used by default (a sweep's phase has at most 8 slabs: ``vbd._MAX_SLABS``).
@@ -94,7 +94,7 @@ class VbdStage(ctypes.Structure):
 
     _fields_ = [
         ("groups", _I64), ("off", _P), ("vertices", _P), ("cluster", _P), ("interior", _P),
-        ("sums", _P), ("whole", _I64), ("total", _P), ("rows", _P),
+        ("sums", _P), ("whole", _I64), ("rows", _P),
     ]
 
 
@@ -107,6 +107,9 @@ class VbdSweep(ctypes.Structure):
 #: Entry point → (result type, argument types).
 _SIGNATURES = {
     "sinew_abi_version": (ctypes.c_int32, []),
+    "sinew_team_size": (_I64, []),
+    "sinew_team_init": (ctypes.c_int, [_P, _I64]),
+    "sinew_team_cancel": (None, [_P]),
     "sinew_color_greedy": (_I64, [_I64, _P, _P, _P, _P, _P, _I64]),
     "sinew_closest_points": (ctypes.c_int, [_I64, _P, _P, _P, _P, _P, _P]),
     "sinew_element_boxes": (ctypes.c_int, [_I64, _I64, _P, _I64, _P, _P, _P]),
@@ -119,7 +122,7 @@ _SIGNATURES = {
     "sinew_vbd_guard": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _P, _P, _P]),
     "sinew_vbd_cluster_sums": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P, _P]),
     "sinew_vbd_translate": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P, _P]),
-    "sinew_vbd_iterate": (_I64, [ctypes.POINTER(_VbdStruct), _I64, _P, _I64, _P, _I64, _P, _P]),
+    "sinew_vbd_iterate": (_I64, [ctypes.POINTER(_VbdStruct), _P, _I64, _I64, _P, _P, _I64, _P, _I64, _P, _P]),
     "sinew_vbd_forces": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
     "sinew_self_query": (_I64, [_I64, _P, _P, _F64, _F64, _I64, _P, _I64, _P, _F64, _I64, _P, _P, _P, _P,
                                 _P, _P, _P, _P, _P, _P, _P, _P, _P, _I64, _P, _P, _P]),
@@ -186,7 +189,8 @@ def _remember(override: str | None, lib: ctypes.CDLL) -> None:
 def check_status(code: int, what: str) -> int:
     """``code`` from a kernel; a negative one (an error code) raises :class:`SinewError`."""
     if code < 0:
-        reason = {-1: "an index out of range", -2: "a buffer too small"}.get(int(code), f"code {code}")
+        reason = {-1: "an index out of range", -2: "a buffer too small",
+                  -3: "its threads could not all start"}.get(int(code), f"code {code}")
         raise SinewError(f"the {what} kernel refused its input ({reason})")
     return int(code)
 
@@ -312,25 +316,45 @@ def thread_count() -> int:
 
 
 class Workers:
-    """Runs independent kernel calls on several threads. ctypes releases the GIL for the
-    length of a foreign call, so calls on disjoint parts of the arrays (the vertices of one
-    colour, clusters that share no spring) run on as many cores; Python waits for all of a
-    stage's calls before the next stage. One thread: the calls run in turn, in this thread."""
+    """Runs a kernel call as a team of threads (``src/team.h``): the same entry point on each
+    thread, with the thread's index, inside one foreign call per thread (ctypes releases the
+    GIL for its length); the threads meet at barriers in C. This thread is thread 0; the
+    others come from a pool kept between calls. One thread: the call runs here alone."""
 
     def __init__(self, threads: int) -> None:
         self.threads = max(int(threads), 1)
         self._pool: ThreadPoolExecutor | None = None
+        self._team: np.ndarray | None = None
 
-    def run(self, calls: Sequence[Callable[[], int]], what: str) -> None:
-        """Runs ``calls`` (each returns a kernel status) and raises on the first error code."""
-        if self.threads == 1 or len(calls) < 2:
-            for call in calls:
-                check_status(call(), what)
-            return
+    def team(self, call: Callable[[int, int], int], threads: int, what: str) -> int:
+        """Runs ``call(team, t)`` for ``t`` in ``range(threads)`` at once (``team`` the
+        address of the team's buffer, set up for ``threads``; at most :attr:`threads`), and
+        returns thread 0's result; a negative one raises :class:`SinewError`. A thread that
+        cannot start cancels the others (they leave at their next barrier)."""
+        lib = library()
+        threads = max(1, min(int(threads), self.threads))
+        if self._team is None:
+            self._team = np.zeros(int(lib.sinew_team_size()) // 8 + 1, np.int64)
+        buf = self._team.ctypes.data
+        check_status(lib.sinew_team_init(buf, threads), what)
+        if threads == 1:
+            return check_status(call(buf, 0), what)
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="sinew-kernels")
-        for code in self._pool.map(lambda call: call(), calls):
-            check_status(code, what)
+            self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="sinew-kernels")
+        futures = []
+        try:
+            for t in range(1, threads):
+                futures.append(self._pool.submit(call, buf, t))
+            code = call(buf, 0)
+        except BaseException:
+            lib.sinew_team_cancel(buf)
+            for f in futures:
+                f.exception()
+            raise
+        codes = [code] + [f.result() for f in futures]
+        for c in codes:
+            check_status(c, what)
+        return int(code)
 
     def close(self) -> None:
         """Stops the threads (they also stop when the object is collected)."""

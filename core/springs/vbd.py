@@ -88,10 +88,10 @@ REGION_MARGIN = 0.1
 #: Free vertices per cluster of the finer coarse level (:func:`_clusters`).
 CLUSTER_SIZE = 64
 #: Vertices per part of the all-free-vertices cluster, whose sums are added in order.
-_PART = 2048
+_PART = 256
 #: Free vertices per slab of the sweep (:func:`_slabs`), at least; a cloth with fewer than
 #: twice as many is swept whole.
-_SLAB = 2048
+_SLAB = 256
 #: Most slabs a sweep is cut into.
 _MAX_SLABS = 16
 #: Gauss–Seidel passes of the strain-limit projection after the solve, at most.
@@ -115,13 +115,12 @@ class _Stage(NamedTuple):
     translated: the clusters of one colour (no spring joins two of them), or the parts of the
     one cluster of all free vertices (``whole``: their sums are added in a fixed order before
     the translation). ``off`` ``(groups + 1,)`` into the level's ``vertices``; ``sums``
-    ``(groups, 9)`` and, when whole, ``total`` ``(1, 9)`` and ``rows`` ``(groups,)`` zeros:
-    scratch."""
+    ``(groups, 9)``: scratch; when whole, ``rows`` ``(groups,)`` zeros (every part moves by
+    the total's row)."""
 
     off: np.ndarray
     sums: np.ndarray
     whole: bool
-    total: np.ndarray
     rows: np.ndarray
 
 
@@ -141,7 +140,7 @@ class _Level(NamedTuple):
 def _stage(off: np.ndarray, whole: bool) -> _Stage:
     off = np.ascontiguousarray(off, np.int64)
     groups = len(off) - 1
-    return _Stage(off, np.zeros((groups, 9)), whole, np.zeros((1, 9)), np.zeros(groups, np.int64))
+    return _Stage(off, np.zeros((groups, 9)), whole, np.zeros(groups, np.int64))
 
 
 def _level(cluster: np.ndarray, springs: np.ndarray) -> _Level:
@@ -187,22 +186,24 @@ def _level(cluster: np.ndarray, springs: np.ndarray) -> _Level:
 
 def _slabs(model: Model, free: np.ndarray, springs: np.ndarray) -> np.ndarray:
     """Each free vertex's slab ``(len(free),)``: the cloth cut across the longest side of its
-    rest shape into slabs of equal vertex counts (at least :data:`_SLAB` each, an even number
-    of them, at most :data:`_MAX_SLABS`), so that no spring joins two slabs that are not
-    next to each other. The sweep visits the even slabs, then the odd ones: slabs of one
-    parity share no spring, so they can go to several threads, and the order, so the result,
-    is the same for any number of threads. All zeros (one slab) when the cloth is small or
-    its springs reach farther than a slab is thick."""
+    rest shape into slabs of equal vertex counts (at least :data:`_SLAB` each; twice a power
+    of two of them, at most :data:`_MAX_SLABS`, so that a phase splits evenly over two,
+    four or eight threads), so that no spring joins two slabs that are not next to each
+    other. The sweep visits the even slabs, then the odd ones: slabs of one parity share no
+    spring, so they can go to several threads, and the order, so the result, is the same for
+    any number of threads. All zeros (one slab) when the cloth is small or its springs reach
+    farther than a slab is thick."""
     one = np.zeros(len(free), np.int64)
-    count = 2 * min(len(free) // (2 * _SLAB), _MAX_SLABS // 2)
-    if count < 2:
+    pairs = min(len(free) // (2 * _SLAB), _MAX_SLABS // 2)
+    if pairs < 1:
         return one
+    count = 2 * (1 << (pairs.bit_length() - 1))
     rest = model.rest_positions[free]
     axis = int(np.argmax(rest.max(axis=0) - rest.min(axis=0)))
     where = np.empty(model.vertex_count, np.int64)
     where[...] = -1
+    order = np.argsort(rest[:, axis], kind="stable")
     while count >= 2:
-        order = np.argsort(rest[:, axis], kind="stable")
         slab = np.empty(len(free), np.int64)
         slab[order] = np.arange(len(free)) * count // len(free)
         where[free] = slab
@@ -210,7 +211,7 @@ def _slabs(model: Model, free: np.ndarray, springs: np.ndarray) -> np.ndarray:
         both = (a >= 0) & (b >= 0)
         if np.all(np.abs(a[both] - b[both]) <= 1):
             return slab
-        count -= 2
+        count //= 2
     return one
 
 
@@ -277,13 +278,15 @@ class _Layout:
         self.slab_off = [np.ascontiguousarray(bounds[k], np.int64) for k in range(self.slab_count)]
         self.ncolors = ncolors
         half = (self.slab_count + 1) // 2
-        #: the sweep's phases: the slabs (indices into slab_off) whose sweeps may run at once
-        self.phases = [list(range(half)), list(range(half, self.slab_count))] \
-            if self.slab_count > 1 else [[0]]
+        #: the sweep's phases, (phase_count + 1) offsets into the slabs in visiting order:
+        #: the even slabs, whose sweeps may run at once, then the odd ones
+        self.phase_off = np.ascontiguousarray([0, half, self.slab_count] if self.slab_count > 1 else [0, 1],
+                                              np.int64)
+        self.phase_count = len(self.phase_off) - 1
         self._sweeps = (kernels.VbdSweep * self.slab_count)(*[
             kernels.VbdSweep(ncolors, off.ctypes.data, self.color_vertices.ctypes.data)
             for off in self.slab_off])
-        self.threads = min(threads, max(len(ph) for ph in self.phases))
+        self.threads = min(threads, int(np.diff(self.phase_off).max()))
         e = model.structural_count
         limit = np.zeros(s)
         if model.max_stretch > 0:
@@ -314,7 +317,7 @@ class _Layout:
                     rows.append(kernels.VbdStage(
                         len(st.off) - 1, st.off.ctypes.data, level.vertices.ctypes.data,
                         level.cluster.ctypes.data, level.interior.ctypes.data, st.sums.ctypes.data,
-                        int(st.whole), st.total.ctypes.data, st.rows.ctypes.data))
+                        int(st.whole), st.rows.ctypes.data))
             self._table = (kernels.VbdStage * max(len(rows), 1))(*rows)
             self.stage_count = len(rows)
         return self._table
@@ -739,27 +742,17 @@ class VertexBlockDescent(Integrator):
         ptr = kernels.address(x)
         force = np.empty((len(lay.free), 3))
         cforce = np.empty_like(force)
+        held = np.zeros(max(self._workers.threads, 1), np.int64)
+        table = lay.stage_table()
         # (with self-contact a slab's sweep reads vertices another slab's thread moves: one thread)
-        if lay.threads == 1 or own is not None:  # every iteration's calls in one, until a vertex is held back
-            held = np.zeros(1, np.int64)
-            table = lay.stage_table()
-            iterate = partial(lib.sinew_vbd_iterate, pb.struct, lay.slab_count,
-                              ctypes.addressof(lay._sweeps), lay.stage_count, ctypes.addressof(table))
-            held_at = held.ctypes.data
+        threads = 1 if own is not None else lay.threads
+        iterate = partial(lib.sinew_vbd_iterate, pb.struct)
+        sweep = (lay.phase_count, lay.phase_off.ctypes.data, ctypes.addressof(lay._sweeps),
+                 lay.stage_count, ctypes.addressof(table))
 
-            def run(k: int) -> int:
-                return kernels.check_status(iterate(k, ptr, held_at), "VBD iterations")
-        else:  # the sweep's slabs of one parity on the threads, then the coarse correction in one call
-            held, stages = self._plan(pb, lay, ptr)
-            table = lay.stage_table()
-            coarse = partial(lib.sinew_vbd_iterate, pb.struct, 0, None, lay.stage_count,
-                             ctypes.addressof(table), 1, ptr, held.ctypes.data)
-
-            def run(k: int) -> int:
-                for calls, what in stages:
-                    self._workers.run(calls, what)
-                kernels.check_status(coarse(), "VBD coarse correction")
-                return 1
+        def run(k: int) -> int:
+            return self._workers.team(lambda team, t: iterate(team, t, *sweep, k, ptr, held.ctypes.data + 8 * t),
+                                      threads, "VBD iterations")
 
         def residual(at: int = ptr) -> float:
             kernels.check_status(lib.sinew_vbd_forces(
@@ -777,9 +770,9 @@ class VertexBlockDescent(Integrator):
             if self.check_every:
                 chunk = min(chunk, self.check_every - its % self.check_every)
             its += run(chunk)
-            if held.any() and own is not None:
+            if held[0] and own is not None:
                 own.again(x)
-            if held.any() and soup is not None:  # (each call wrote its own count)
+            if held[0] and soup is not None:  # (every thread wrote the same count)
                 # vertices at their bound: detection again for them, where they are now (the
                 # others' balls still hold: their anchors have not changed)
                 moved = np.linalg.norm(x - contacts.anchor, axis=1)
@@ -795,22 +788,6 @@ class VertexBlockDescent(Integrator):
         self.residual_history = history
         self.contact_force = cforce
         return its, r, r0
-
-    @staticmethod
-    def _plan(pb: kernels.VbdProblem, lay: _Layout, ptr: int) -> tuple[np.ndarray, list]:
-        """An iteration's sweep on ``x`` at ``ptr`` for several threads: the even slabs, then
-        the odd ones, a call per slab (the coarse correction follows in one call). Each call
-        writes its clipped count into its own slot of the first array returned (slot 0 is
-        the coarse correction's); a stage is ``(calls, what)``."""
-        lib = pb.lib
-        held = np.zeros(1 + lay.slab_count, np.int64)
-        cv = lay.color_vertices.ctypes.data
-        stages = []
-        for phase in lay.phases:
-            stages.append(([partial(lib.sinew_vbd_sweep, pb.struct, lay.ncolors,
-                                    lay.slab_off[k].ctypes.data, cv, ptr, held.ctypes.data + 8 * (1 + k))
-                            for k in phase], "VBD sweep"))
-        return held, stages
 
     @staticmethod
     def _limit(model: Model, lay: _Layout, pb: kernels.VbdProblem, x: np.ndarray,

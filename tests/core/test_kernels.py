@@ -9,6 +9,7 @@ Debian's python3 against the AddressSanitizer + UBSan build of the library.
 
 from __future__ import annotations
 
+import ctypes
 import os
 
 import numpy as np
@@ -1000,6 +1001,122 @@ def test_shift_is_the_clusters_newton_translation(lib, seed):
                                       P(x), P(sums)) == -1
     assert lib.sinew_vbd_translate(pb.struct, 1, P(i64([0, 1])), P(i64([3])), P(sums), None,
                                    P(xs), P(held)) == -1
+
+
+def _chain_iteration(n=13, seed=0):
+    """A hanging chain of n vertices (0 pinned) with inertia pulling it aside, cut into four
+    slabs of consecutive vertices (no spring joins two slabs of one parity), and the coarse
+    correction's stages: the whole chain in three parts, then clusters of three vertices,
+    every other one per stage. Returns (problem, phase_off, sweeps, stages, keep)."""
+    rng = np.random.default_rng(seed)
+    x = np.zeros((n, 3))
+    x[:, 2] = -0.1 * np.arange(n)
+    springs = [(j, j + 1) for j in range(n - 1)]
+    w = np.r_[0.0, np.full(n - 1, 2.0)]
+    y = x + np.r_[np.zeros((1, 3)), rng.normal(0, 0.05, (n - 1, 3))]
+    pb = vbd_problem(x, springs, w=w, y=y, k=np.full(n - 1, 300.0), rest=np.full(n - 1, 0.1))
+    keep = []
+
+    def keep_(a):
+        keep.append(a)
+        return a.ctypes.data
+
+    free = np.arange(1, n)
+    slabs = np.array_split(free, 4)
+    visit = [slabs[0], slabs[2], slabs[1], slabs[3]]
+    sweeps = []
+    for sl in visit:
+        colours = [sl[sl % 2 == 0], sl[sl % 2 == 1]]
+        verts = i64(np.concatenate(colours))
+        sweeps.append(kernels.VbdSweep(2, keep_(i64([0, len(colours[0]), len(verts)])), keep_(verts)))
+    sweeps = (kernels.VbdSweep * 4)(*sweeps)
+    whole = i64(np.r_[-1, np.zeros(n - 1, np.int64)])
+    cells = i64(np.r_[-1, (free - 1) // 3])
+    interior_whole = np.r_[1, np.ones(n - 1)].astype(np.uint8)
+    edge = np.zeros(n, np.uint8)
+    stages = [kernels.VbdStage(3, keep_(i64([0, 4, 8, 12])), keep_(i64(free)), keep_(whole),
+                               keep_(interior_whole), keep_(np.zeros((3, 9))), 1, keep_(np.zeros(3, np.int64)))]
+    for first in (0, 1):
+        ids = np.arange(first, 4, 2)
+        verts = i64(np.concatenate([free[3 * c:3 * c + 3] for c in ids]))
+        stages.append(kernels.VbdStage(len(ids), keep_(i64(3 * np.arange(len(ids) + 1))), keep_(verts),
+                                       keep_(cells), keep_(edge), keep_(np.zeros((len(ids), 9))), 0, None))
+    stages = (kernels.VbdStage * 3)(*stages)
+    return pb, i64([0, 2, 4]), sweeps, stages, keep
+
+
+def test_team_iterations_are_the_stages_in_order_at_any_thread_count(lib):
+    """sinew_vbd_iterate on a team of one does what the single calls do in turn (the slabs'
+    sweeps, then each stage's cluster sums, the whole chain's parts added in order, and
+    translations); on teams of two, three and four, the same positions bit for bit."""
+    pb, phase_off, sweeps, stages, keep = _chain_iteration()
+    x0 = pb.get("x_prev") + [0.01, 0.0, 0.0]
+    x0[0] = pb.get("x_prev")[0]
+    # by hand: four iterations of the single calls
+    want = c64(x0.copy())
+    held = np.zeros(1, np.int64)
+    for _ in range(4):
+        for k in range(4):
+            sw = sweeps[k]
+            assert lib.sinew_vbd_sweep(pb.struct, sw.ncolors, sw.color_off, sw.color_vertices,
+                                       P(want), P(held)) == 0
+        for st_ in stages:
+            sums = np.zeros((st_.groups, 9))
+            assert lib.sinew_vbd_cluster_sums(pb.struct, st_.groups, st_.off, st_.vertices, st_.cluster,
+                                              st_.interior, P(want), P(sums)) == 0
+            rows = sums.sum(axis=0, keepdims=True) if st_.whole else sums
+            if st_.whole:   # (in the kernel's order: part 0, then 1, then 2)
+                rows = c64([sums[0] + sums[1] + sums[2]])
+            assert lib.sinew_vbd_translate(pb.struct, st_.groups, st_.off, st_.vertices, P(rows),
+                                           st_.rows, P(want), P(held)) == 0
+    assert not np.array_equal(want, x0)
+    for threads in (1, 2, 3, 4):
+        x = c64(x0.copy())
+        clipped = np.zeros(threads, np.int64)
+        workers = kernels.Workers(threads)
+        done = workers.team(lambda team, t, x=x, clipped=clipped: lib.sinew_vbd_iterate(
+            pb.struct, team, t, 2, P(phase_off), ctypes.addressof(sweeps), 3, ctypes.addressof(stages),
+            4, P(x), clipped.ctypes.data + 8 * t), threads, "VBD iterations")
+        workers.close()
+        assert done == 4 and np.all(clipped == 0)
+        assert np.array_equal(x, want), threads
+
+
+def test_team_stops_together_on_a_bad_index_and_on_cancel(lib):
+    """A vertex index out of range in one thread's slab: every thread of the team leaves
+    with the error (none waits forever at a barrier) and Workers.team raises. A team
+    cancelled while its thread 0 waits at a barrier for a thread that never started:
+    thread 0 leaves with SINEW_E_CANCELLED."""
+    import threading
+
+    pb, phase_off, sweeps, stages, keep = _chain_iteration()
+    bad = i64([0, 1, 2])
+    bad_verts = i64([5, 99])
+    keep += [bad, bad_verts]
+    sweeps[3] = kernels.VbdSweep(2, bad.ctypes.data, bad_verts.ctypes.data)  # the last slab, thread 1's
+    x = c64(pb.get("x_prev").copy())
+    workers = kernels.Workers(2)
+    clipped = np.zeros(2, np.int64)
+    with pytest.raises(SinewError, match="index out of range"):
+        workers.team(lambda team, t: lib.sinew_vbd_iterate(
+            pb.struct, team, t, 2, P(phase_off), ctypes.addressof(sweeps), 3, ctypes.addressof(stages),
+            3, P(x), clipped.ctypes.data + 8 * t), 2, "VBD iterations")
+    workers.close()
+    team = np.zeros(int(lib.sinew_team_size()) // 8 + 1, np.int64)
+    assert lib.sinew_team_init(team.ctypes.data, 0) == -1
+    assert lib.sinew_team_init(team.ctypes.data, 2) == 0
+    assert lib.sinew_vbd_iterate(pb.struct, team.ctypes.data, 2, 2, P(phase_off), ctypes.addressof(sweeps),
+                                 3, ctypes.addressof(stages), 1, P(x), P(clipped)) == -1  # no thread 2 of 2
+    assert lib.sinew_team_init(team.ctypes.data, 2) == 0
+    result = []
+    held = np.zeros(1, np.int64)
+    alone = threading.Thread(target=lambda: result.append(lib.sinew_vbd_iterate(
+        pb.struct, team.ctypes.data, 0, 2, P(phase_off), ctypes.addressof(sweeps), 3,
+        ctypes.addressof(stages), 1, P(x), P(held))))
+    alone.start()
+    lib.sinew_team_cancel(team.ctypes.data)
+    alone.join(timeout=120)
+    assert not alone.is_alive() and result == [-3]
 
 
 # --------------------------------------------------------------------------- 6 strain limit

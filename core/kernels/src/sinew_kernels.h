@@ -19,13 +19,26 @@
 #endif
 
 /* Bumped whenever an entry point's arguments change; the loader checks it. */
-#define SINEW_ABI_VERSION 6
+#define SINEW_ABI_VERSION 7
 
 #define SINEW_OK 0
 #define SINEW_E_ARGUMENT (-1) /* an index out of range or a size that does not fit */
 #define SINEW_E_CAPACITY (-2) /* an output buffer too small: the count needed is returned elsewhere */
+#define SINEW_E_CANCELLED (-3) /* the team's run was cancelled (sinew_team_cancel) */
 
 SINEW_API int32_t sinew_abi_version(void);
+
+/* ---- team.c: threads that meet at barriers inside one call (team.h) ---- */
+/* The most threads of a team. */
+#define SINEW_MAX_THREADS 64
+typedef struct SinewTeam SinewTeam;
+/* The bytes of a team's buffer (8-byte aligned, owned by the caller). */
+SINEW_API int64_t sinew_team_size(void);
+/* Sets the buffer up for a run of threads threads (1 .. SINEW_MAX_THREADS). */
+SINEW_API int sinew_team_init(SinewTeam *team, int64_t threads);
+/* Makes every thread of a running team leave at its next barrier with SINEW_E_CANCELLED
+ * (for a caller that could not start all of them). */
+SINEW_API void sinew_team_cancel(SinewTeam *team);
 
 /* ---- colour.c: greedy graph colouring (vertex sets with no edge inside one set) ---- */
 SINEW_API int64_t sinew_color_greedy(int64_t n, const int64_t *adj_off, const int64_t *adj_other,
@@ -123,8 +136,8 @@ SINEW_API int sinew_vbd_translate(const SinewVbdProblem *pb, int64_t nclusters,
                                   int64_t *clipped);
 /* One stage of the coarse correction for sinew_vbd_iterate: the arguments of a
  * sinew_vbd_cluster_sums call and of the sinew_vbd_translate call after it. When whole, the
- * groups are parts of one cluster: their sums are added in order into total (9), and every
- * part moves by the total's step (rows: groups zeros). */
+ * groups are parts of one cluster: their sums are added in order, and every part moves by
+ * the total's step (rows: groups zeros). */
 typedef struct SinewVbdStage {
     int64_t groups;
     const int64_t *off;        /* (groups+1) into vertices */
@@ -133,7 +146,6 @@ typedef struct SinewVbdStage {
     const uint8_t *interior;   /* (n,) */
     double *sums;              /* (groups,9) scratch */
     int64_t whole;
-    double *total;             /* (9) scratch, when whole */
     const int64_t *rows;       /* (groups,) zeros, when whole */
 } SinewVbdStage;
 
@@ -144,7 +156,8 @@ typedef struct SinewVbdSweep {
     const int64_t *color_vertices;
 } SinewVbdSweep;
 
-SINEW_API int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, int64_t nsweeps,
+SINEW_API int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t thread,
+                                    int64_t nphases, const int64_t *phase_off,
                                     const SinewVbdSweep *sweeps, int64_t nstages,
                                     const SinewVbdStage *stages, int64_t iterations, double *x,
                                     int64_t *clipped);

@@ -16,6 +16,7 @@
  * goes through the displacement guard (guard.h), so no vertex can cross a collider surface
  * or the cloth itself. */
 #include "guard.h"
+#include "team.h"
 
 /* The precomputed unit normal of collider triangle t, or NULL when the problem has none. */
 #define TRI_NORMAL(pb, t) ((pb)->tri_normal ? (pb)->tri_normal + 3 * (t) : NULL)
@@ -433,47 +434,70 @@ int sinew_vbd_translate(const SinewVbdProblem *pb, int64_t nclusters, const int6
     return SINEW_OK;
 }
 
-/* Iterations of the solve in one call, on one thread: each a sweep (sinew_vbd_sweep over
- * each of the nsweeps parts in order), then the coarse correction's stages in order
- * (sinew_vbd_cluster_sums and sinew_vbd_translate, the parts of a whole cluster added in
- * order, as the caller adds them when the stages go to several threads: the same
- * arithmetic). Stops after the iteration in which the guard's ball bound held a vertex back
- * (the caller runs detection again for it), or after iterations; returns the iterations
- * done, clipped the vertices held back in the last one. */
-int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, int64_t nsweeps, const SinewVbdSweep *sweeps,
+/* Iterations of the solve, each a sweep then the coarse correction, run by thread `thread`
+ * of a team (team.h; every thread of the team makes the same call with its own index, and
+ * a team of one runs the whole). The sweep is nphases phases (phase_off (nphases+1) into
+ * sweeps); the sweeps of one phase share no spring, and each thread takes a block of them
+ * (sinew_vbd_sweep). Then the coarse correction's stages in order: each thread takes a
+ * block of a stage's groups for sinew_vbd_cluster_sums, the parts of a whole cluster are
+ * added in order by every thread alike, then each translates its block
+ * (sinew_vbd_translate). The threads meet after every phase and every half stage, so
+ * every vertex sees the same positions, and the result is the same bit for bit, at any
+ * number of threads. Stops after the iteration in which the guard's ball bound held a
+ * vertex back (the caller runs detection again for it), or after iterations; returns the
+ * iterations done, clipped the vertices held back in the last one (every thread returns
+ * the same). */
+int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t thread,
+                          int64_t nphases, const int64_t *phase_off, const SinewVbdSweep *sweeps,
                           int64_t nstages, const SinewVbdStage *stages, int64_t iterations,
                           double *x, int64_t *clipped) {
-    int64_t done = 0, held = 0;
+    int64_t T = team->threads, done = 0, all = 0;
+    if (thread < 0 || thread >= T) {
+        team_fail(team, SINEW_E_ARGUMENT);
+        return SINEW_E_ARGUMENT;
+    }
     while (done < iterations) {
-        int64_t h = 0;
+        int64_t mine = 0, h = 0, lo, hi;
         int status;
-        held = 0;
-        for (int64_t w = 0; w < nsweeps; ++w) {
-            status = sinew_vbd_sweep(pb, sweeps[w].ncolors, sweeps[w].color_off,
-                                     sweeps[w].color_vertices, x, &h);
-            if (status != SINEW_OK) return status;
-            held += h;
+        for (int64_t p = 0; p < nphases; ++p) {
+            team_share(phase_off[p + 1] - phase_off[p], thread, T, &lo, &hi);
+            for (int64_t w = phase_off[p] + lo; w < phase_off[p] + hi; ++w) {
+                status = sinew_vbd_sweep(pb, sweeps[w].ncolors, sweeps[w].color_off,
+                                         sweeps[w].color_vertices, x, &h);
+                if (status != SINEW_OK) team_fail(team, status);
+                mine += h;
+            }
+            if ((status = team_wait(team)) != 0) return status;
         }
         for (int64_t s = 0; s < nstages; ++s) {
             const SinewVbdStage *st = stages + s;
-            status = sinew_vbd_cluster_sums(pb, st->groups, st->off, st->vertices, st->cluster,
-                                            st->interior, x, st->sums);
-            if (status != SINEW_OK) return status;
-            const double *rows = st->sums;
+            team_share(st->groups, thread, T, &lo, &hi);
+            status = sinew_vbd_cluster_sums(pb, hi - lo, st->off + lo, st->vertices, st->cluster,
+                                            st->interior, x, st->sums + 9 * lo);
+            if (status != SINEW_OK) team_fail(team, status);
+            if ((status = team_wait(team)) != 0) return status;
+            double total[9];
+            const double *rows = st->sums + 9 * lo;
             if (st->whole && st->groups > 1) {
-                for (int a = 0; a < 9; ++a) st->total[a] = st->sums[a];
+                for (int a = 0; a < 9; ++a) total[a] = st->sums[a];
                 for (int64_t g = 1; g < st->groups; ++g)
-                    for (int a = 0; a < 9; ++a) st->total[a] += st->sums[9 * g + a];
-                rows = st->total;
+                    for (int a = 0; a < 9; ++a) total[a] += st->sums[9 * g + a];
+                rows = total;
             }
-            status = sinew_vbd_translate(pb, st->groups, st->off, st->vertices, rows,
-                                         st->whole ? st->rows : NULL, x, &h);
-            if (status != SINEW_OK) return status;
-            held += h;
+            status = sinew_vbd_translate(pb, hi - lo, st->off + lo, st->vertices, rows,
+                                         st->whole ? st->rows + lo : NULL, x, &h);
+            if (status != SINEW_OK) team_fail(team, status);
+            mine += h;
+            if ((status = team_wait(team)) != 0) return status;
         }
+        int64_t *slot = team->held[done & 1];
+        slot[thread] = mine;
+        if ((status = team_wait(team)) != 0) return status;
+        all = 0;
+        for (int64_t t = 0; t < T; ++t) all += slot[t];
         ++done;
-        if (held > 0) break;
+        if (all > 0) break;
     }
-    *clipped = held;
+    *clipped = all;
     return done;
 }

@@ -1,0 +1,50 @@
+/* The team's barrier (team.c has the entry points). Threads spin at a barrier: a team never
+ * has more threads than the machine has CPUs (kernels.thread_count), and the work between
+ * two barriers is a sweep's slab or a coarse stage, a fraction of a millisecond. */
+#ifndef SINEW_TEAM_H
+#define SINEW_TEAM_H
+
+#include <stdatomic.h>
+
+#include "sinew_kernels.h"
+
+struct SinewTeam {
+    int64_t threads;
+    atomic_llong arrived;    /* threads at the current barrier */
+    atomic_llong generation; /* barriers passed */
+    atomic_int stop;         /* 0, or the error code that stops every thread at its next barrier */
+    /* each thread's count for one iteration, by the iteration's parity: a thread writes its
+     * slot again only two barriers later, after every thread has read it */
+    int64_t held[2][SINEW_MAX_THREADS];
+};
+
+/* Records the first error of any thread of the team. */
+static inline void team_fail(SinewTeam *tm, int code) {
+    int none = 0;
+    atomic_compare_exchange_strong(&tm->stop, &none, code);
+}
+
+/* Waits until every thread of the team has arrived; what each wrote before it arrived is
+ * seen by all after. Returns 0, or the code that stopped the team (then the threads leave
+ * at once: a cancelled or failed team is set up again before its next run). */
+static inline int team_wait(SinewTeam *tm) {
+    if (tm->threads > 1) {
+        long long gen = atomic_load_explicit(&tm->generation, memory_order_acquire);
+        if (atomic_fetch_add_explicit(&tm->arrived, 1, memory_order_acq_rel) == tm->threads - 1) {
+            atomic_store_explicit(&tm->arrived, 0, memory_order_relaxed);
+            atomic_store_explicit(&tm->generation, gen + 1, memory_order_release);
+        } else {
+            while (atomic_load_explicit(&tm->generation, memory_order_acquire) == gen)
+                if (atomic_load_explicit(&tm->stop, memory_order_relaxed)) break;
+        }
+    }
+    return atomic_load_explicit(&tm->stop, memory_order_acquire);
+}
+
+/* The share [*lo, *hi) of n items that thread t of a team of T takes (contiguous blocks). */
+static inline void team_share(int64_t n, int64_t t, int64_t T, int64_t *lo, int64_t *hi) {
+    *lo = n * t / T;
+    *hi = n * (t + 1) / T;
+}
+
+#endif
