@@ -139,6 +139,35 @@ def test_tablecloth_landing_has_no_cycle_between_sweep_and_clusters():
     assert worst < 10.0, worst
 
 
+def test_coarse_levels_grow_fourfold_while_a_level_has_many_cells(monkeypatch):
+    """The coarse correction's levels on a 31 × 31 sheet with cells of 4 and another level
+    while one has more than 16 cells: the whole cloth, then cells of 4, 16 and 64
+    vertices; each level's clusters hold every free vertex once (pins in none), about four
+    times fewer clusters a level, and no spring joins two clusters that translate in one
+    stage (clusters of one colour)."""
+    import core.springs.vbd as vbd
+
+    monkeypatch.setattr(vbd, "CLUSTER_SIZE", 4)
+    monkeypatch.setattr(vbd, "COARSER_AFTER", 16)
+    pinned = np.zeros(31 * 31, bool)
+    pinned[[0, 30]] = True
+    m = cotton(30, 1.0, 0.5, pinned=pinned)
+    lay = vbd._Layout(m, 1)
+    counts = [lev.count for lev in lay.levels]
+    assert counts[0] == 1 and len(counts) == 4 and counts[-1] <= 16 < counts[-2], counts
+    for a, b in zip(counts[1:], counts[2:]):
+        assert 2.5 < a / b < 6.5, counts
+    sp = np.asarray(m.springs).reshape(-1, 2)
+    for lev in lay.levels:
+        assert np.array_equal(np.sort(lev.vertices), lay.free)
+        assert np.all(lev.cluster[m.pinned_index] == -1)
+        for st in lev.stages[:None if lev.count > 1 else 0]:
+            members = lev.cluster[lev.vertices[st.off[0]:st.off[-1]]]
+            ca, cb = lev.cluster[sp[:, 0]], lev.cluster[sp[:, 1]]
+            inside = np.isin(ca, members) & np.isin(cb, members)
+            assert np.all(ca[inside] == cb[inside])
+
+
 def test_fast_cloth_never_passes_through_a_thin_plate():
     """A plate of two triangles (open, no thickness inside) and cloth thrown at it at 20 m/s,
     one substep: no vertex's path crosses the plate in any step."""
