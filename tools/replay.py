@@ -80,6 +80,7 @@ def capture(scene: str, out: Path, solver: str | None, substeps: int | None, ite
         s.enabled = True
         if cloth.vertex_groups.get("pins") is not None:
             s.pin_group = "pins"
+        s.self_collision = scene in sc.SELF  # (before the preset, as the bench sets it)
         bpy.ops.sinew.springs_preset(preset=sc.PRESET)
         for name, value in (("solver", solver), ("substeps", substeps), ("iterations", iterations)):
             if value is not None:
@@ -101,7 +102,10 @@ def capture(scene: str, out: Path, solver: str | None, substeps: int | None, ite
     integrator, kw = seen["sim"]
     data["solver"] = np.asarray(str(integrator) if isinstance(integrator, str) else integrator.name)
     for key, value in kw.items():
-        if key != "self_collision" and value is not None:
+        if key == "self_collision" and value is not None:
+            data["self_distance"] = np.asarray(value.distance)
+            data["self_iterations"] = np.asarray(value.iterations)
+        elif value is not None:
             data[f"sim_{key}"] = np.asarray(value)
     data["frames"] = np.asarray(len(seen["frames"]))
     for f, (pins, colliders) in enumerate(seen["frames"]):
@@ -145,6 +149,11 @@ def load(path: Path, seed: int = 0):
         x0 = x0 + np.random.default_rng(seed).normal(scale=1e-6, size=x0.shape)
     model = build_model(x0, springs, **kw)
     settings = {k[len("sim_"):]: _value(d[k]) for k in d if k.startswith("sim_")}
+    if "self_distance" in d:
+        from core.springs import SelfCollision
+
+        settings["self_collision"] = SelfCollision.build(
+            d["model_positions"], kw["triangles"], float(d["self_distance"]), int(d["self_iterations"]))
     frames = []
     for f in range(int(d["frames"])):
         pins = d[f"f{f}_pins"] if f"f{f}_pins" in d else None

@@ -38,6 +38,8 @@ CONTACT_SLOTS = 8
 #: A triangle whose box covers more grid cells than this is tested against every vertex
 #: instead of being gridded (a ground plane of two triangles under a fine cloth).
 _BIG_CELLS = 512
+#: Vertices per block of the self query on a thread of its own, at least (:meth:`SelfDetection.detect`).
+SELF_PART = 1024
 
 
 @dataclass
@@ -185,14 +187,16 @@ class SelfDetection:
         self.skip_ee_off = np.ascontiguousarray(np.searchsorted(ee // ne, np.arange(len(self.edges) + 1)), np.int64)
         self.skip_ee = np.ascontiguousarray(ee % ne, np.int64)
         self.distance = float(sc.distance)
-        self._stamp = np.empty(max(len(self.faces), len(self.edges), 1), np.int64)
+        self._stamp = np.empty((1, max(len(self.faces), len(self.edges), 1)), np.int64)
         self._room = 1024
         self._size: float | None = None
         self._table = 1 << max(10, int(np.ceil(np.log2(max(4 * max(len(self.faces), len(self.edges)), 1)))))
         self._lib = kernels.library()
 
-    def detect(self, x: np.ndarray, bound: np.ndarray) -> SelfPairs:
-        """The pairs at ``x`` ``(n, 3)`` for balls ``bound`` ``(n,)`` (m, finite)."""
+    def detect(self, x: np.ndarray, bound: np.ndarray, workers: kernels.Workers | None = None) -> SelfPairs:
+        """The pairs at ``x`` ``(n, 3)`` for balls ``bound`` ``(n,)`` (m, finite); with
+        ``workers``, the query's vertices and edges in as many blocks on their threads (the
+        same pairs in the same order)."""
         x = kernels.array(x, np.float64, (-1, 3), "self detection positions")
         if len(x) < self._n:
             raise SinewError(f"self detection needs {self._n} vertices, got {len(x)}")
@@ -211,30 +215,47 @@ class SelfDetection:
         cell = max(1.5 * self._size, r + 2.0 * bmax, 1e-6)
         table, f_off, f_entries, _ = hashed_grid(f_lo, f_hi, cell, table=self._table)
         _, e_off, e_entries, _ = hashed_grid(e_lo, e_hi, cell, table=table)
-        counts = np.zeros(2, np.int64)
+        parts = 1 if workers is None or n < SELF_PART else min(workers.threads, n // SELF_PART)
+        if self._stamp.shape[0] < parts:
+            self._stamp = np.empty((parts, self._stamp.shape[1]), np.int64)
+        counts = np.zeros((parts, 2), np.int64)
+        totals = np.zeros(parts, np.int64)
         while True:
-            pairs = np.empty((self._room, 2), np.int64)
-            dist = np.empty(self._room)
-            total = kernels.check_status(self._lib.sinew_self_query(
-                n, x.ctypes.data, bound.ctypes.data, r, bmax, len(self.faces), self.faces.ctypes.data,
-                len(self.edges), self.edges.ctypes.data, cell, table, f_off.ctypes.data,
-                f_entries.ctypes.data, e_off.ctypes.data, e_entries.ctypes.data, f_lo.ctypes.data,
-                f_hi.ctypes.data, e_lo.ctypes.data, e_hi.ctypes.data, skip_vf_off.ctypes.data,
-                self.skip_vf.ctypes.data, self.skip_ee_off.ctypes.data, self.skip_ee.ctypes.data,
-                self._stamp.ctypes.data, self._room, pairs.ctypes.data, dist.ctypes.data,
-                counts.ctypes.data), "self query")
-            if total <= self._room:
+            pairs = np.empty((parts, self._room, 2), np.int64)
+            dist = np.empty((parts, self._room))
+
+            def query(team: int, part: int, pairs: np.ndarray = pairs, dist: np.ndarray = dist) -> int:
+                totals[part] = self._lib.sinew_self_query(
+                    n, x.ctypes.data, bound.ctypes.data, r, bmax, len(self.faces), self.faces.ctypes.data,
+                    len(self.edges), self.edges.ctypes.data, cell, table, f_off.ctypes.data,
+                    f_entries.ctypes.data, e_off.ctypes.data, e_entries.ctypes.data, f_lo.ctypes.data,
+                    f_hi.ctypes.data, e_lo.ctypes.data, e_hi.ctypes.data, skip_vf_off.ctypes.data,
+                    self.skip_vf.ctypes.data, self.skip_ee_off.ctypes.data, self.skip_ee.ctypes.data,
+                    self._stamp[part].ctypes.data, part, parts, self._room, pairs[part].ctypes.data,
+                    dist[part].ctypes.data, counts[part].ctypes.data)
+                return min(int(totals[part]), 0)
+
+            if parts == 1:
+                kernels.check_status(query(0, 0), "self query")
+            else:
+                workers.team(query, parts, "self query")
+            if totals.max() <= self._room:
                 break
-            self._room = int(1.5 * total) + 1
-        pairs, dist = pairs[:total], dist[:total]
-        vf = int(counts[0])
+            self._room = int(1.5 * totals.max()) + 1
+        vfs = [slice(0, int(c)) for c in counts[:, 0]]
+        ees = [slice(int(c), int(t)) for c, t in zip(counts[:, 0], totals)]
+        vf = int(counts[:, 0].sum())
+        total = int(totals.sum())
+        pairs = np.concatenate([pairs[k, vfs[k]] for k in range(parts)] + [pairs[k, ees[k]] for k in range(parts)])
+        dist = np.concatenate([dist[k, vfs[k]] for k in range(parts)] + [dist[k, ees[k]] for k in range(parts)])
         verts = np.concatenate([np.c_[pairs[:vf, 0], self.faces[pairs[:vf, 1]]],
                                 np.c_[self.edges[pairs[vf:, 0]], self.edges[pairs[vf:, 1]]]])
         owner = verts.reshape(-1)
         order = np.argsort(owner, kind="stable")
         inc = np.ascontiguousarray(np.repeat(np.arange(total, dtype=np.int64), 4)[order])
         inc_off = np.ascontiguousarray(np.searchsorted(owner[order], np.arange(n + 1)), np.int64)
-        return SelfPairs(np.ascontiguousarray(pairs), vf, dist, inc_off, inc, x.copy(), bound.copy())
+        return SelfPairs(np.ascontiguousarray(pairs), vf, np.ascontiguousarray(dist), inc_off, inc, x.copy(),
+                         bound.copy())
 
 
 def collider_box(col: Any) -> tuple[np.ndarray, np.ndarray] | None:

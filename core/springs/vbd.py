@@ -367,12 +367,12 @@ class _SelfStep:
     ``previous`` (the last step's pairs, when this step continues it) is kept instead of a
     detection when every vertex's start and guess lie well inside its ball there (a cloth at
     rest): the pairs and balls hold wherever the vertices are, as long as each stays in its
-    ball."""
+    ball. ``workers``: the threads the self query may use."""
 
     def __init__(self, detection: SelfDetection, model: Model, lay: _Layout, pb: kernels.VbdProblem,
                  start: np.ndarray, guess: np.ndarray, clearance: np.ndarray | None = None,
-                 previous: SelfPairs | None = None) -> None:
-        self.detection, self.pb = detection, pb
+                 previous: SelfPairs | None = None, workers: kernels.Workers | None = None) -> None:
+        self.detection, self.pb, self.workers = detection, pb, workers
         r = detection.distance
         k = CONTACT_STIFFNESS * (pb.get("w") + lay.spring_stiffness)
         pb.set(self_r=r, self_k=float(np.median(k[lay.free])) if len(lay.free) else 0.0,
@@ -415,7 +415,7 @@ class _SelfStep:
 
     def _detect(self, x: np.ndarray) -> None:
         self.detections += 1
-        self._use(self.detection.detect(x, self.bound), np.zeros(len(x)))
+        self._use(self.detection.detect(x, self.bound, self.workers), np.zeros(len(x)))
 
     def _use(self, found: SelfPairs, moved: np.ndarray) -> None:
         """Hands ``found`` to the kernels, each vertex ``moved`` from its anchor."""
@@ -599,7 +599,7 @@ class VertexBlockDescent(Integrator):
             kept = (self._self_pairs[1] if self._self_pairs is not None and self._continues(model, state)
                     and self._self_pairs[0] == (model.uid, id(self_collision)) else None)
             own = _SelfStep(self.self_detection(model, self_collision), model, lay, pb, start, x,
-                            clearance, kept)
+                            clearance, kept, self._workers)
             start = own.start
         if soup is not None or own is not None:  # the guess goes through the guard too
             held = np.zeros(1, np.int64)
@@ -768,10 +768,16 @@ class VertexBlockDescent(Integrator):
             return self._workers.team(lambda team, t: iterate(team, t, *sweep, k, ptr, held.ctypes.data + 8 * t),
                                       threads, "VBD iterations")
 
+        m = len(lay.free)
+
         def residual(at: int = ptr) -> float:
-            kernels.check_status(lib.sinew_vbd_forces(
-                pb.struct, len(lay.free), lay.free.ctypes.data, at, force.ctypes.data,
-                cforce.ctypes.data), "VBD forces")
+            # (forces only read the positions: their blocks go to the threads, self-contact or not)
+            def block(team: int, t: int) -> int:
+                lo, hi = m * t // lay.threads, m * (t + 1) // lay.threads
+                return lib.sinew_vbd_forces(pb.struct, hi - lo, lay.free.ctypes.data + 8 * lo, at,
+                                            force.ctypes.data + 24 * lo, cforce.ctypes.data + 24 * lo)
+
+            self._workers.team(block, lay.threads, "VBD forces")
             return F.norm(force.reshape(-1))
 
         r0 = residual(kernels.address(np.ascontiguousarray(reference)))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 
 from core import kernels
-from core.springs import Plane, Simulator, TriangleMesh, build_model, count_crossings
+from core.springs import Plane, Simulator, TriangleMesh, build_model, count_crossings, detection
 from core.springs.detection import SelfDetection
 from core.springs.selfcollision import SelfCollision, mesh_edges
 from core.springs.shapes import MeshArrays, box, grid, springs_of, triangulate
@@ -81,6 +81,14 @@ def test_self_query_lists_what_brute_force_lists(seed):
     skip_vf = set(rng.integers(0, len(x) * nf, 20).tolist())
     skip_ee = set(rng.integers(0, ne * ne, 20).tolist())
     found = SelfDetection(_Mesh(tris, edges, r, skip_vf, skip_ee)).detect(x, bound)
+    # in blocks on three threads (of at least 5 vertices here): the same pairs, in the same order
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(detection, "SELF_PART", 5)
+        workers = kernels.Workers(3)
+        split = SelfDetection(_Mesh(tris, edges, r, skip_vf, skip_ee)).detect(x, bound, workers)
+        workers.close()
+    assert split.vf == found.vf and np.array_equal(split.pair, found.pair)
+    assert np.array_equal(split.distance, found.distance) and np.array_equal(split.inc, found.inc)
     vf, ee = brute_pairs(x, tris, edges, bound, r, skip_vf, skip_ee)
     got_vf = {tuple(p): d for p, d in zip(found.pair[:found.vf].tolist(), found.distance[:found.vf])}
     got_ee = {tuple(p): d for p, d in zip(found.pair[found.vf:].tolist(), found.distance[found.vf:])}

@@ -2,6 +2,7 @@
  * contact radius before one of their vertices leaves its ball (selfcontact.h). */
 #include "grid.h"
 #include "selfcontact.h"
+#include "team.h"
 
 /* Whether key is in the ascending keys (m,). */
 static int listed(int64_t key, int64_t m, const int64_t *keys) {
@@ -45,7 +46,11 @@ static inline void emit(int64_t a, int64_t b, double d, int64_t cap, int64_t *pa
  * of edge e, each list ascending. The faces (nf,3) and edges
  * (ne,2) are gridded at x (cell, table; f_off/f_entries and e_off/e_entries as sinew_grid_build
  * writes them) with their boxes f_lo, f_hi (nf,3) and e_lo, e_hi (ne,3); bmax is the largest
- * bound. stamp (max(nf, ne),) is scratch. Writes the
+ * bound. stamp (max(nf, ne),) is scratch. Part part of parts (0 <= part < parts) takes the
+ * part-th block of the vertices (vertex-face pairs) and of the edges (first edge of an
+ * edge-edge pair) in order, so parts on several threads, each with its own stamp and
+ * output, give the pairs of one call when their outputs are joined in part order (the
+ * vertex-face pairs of every part, then the edge-edge ones). Writes the
  * vertex-face pairs first, then the edge-edge ones, into pairs (cap,2) with their distances
  * dist (cap,), and their numbers into counts (2); returns the total, which may exceed cap
  * (then call again with more room), or SINEW_E_ARGUMENT. */
@@ -56,8 +61,10 @@ int64_t sinew_self_query(int64_t n, const double *x, const double *bound, double
                          const double *f_hi, const double *e_lo, const double *e_hi,
                          const int64_t *skip_vf_off, const int64_t *skip_vf,
                          const int64_t *skip_ee_off, const int64_t *skip_ee,
-                         int64_t *stamp, int64_t cap, int64_t *pairs, double *dist, int64_t *counts) {
+                         int64_t *stamp, int64_t part, int64_t parts, int64_t cap, int64_t *pairs,
+                         double *dist, int64_t *counts) {
     if (!(cell > 0.0) || table < 1 || !(r >= 0.0) || !(bmax >= 0.0) || cap < 0) return SINEW_E_ARGUMENT;
+    if (parts < 1 || part < 0 || part >= parts) return SINEW_E_ARGUMENT;
     for (int64_t j = 0; j < 3 * nf; ++j)
         if (faces[j] < 0 || faces[j] >= n) return SINEW_E_ARGUMENT;
     for (int64_t j = 0; j < 2 * ne; ++j)
@@ -68,8 +75,9 @@ int64_t sinew_self_query(int64_t n, const double *x, const double *bound, double
         if (e_entries[j] < 0 || e_entries[j] >= ne) return SINEW_E_ARGUMENT;
     int64_t most = nf > ne ? nf : ne;
     for (int64_t j = 0; j < most; ++j) stamp[j] = -1;
-    int64_t count = 0;
-    for (int64_t i = 0; i < n; ++i) {
+    int64_t count = 0, first, last;
+    team_share(n, part, parts, &first, &last);
+    for (int64_t i = first; i < last; ++i) {
         const double *p = x + 3 * i;
         double reach = r + bound[i] + bmax;
         double lo[3] = {p[0] - reach, p[1] - reach, p[2] - reach};
@@ -96,7 +104,8 @@ int64_t sinew_self_query(int64_t n, const double *x, const double *bound, double
     }
     counts[0] = count;
     for (int64_t j = 0; j < most; ++j) stamp[j] = -1;
-    for (int64_t e = 0; e < ne; ++e) {
+    team_share(ne, part, parts, &first, &last);
+    for (int64_t e = first; e < last; ++e) {
         const int64_t *ea = edges + 2 * e;
         const double *p0 = x + 3 * ea[0], *p1 = x + 3 * ea[1];
         double be = bound[ea[0]] > bound[ea[1]] ? bound[ea[0]] : bound[ea[1]];

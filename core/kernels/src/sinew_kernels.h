@@ -172,7 +172,7 @@ SINEW_API int64_t sinew_self_query(int64_t n, const double *x, const double *bou
                                    const int64_t *e_entries, const double *f_lo, const double *f_hi,
                                    const double *e_lo, const double *e_hi, const int64_t *skip_vf_off,
                                    const int64_t *skip_vf, const int64_t *skip_ee_off,
-                                   const int64_t *skip_ee, int64_t *stamp,
+                                   const int64_t *skip_ee, int64_t *stamp, int64_t part, int64_t parts,
                                    int64_t cap, int64_t *pairs, double *dist, int64_t *counts);
 
 /* ---- crossing.c: the pairs of a mesh's triangles that share no vertex and intersect ---- */
