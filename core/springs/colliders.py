@@ -616,6 +616,9 @@ class StepColliders:
         Shape ``(n,)``, the step's share of the thickness (:func:`room`), set by :func:`resolve`.
     found : HeldVertices, optional
         Set by :func:`resolve` (updated by :func:`resolve_again`).
+    ends_frame : bool
+        The step ends a frame. VBD, whose guard keeps every step's penetration at 0, checks
+        that with a detection of its own at the end of a frame's last step only.
     """
 
     items: list = field(default_factory=list)
@@ -624,6 +627,7 @@ class StepColliders:
     triangles: np.ndarray | None = None
     room: np.ndarray | None = None
     found: HeldVertices | None = None
+    ends_frame: bool = True
 
     @classmethod
     def of(cls, colliders: Sequence[object]) -> StepColliders:

@@ -40,6 +40,8 @@ CONTACT_SLOTS = 8
 _BIG_CELLS = 512
 #: Vertices per block of the self query on a thread of its own, at least (:meth:`SelfDetection.detect`).
 SELF_PART = 1024
+#: Vertices per block of the collider query on a thread of its own, at least (:meth:`ColliderSoup.detect`).
+QUERY_PART = 512
 
 
 @dataclass
@@ -387,6 +389,9 @@ class ColliderSoup:
         #: ``(k, 2, 3)`` boxes of colliders left out of the arrays as out of reach this step
         #: (:func:`split_near`): detection keeps every vertex's bound short of them.
         self.fence = np.zeros((0, 2, 3))
+        #: the threads the query may use, in blocks of :data:`QUERY_PART` vertices or more
+        #: (``None``: this one)
+        self.workers: kernels.Workers | None = None
         self._grid: tuple | None = None
         self._lib = kernels.library()
 
@@ -443,13 +448,23 @@ class ColliderSoup:
             self._grid = self._build_grid(max(span, 1e-6))
         cell, table, offsets, entries, big, lo, hi = self._grid
         radius = np.ascontiguousarray(radius, dtype=np.float64)
-        kernels.check_status(self._lib.sinew_collider_query(
-            n, out.anchor.ctypes.data, radius.ctypes.data, len(self.cv), self.cv.ctypes.data,
-            len(self.tris), self.tris.ctypes.data, self.closed.ctypes.data, cell, table,
-            offsets.ctypes.data, entries.ctypes.data, len(big), big.ctypes.data, lo.ctypes.data,
-            hi.ctypes.data, len(self.prim_type), self.prim_type.ctypes.data, self.prim.ctypes.data,
-            CONTACT_SLOTS, out.ids.ctypes.data, out.slot_distance.ctypes.data,
-            out.count.ctypes.data, out.distance.ctypes.data), "collider query")
+        k = CONTACT_SLOTS
+        parts = 1 if self.workers is None else max(1, min(self.workers.threads, n // QUERY_PART))
+
+        def query(team: int, part: int) -> int:  # the vertices [a, b): each one's rows alone
+            a, b = n * part // parts, n * (part + 1) // parts
+            return self._lib.sinew_collider_query(
+                b - a, out.anchor.ctypes.data + 24 * a, radius.ctypes.data + 8 * a, len(self.cv),
+                self.cv.ctypes.data, len(self.tris), self.tris.ctypes.data, self.closed.ctypes.data, cell,
+                table, offsets.ctypes.data, entries.ctypes.data, len(big), big.ctypes.data, lo.ctypes.data,
+                hi.ctypes.data, len(self.prim_type), self.prim_type.ctypes.data, self.prim.ctypes.data, k,
+                out.ids.ctypes.data + 8 * k * a, out.slot_distance.ctypes.data + 8 * k * a,
+                out.count.ctypes.data + 8 * a, out.distance.ctypes.data + 8 * a)
+
+        if parts == 1:
+            kernels.check_status(query(0, 0), "collider query")
+        else:
+            self.workers.team(query, parts, "collider query")
         # no triangle but the slots' lies within the query radius, or, when the slots are
         # full, within the farthest slot's distance; inside a closed collider: unguarded
         full = out.count == CONTACT_SLOTS

@@ -90,7 +90,8 @@ class FrameDiagnostics:
         Collider contacts over the frame's substeps (cloth vertices in contact, summed).
     max_penetration : float
         m, the deepest a vertex ends inside a collider after a substep's contact stage,
-        over the frame (0 is the goal).
+        over the frame (0 is the goal); VBD, whose guard keeps it at 0 in every step,
+        checks it at the end of the frame.
     self_contacts : int
         Self-collision: contact or colliding pairs, summed over substeps (0 when off).
     self_crossings : int
@@ -505,18 +506,20 @@ class Simulator:
         split = depth < MAX_SPLITS
         start, carried = (work.copy(), self._carried.save()) if split else (None, None)
         step = StepColliders([c.window(a0, a1) if isinstance(c, TriangleMesh) else c for c in colliders],
-                             ContactStats(), self._carried.support if colliders else None, self.triangles)
+                             ContactStats(), self._carried.support if colliders else None, self.triangles,
+                             ends_frame=a1 >= 1.0)
         ext = self._external(external, work, 0.5 * (a0 + a1), frame, h)
         x_start = work.x.copy()
         self._push(work, step, ext, h)
         info = self._solve(work, step, prev + (nxt - prev) * a1, ext, h)
         self_contacts, trouble = self._self_collide(step, x_start, work, h, split)
         finite = bool(np.isfinite(work.x).all() and np.isfinite(work.v).all())
-        # a step whose shared strain limit (the post-solve stage, not VBD's own) held, with
-        # nothing after it (colliders, self-collision), is within what the limit accepts:
-        # not stretched past the split's bound
-        within = (info.strain_held and not getattr(self.integrator, "contact_inside", False)
-                  and not colliders and self.self_collision is None)
+        # a step whose strain limit held with nothing after it is within what the limit
+        # accepts, not stretched past the split's bound: VBD's own limit comes last in its
+        # step (contact and self-contact are inside it); the shared post-solve limit of the
+        # others only without colliders and self-collision, whose stages follow it
+        inside = getattr(self.integrator, "contact_inside", False)
+        within = info.strain_held and (inside or (not colliders and self.self_collision is None))
         if split and (not finite or (not within and self._went_wrong(work, trouble))):
             work.x[...], work.v[...] = start.x, start.v
             self._carried.restore(carried)

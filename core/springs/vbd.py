@@ -530,6 +530,7 @@ class VertexBlockDescent(Integrator):
                 or any(a is not b for a, b in zip(self._soup[0], cols))):
             self._soup = (cols, ColliderSoup(cols))
         self._soup[1].fence = fence
+        self._soup[1].workers = self._workers
         return self._soup[1]
 
     def self_detection(self, model: Model, self_collision: SelfCollision) -> SelfDetection:
@@ -851,14 +852,15 @@ class VertexBlockDescent(Integrator):
     def _report(self, lay: _Layout, x: np.ndarray, soup: ColliderSoup, contacts: Contacts,
                 colliders: Any) -> None:
         """Contact statistics of the step for the diagnostics: vertices touching a collider,
-        and the deepest a vertex near one ends inside it (0 is the guarantee)."""
+        and, when the step ends a frame, the deepest a vertex near one ends inside it (0 is
+        the guarantee; a detection of its own)."""
         stats = getattr(colliders, "stats", None)
         if stats is None:
             return
         touching = int(np.count_nonzero(np.any(self.contact_force != 0.0, axis=1)))
         near = np.flatnonzero((contacts.count > 0) | (contacts.distance < 0.0))
         depth = 0.0
-        if len(near):
+        if len(near) and getattr(colliders, "ends_frame", True):
             end = Contacts.empty(len(near))
             soup.detect(np.ascontiguousarray(x[near]), np.full(len(near), 1.5 * soup.max_radius + 1e-6), end)
             depth = float(max(0.0, -end.distance.min(initial=0.0)))

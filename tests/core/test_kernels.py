@@ -460,6 +460,20 @@ def test_collider_query_planes_and_spheres(seed):
     A, B, C = (soup.cv[soup.tris[:, k]] for k in range(3))
     pd = [row[row < r] for row, r in zip(prim, radius)]
     _check_query(c, x, radius, A, B, C, prim_d=pd, inside=in_prim)
+    # in blocks on three threads (of at least 7 vertices here): the same record, bit for bit
+    import core.springs.detection as detection
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(detection, "QUERY_PART", 7)
+        soup.workers = kernels.Workers(3)
+        split = soup.detect(x, radius)
+        soup.workers.close()
+    for name in ("ids", "count", "distance", "slot_distance", "anchor", "bound"):
+        a, b = getattr(c, name), getattr(split, name)
+        if name in ("ids", "slot_distance"):  # (only the listed slots are written)
+            listed = np.arange(a.shape[1])[None, :] < c.count[:, None]
+            a, b = a[listed], b[listed]
+        assert np.array_equal(a, b), name
 
 
 def test_collider_query_raw_refuses_bad_indices(lib):
