@@ -227,6 +227,7 @@ def read_springs(context: bpy.types.Context, arm: bpy.types.Object, frame_start:
     world = np.empty((t_count, 4, 4))
     pose = {name: np.empty((t_count, 4, 4)) for name in read}
     colliders: list[list[tuple]] = []
+    memo: dict = {}  # (each collider's triangles in canonical order while they stay the same)
     with kept_frame(scene):
         for k, f in enumerate(frames):
             scene.frame_set(int(f))
@@ -235,7 +236,7 @@ def read_springs(context: bpy.types.Context, arm: bpy.types.Object, frame_start:
             world[k] = mat4(ev.matrix_world)
             for name in read:
                 pose[name][k] = mat4(ev.pose.bones[name].matrix)
-            colliders.append(read_colliders([objects[n] for n in names], dg))
+            colliders.append(read_colliders([objects[n] for n in names], dg, memo))
     for name, a in anchors.items():  # below an IK-solved bone: its offset from it as evaluated
         pose[name] = solved[a] @ np.linalg.solve(pose[a], pose[name])
     for name in wanted:

@@ -188,13 +188,15 @@ def collision_modifier(ob: bpy.types.Object) -> Any:
     return None
 
 
-def read_colliders(objects: Sequence[bpy.types.Object], depsgraph: Any) -> list[tuple]:
+def read_colliders(objects: Sequence[bpy.types.Object], depsgraph: Any,
+                   memo: dict | None = None) -> list[tuple]:
     """World-space triangle meshes ``(vertices (m, 3), triangles (t, 3), thickness, friction)``.
 
     The evaluated mesh (modifiers, armature deformation, parents and animation applied)
     in world space. Thickness and friction come from the object's Collision settings
     when it has a Collision modifier (see :func:`collision_settings`), else
-    :data:`DEFAULT_COLLISION`.
+    :data:`DEFAULT_COLLISION`. ``memo`` (a dict kept over a bake's frames) keeps each
+    object's triangles in their canonical order while Blender lists the same ones.
     """
     from ..core.springs.colliders import canonical_triangles  # scipy: only once a bake runs
 
@@ -214,8 +216,14 @@ def read_colliders(objects: Sequence[bpy.types.Object], depsgraph: Any) -> list[
             thickness, friction, _ = collision_settings(ob.collision)
         # one order whatever Blender's tessellation listed them in (it varies between
         # sessions, and the contact response depends on the order): reproducible bakes
-        out.append((to_world(matrix_array(ev.matrix_world), v), canonical_triangles(t),
-                    thickness, friction))
+        seen = None if memo is None else memo.get(ob.name_full)
+        if seen is not None and np.array_equal(seen[0], t):
+            tris = seen[1]
+        else:
+            tris = canonical_triangles(t)
+            if memo is not None:
+                memo[ob.name_full] = (t, tris)
+        out.append((to_world(matrix_array(ev.matrix_world), v), tris, thickness, friction))
     return out
 
 
@@ -302,6 +310,7 @@ def read_input(scene: bpy.types.Scene, obj: bpy.types.Object, frame_start: int, 
     colliders = []
     fields: list = []
     weights = np.zeros(n)
+    memo: dict = {}  # (each collider's triangles in canonical order while they stay the same)
     with kept_frame(scene), deform_only_view(obj):
         for i, f in enumerate(frames):
             scene.frame_set(int(f))
@@ -312,7 +321,7 @@ def read_input(scene: bpy.types.Scene, obj: bpy.types.Object, frame_start: int, 
                     f"{obj.name}: the vertex count changed at frame {int(f)} ({n} → {len(x)}); "
                     "a bake needs the same vertices on every frame (check modifiers and drivers)")
             local[i], mats[i] = x, m
-            colliders.append(read_colliders(cols_objs, dg))
+            colliders.append(read_colliders(cols_objs, dg, memo))
             if field_source is not None:
                 fields.append(field_source(dg))
             if i == 0 and pin_group:

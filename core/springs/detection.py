@@ -299,7 +299,7 @@ def box_distance(x: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     return out
 
 
-def _unit_normals(cv: np.ndarray, tris: np.ndarray) -> np.ndarray:
+def unit_normals(cv: np.ndarray, tris: np.ndarray) -> np.ndarray:
     """``(t, 3)`` the triangles' unit normals (the kernels' triangle_normal: zero for a
     collapsed triangle)."""
     corners = cv[tris] if len(tris) else np.zeros((0, 3, 3))
@@ -380,7 +380,7 @@ class ColliderSoup:
         self.closed = np.ascontiguousarray(np.concatenate(closed) if closed else np.zeros(0, np.uint8))
         self.radius = np.ascontiguousarray(np.concatenate(radius) if radius else np.zeros(0))
         self.mu = np.ascontiguousarray(np.concatenate(mu) if mu else np.zeros(0))
-        self.normals = _unit_normals(self.cv, self.tris)
+        self.normals = unit_normals(self.cv, self.tris)
         self.primitives = [col for col in colliders if isinstance(col, (Plane, Sphere))]
         self.prim_type = np.asarray(ptype, dtype=np.int32)
         self.prim = kernels.array(np.array(prims) if prims else np.zeros((0, 8)), np.float64,
@@ -398,21 +398,40 @@ class ColliderSoup:
     def __len__(self) -> int:
         return len(self.tris) + len(self.prim_type)
 
-    def at_start(self) -> ColliderSoup:
-        """The same colliders at the start of the step (static: ``cdisp`` ``None``), with a
-        grid of their own."""
+    def at_start(self, radius: np.ndarray) -> ColliderSoup:
+        """The same colliders at the start of the step (static: ``cdisp`` ``None``), for
+        queries of about ``radius`` ``(n,)``. It shares this soup's grid, which covers each
+        triangle's sweep over the step (:meth:`_build_grid`), and has no ``normals``
+        (``None``: the query needs none; :func:`unit_normals` of the few triangles a caller
+        needs)."""
+        self._ensure_grid(radius)
         out = object.__new__(ColliderSoup)
         out.__dict__.update(self.__dict__)
         if self.cdisp is not None:
             out.cv = np.ascontiguousarray(self.cv - self.cdisp)
-            out.normals = _unit_normals(out.cv, self.tris)
+            out.normals = None
         out.cdisp = None
-        out._grid = None
         return out
 
+    def _ensure_grid(self, radius: np.ndarray) -> None:
+        """Builds the grid on first use, its cells sized by the median query radius and the
+        median triangle edge."""
+        if self._grid is not None:
+            return
+        span = float(np.median(radius)) if len(radius) else 0.0
+        if len(self.tris):
+            edges = self.cv[self.tris[:, 1]] - self.cv[self.tris[:, 0]]
+            span = max(span, float(np.median(np.linalg.norm(edges, axis=1))))
+        self._grid = self._build_grid(max(span, 1e-6))
+
     def _build_grid(self, cell: float) -> tuple:
-        """The hashed grid over the triangles' boxes at the end of the step."""
+        """The hashed grid over the triangles' boxes: over the step's sweep of each (its
+        box at the start and at the end) when the colliders move, so a query at the step's
+        start (:meth:`at_start`) uses the same grid."""
         lo, hi = element_boxes(self.cv, self.tris)
+        if self.cdisp is not None:
+            lo0, hi0 = element_boxes(np.ascontiguousarray(self.cv - self.cdisp), self.tris)
+            lo, hi = np.minimum(lo, lo0), np.maximum(hi, hi0)
         table, offsets, entries, big = hashed_grid(lo, hi, cell, big_cells=_BIG_CELLS)
         return cell, table, offsets, entries, big, lo, hi
 
@@ -440,12 +459,7 @@ class ColliderSoup:
             out.distance[...] = np.inf
             out.bound[...] = GUARD_FRACTION * box_distance(out.anchor, self.fence)
             return out
-        if self._grid is None:
-            span = np.median(radius) if n else 0.0
-            if len(self.tris):
-                edges = self.cv[self.tris[:, 1]] - self.cv[self.tris[:, 0]]
-                span = max(span, float(np.median(np.linalg.norm(edges, axis=1))))
-            self._grid = self._build_grid(max(span, 1e-6))
+        self._ensure_grid(radius)
         cell, table, offsets, entries, big, lo, hi = self._grid
         radius = np.ascontiguousarray(radius, dtype=np.float64)
         k = CONTACT_SLOTS

@@ -60,7 +60,7 @@ import numpy as np
 from .. import kernels
 from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, force_scale, pin_targets, split_targets
-from .detection import ColliderSoup, Contacts, SelfDetection, SelfPairs, split_near
+from .detection import ColliderSoup, Contacts, SelfDetection, SelfPairs, split_near, unit_normals
 from .model import Model, State
 from .selfcollision import SelfCollision, _closest
 
@@ -714,9 +714,10 @@ class VertexBlockDescent(Integrator):
         out = np.zeros_like(x0)
         if not len(soup.tris):
             return out
-        before = soup.at_start()
         moved = np.sqrt(np.einsum("ij,ij->i", soup.cdisp, soup.cdisp))
-        near = before.detect(x0, np.full(len(x0), 2.0 * soup.max_radius + float(moved.max()) + 1e-6))
+        radius = np.full(len(x0), 2.0 * soup.max_radius + float(moved.max()) + 1e-6)
+        before = soup.at_start(radius)
+        near = before.detect(x0, radius)
         # every (vertex, slot) pair: the triangle's nearest point, its displacement, the gap
         vert, slot = np.nonzero(np.arange(near.ids.shape[1])[None, :] < near.count[:, None])
         if len(vert) == 0:
@@ -736,7 +737,8 @@ class VertexBlockDescent(Integrator):
         # face's normal (turned to the vertex's side of an open one)
         away = p - q
         length = np.linalg.norm(away, axis=1)
-        normal = before.normals[ids]
+        hit_tris, which = np.unique(ids, return_inverse=True)  # (the start's normals of these only)
+        normal = unit_normals(before.cv, soup.tris[hit_tris])[which]
         side = np.where(soup.closed[ids] > 0, 1.0, np.where(np.einsum("ij,ij->i", away, normal) < 0, -1.0, 1.0))
         clear = (length > 1e-9) & (gap > 0)
         outward = np.where(clear[:, None], away / np.where(clear, length, 1.0)[:, None], side[:, None] * normal)
