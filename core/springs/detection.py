@@ -42,6 +42,9 @@ _BIG_CELLS = 512
 SELF_PART = 1024
 #: Vertices per block of the collider query on a thread of its own, at least (:meth:`ColliderSoup.detect`).
 QUERY_PART = 512
+#: A moving mesh collider of more triangles than this keeps only those within the step's
+#: region in the step's soup (:class:`ColliderSoup`).
+CULL_TRIANGLES = 256
 
 
 @dataclass
@@ -318,6 +321,10 @@ class ColliderSoup:
         :class:`~.colliders.Plane`, :class:`~.colliders.Sphere`,
         :class:`~.colliders.TriangleMesh` (static over the step) or
         :class:`~.contact.MeshWindow` (corners at the start and end of the step).
+    region : tuple, optional
+        ``(lo, hi)``: the box the cloth may reach within the step. A moving mesh of more than
+        :data:`CULL_TRIANGLES` triangles keeps only those whose sweep over the step (with its
+        thickness) meets it, and detection keeps every vertex's bound inside it.
 
     Attributes
     ----------
@@ -342,8 +349,11 @@ class ColliderSoup:
         The :class:`Plane` and :class:`Sphere` objects of ``prim``, in its order.
     """
 
-    def __init__(self, colliders: Sequence[Any]) -> None:
+    def __init__(self, colliders: Sequence[Any], region: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         verts, disps, tris, closed, radius, mu = [], [], [], [], [], []
+        #: ``(lo, hi)`` when triangles out of it were left out (a moving mesh's, ``region``):
+        #: detection keeps every vertex's bound inside it
+        self.region: tuple[np.ndarray, np.ndarray] | None = None
         prims, ptype = [], []
         offset = 0
         moving = False
@@ -363,7 +373,18 @@ class ColliderSoup:
                 t = np.asarray(col.triangles, dtype=np.int64).reshape(-1, 3)
                 verts.append(c1)
                 d = c1 - c0
-                moving = moving or bool(np.any(d))
+                moves = bool(np.any(d))
+                moving = moving or moves
+                if moves and region is not None and len(t) > CULL_TRIANGLES:
+                    # (a moving mesh's grid and normals are built every step: only for the
+                    # triangles whose sweep over the step, with the thickness, meets the region)
+                    lo, hi = element_boxes(np.ascontiguousarray(c1, dtype=np.float64), t)
+                    lo0, hi0 = element_boxes(np.ascontiguousarray(c0, dtype=np.float64), t)
+                    lo, hi = np.minimum(lo, lo0) - col.thickness, np.maximum(hi, hi0) + col.thickness
+                    meets = np.all(lo <= region[1], axis=1) & np.all(hi >= region[0], axis=1)
+                    if not np.all(meets):
+                        t = t[meets]
+                        self.region = (np.asarray(region[0], float), np.asarray(region[1], float))
                 disps.append(d)
                 tris.append(t + offset)
                 closed.append(np.full(len(t), bool(closed_mesh), np.uint8))
@@ -485,6 +506,9 @@ class ColliderSoup:
         ball = np.where(full, out.slot_distance[:, -1], radius)
         if len(self.fence):
             ball = np.minimum(ball, box_distance(out.anchor, self.fence))
+        if self.region is not None:  # (every triangle left out lies beyond the region's walls)
+            inside = np.minimum(out.anchor - self.region[0], self.region[1] - out.anchor).min(axis=1)
+            ball = np.minimum(ball, np.maximum(inside, 0.0))
         out.bound[...] = np.where(out.distance < 0.0, np.inf, GUARD_FRACTION * ball)
         return out
 

@@ -521,14 +521,15 @@ class VertexBlockDescent(Integrator):
         """The step's colliders as arrays; the same static colliders give the same soup
         (its grid is built once). With ``region`` ``(lo, hi)``, the colliders whose box does
         not meet it are left out and fence the vertices' bounds instead (:func:`split_near`:
-        a far body costs a box test, not its triangles)."""
+        a far body costs a box test, not its triangles), and so are a moving mesh's triangles
+        out of it (the region's walls bound the vertices' balls)."""
         cols = list(colliders)
         fence = np.zeros((0, 2, 3))
         if region is not None:
             cols, fence = split_near(cols, *region)
         if (self._soup is None or self._soup[1].cdisp is not None or len(self._soup[0]) != len(cols)
                 or any(a is not b for a, b in zip(self._soup[0], cols))):
-            self._soup = (cols, ColliderSoup(cols))
+            self._soup = (cols, ColliderSoup(cols, region))
         self._soup[1].fence = fence
         self._soup[1].workers = self._workers
         return self._soup[1]
