@@ -93,8 +93,10 @@ CLUSTER_SIZE = 64
 #: after the iterations instead of 25,000-28,000 (the projection after them: 6-8 ms a step
 #: instead of 140-150); a 100² one (160 cells) would be 5-10 % slower with them.
 COARSER_AFTER = 256
-#: Vertices per part of the all-free-vertices cluster, whose sums are added in order.
-_PART = 256
+#: Vertices per part of the all-free-vertices cluster, whose sums are added in order (the
+#: parts go to the threads; 256 took 4 % off the 40² tablecloth, within this machine's noise,
+#: and changed the order of the sums, so every bake's round-off: docs/CONTACT.md, *Threads*).
+_PART = 2048
 #: Free vertices per slab of the sweep (:func:`_slabs`), at least; a cloth with fewer than
 #: twice as many is swept whole.
 _SLAB = 256
