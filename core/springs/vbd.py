@@ -29,12 +29,14 @@ detection run again; with self-contact, a move also stays in a ball about the ve
 position at the last self detection and stops short of the first of its listed pairs its
 path would take through (one vertex moves at a time: each pair's four points are coplanar
 at one time of the path at most). After every sweep, clusters of vertices take a Newton step as rigid
-translations (all free vertices, then cells of about :data:`CLUSTER_SIZE`, coloured so that
-cells of one colour share no spring; ``sinew_vbd_cluster_sums``, ``sinew_vbd_translate``):
-Gauss–Seidel alone barely moves a stiff cloth as a whole (sliding, sticking, drag). A large
-cloth is swept in slabs (:func:`_slabs`): the slabs of one parity can go to several threads
-(:class:`~core.kernels.Workers`) with the same result as one; the coarse correction is one
-kernel call, and on one thread so is the whole iteration (``sinew_vbd_iterate``). The iterations start from
+translations (all free vertices, then cells of about :data:`CLUSTER_SIZE`, and cells four
+times as large while a level has more than :data:`COARSER_AFTER`, coloured so that cells of
+one colour share no spring; ``sinew_vbd_cluster_sums``, ``sinew_vbd_translate``):
+Gauss–Seidel alone barely moves a stiff cloth as a whole (sliding, sticking, drag). A cloth
+is swept in slabs (:func:`_slabs`), and a run of iterations is one ``sinew_vbd_iterate``
+call per thread of a team (:meth:`~core.kernels.Workers.team`, ``src/team.h``): the threads
+take blocks of each phase's slabs (the slabs of one parity share no spring) and of each
+coarse stage's groups, and meet at barriers, with the same result as one thread. The iterations start from
 VBD's adaptive initialisation (:meth:`VertexBlockDescent._guess`), less the velocity along
 the surface of each vertex resting on a still collider whose friction can stop it within the
 step (:meth:`VertexBlockDescent._stick`). A moving collider pushes
@@ -472,10 +474,11 @@ class VertexBlockDescent(Integrator):
         meets the tolerance (0: only after the last iteration; an evaluation costs about
         one sweep, and VBD rarely meets a tight tolerance early).
     threads : int, optional
-        Threads for the sweeps (default :func:`~core.kernels.thread_count`). The sweep's
-        slabs (:data:`_SLAB` free vertices or more each) go to the threads, so small cloth
-        runs on one thread. The result does not depend on the number of threads (the same
-        arithmetic in the same order).
+        Threads of the team that runs the iterations (default
+        :func:`~core.kernels.thread_count`). The sweep's slabs (:data:`_SLAB` free vertices
+        or more each) and the coarse stages' groups go to the threads, so small cloth runs
+        on one thread; with self-contact the iterations run on one thread. The result does
+        not depend on the number of threads (the same arithmetic in the same order).
     """
 
     name = "VBD"
