@@ -330,7 +330,8 @@ class Workers:
         """Runs ``call(team, t)`` for ``t`` in ``range(threads)`` at once (``team`` the
         address of the team's buffer, set up for ``threads``; at most :attr:`threads`), and
         returns thread 0's result; a negative one raises :class:`SinewError`. A thread that
-        cannot start cancels the others (they leave at their next barrier)."""
+        cannot start, or raises before its call, cancels the others (they leave at their
+        next barrier), and its exception is raised here."""
         lib = library()
         threads = max(1, min(int(threads), self.threads))
         if self._team is None:
@@ -341,10 +342,17 @@ class Workers:
             return check_status(call(buf, 0), what)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="sinew-kernels")
+        def guarded(t: int) -> int:  # (a thread that raises before its call stops the others)
+            try:
+                return call(buf, t)
+            except BaseException:
+                lib.sinew_team_cancel(buf)
+                raise
+
         futures = []
         try:
             for t in range(1, threads):
-                futures.append(self._pool.submit(call, buf, t))
+                futures.append(self._pool.submit(guarded, t))
             code = call(buf, 0)
         except BaseException:
             lib.sinew_team_cancel(buf)

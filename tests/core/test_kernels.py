@@ -1144,6 +1144,19 @@ def test_team_stops_together_on_a_bad_index_and_on_cancel(lib):
             pb.struct, team, t, 2, P(phase_off), ctypes.addressof(sweeps), 3, ctypes.addressof(stages),
             3, P(x), clipped.ctypes.data + 8 * t), 2, "VBD iterations")
     workers.close()
+    # a thread that raises before its call (a Python error in it) cancels the others: thread 0
+    # leaves its barrier, and the error comes out
+    workers = kernels.Workers(2)
+
+    def broken(team, t):
+        if t == 1:
+            raise ValueError("thread 1 never calls")
+        return lib.sinew_vbd_iterate(pb.struct, team, t, 2, P(phase_off), ctypes.addressof(sweeps), 3,
+                                     ctypes.addressof(stages), 3, P(x), clipped.ctypes.data)
+
+    with pytest.raises(ValueError, match="never calls"):
+        workers.team(broken, 2, "VBD iterations")
+    workers.close()
     team = np.zeros(int(lib.sinew_team_size()) // 8 + 1, np.int64)
     assert lib.sinew_team_init(team.ctypes.data, 0) == -1
     assert lib.sinew_team_init(team.ctypes.data, 2) == 0

@@ -1,6 +1,7 @@
-/* The team's barrier (team.c has the entry points). Threads spin at a barrier: a team never
- * has more threads than the machine has CPUs (kernels.thread_count), and the work between
- * two barriers is a sweep's slab or a coarse stage, a fraction of a millisecond. */
+/* The team's barrier (team.c has the entry points). Threads spin at a barrier: by default a
+ * team has no more threads than the machine has CPUs (kernels.thread_count; more, set by
+ * SINEW_THREADS, is slow, not wrong), and the work between two barriers is a sweep's slab
+ * or a coarse stage, a fraction of a millisecond. */
 #ifndef SINEW_TEAM_H
 #define SINEW_TEAM_H
 
