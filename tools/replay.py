@@ -5,10 +5,12 @@ process, which a bake in Blender cannot give):
 
 * ``capture`` (run by a Blender Python: ``.venv/bpy-5.2/bin/python -m tools.replay capture
   skirt OUT.npz``) builds one scene of ``bench/springs_contact.py`` (``drape``, ``skirt``,
-  ``dress``, ``tablecloth 40²`` …), applies the COTTON preset as the bench does (optionally
+  ``dress``, ``tablecloth 40²``, ``tablecloth 100², self-collision`` …; self-collision on
+  where the bench has it on), applies the COTTON preset as the bench does (optionally
   another ``--solver``, ``--substeps``, ``--iterations``), bakes it with
   ``bpy.ops.sinew.bake_springs`` and records, from inside the installed add-on, the arguments
-  of ``build_springs`` and ``build_model``, the ``Simulator``'s settings, and every frame's pin
+  of ``build_springs`` and ``build_model``, the ``Simulator``'s settings (self-collision as
+  its distance and iterations), and every frame's pin
   targets and colliders (triangle meshes and planes) into an ``.npz`` (numbers and strings
   only: it loads without pickle);
 * ``run`` (any Python with numpy and scipy: ``.venv/bench/bin/python -m tools.replay run
