@@ -30,7 +30,8 @@ import numpy as np
 from ..errors import SinewError
 
 __all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_path", "array",
-           "address", "VbdProblem", "VbdStage", "VbdSweep", "check_status", "Workers", "thread_count"]
+           "address", "VbdProblem", "VbdStage", "VbdSweep", "check_status", "Workers", "block",
+           "thread_count"]
 
 #: Must equal ``SINEW_ABI_VERSION`` in ``src/sinew_kernels.h``.
 ABI_VERSION = 7
@@ -315,6 +316,12 @@ def thread_count() -> int:
     return max(1, min(os.cpu_count() or 1, MAX_THREADS))
 
 
+def block(n: int, part: int, parts: int) -> tuple[int, int]:
+    """The items ``[lo, hi)`` of block ``part`` of ``parts`` over ``n`` items, in order (as
+    ``team_share`` in ``src/team.h`` cuts them)."""
+    return n * part // parts, n * (part + 1) // parts
+
+
 class Workers:
     """Runs a kernel call as a team of threads (``src/team.h``): the same entry point on each
     thread, with the thread's index, inside one foreign call per thread (ctypes releases the
@@ -325,6 +332,11 @@ class Workers:
         self.threads = max(int(threads), 1)
         self._pool: ThreadPoolExecutor | None = None
         self._team: np.ndarray | None = None
+
+    def parts(self, n: int, least: int) -> int:
+        """How many blocks of at least ``least`` items each ``n`` items split into, one per
+        thread (at least one block)."""
+        return max(1, min(self.threads, int(n) // max(int(least), 1)))
 
     def team(self, call: Callable[[int, int], int], threads: int, what: str) -> int:
         """Runs ``call(team, t)`` for ``t`` in ``range(threads)`` at once (``team`` the

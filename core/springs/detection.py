@@ -220,7 +220,7 @@ class SelfDetection:
         cell = max(1.5 * self._size, r + 2.0 * bmax, 1e-6)
         table, f_off, f_entries, _ = hashed_grid(f_lo, f_hi, cell, table=self._table)
         _, e_off, e_entries, _ = hashed_grid(e_lo, e_hi, cell, table=table)
-        parts = 1 if workers is None or n < SELF_PART else min(workers.threads, n // SELF_PART)
+        parts = 1 if workers is None else workers.parts(n, SELF_PART)
         if self._stamp.shape[0] < parts:
             self._stamp = np.empty((parts, self._stamp.shape[1]), np.int64)
         counts = np.zeros((parts, 2), np.int64)
@@ -484,10 +484,10 @@ class ColliderSoup:
         cell, table, offsets, entries, big, lo, hi = self._grid
         radius = np.ascontiguousarray(radius, dtype=np.float64)
         k = CONTACT_SLOTS
-        parts = 1 if self.workers is None else max(1, min(self.workers.threads, n // QUERY_PART))
+        parts = 1 if self.workers is None else self.workers.parts(n, QUERY_PART)
 
         def query(team: int, part: int) -> int:  # the vertices [a, b): each one's rows alone
-            a, b = n * part // parts, n * (part + 1) // parts
+            a, b = kernels.block(n, part, parts)
             return self._lib.sinew_collider_query(
                 b - a, out.anchor.ctypes.data + 24 * a, radius.ctypes.data + 8 * a, len(self.cv),
                 self.cv.ctypes.data, len(self.tris), self.tris.ctypes.data, self.closed.ctypes.data, cell,

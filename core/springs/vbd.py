@@ -296,11 +296,10 @@ class _Layout:
         self.slab_off = [np.ascontiguousarray(bounds[k], np.int64) for k in range(self.slab_count)]
         self.ncolors = ncolors
         half = (self.slab_count + 1) // 2
-        #: the sweep's phases, (phase_count + 1) offsets into the slabs in visiting order:
+        #: the sweep's phases, (phases + 1) offsets into the slabs in visiting order:
         #: the even slabs, whose sweeps may run at once, then the odd ones
         self.phase_off = np.ascontiguousarray([0, half, self.slab_count] if self.slab_count > 1 else [0, 1],
                                               np.int64)
-        self.phase_count = len(self.phase_off) - 1
         self._sweeps = (kernels.VbdSweep * self.slab_count)(*[
             kernels.VbdSweep(ncolors, off.ctypes.data, self.color_vertices.ctypes.data)
             for off in self.slab_off])
@@ -770,7 +769,7 @@ class VertexBlockDescent(Integrator):
         # (with self-contact a slab's sweep reads vertices another slab's thread moves: one thread)
         threads = 1 if own is not None else lay.threads
         iterate = partial(lib.sinew_vbd_iterate, pb.struct)
-        sweep = (lay.phase_count, lay.phase_off.ctypes.data, ctypes.addressof(lay._sweeps),
+        sweep = (len(lay.phase_off) - 1, lay.phase_off.ctypes.data, ctypes.addressof(lay._sweeps),
                  lay.stage_count, ctypes.addressof(table))
 
         def run(k: int) -> int:
@@ -782,7 +781,7 @@ class VertexBlockDescent(Integrator):
         def residual(at: int = ptr) -> float:
             # (forces only read the positions: their blocks go to the threads, self-contact or not)
             def block(team: int, t: int) -> int:
-                lo, hi = m * t // lay.threads, m * (t + 1) // lay.threads
+                lo, hi = kernels.block(m, t, lay.threads)
                 return lib.sinew_vbd_forces(pb.struct, hi - lo, lay.free.ctypes.data + 8 * lo, at,
                                             force.ctypes.data + 24 * lo, cforce.ctypes.data + 24 * lo)
 
