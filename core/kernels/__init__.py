@@ -34,7 +34,7 @@ __all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_
            "thread_count"]
 
 #: Must equal ``SINEW_ABI_VERSION`` in ``src/sinew_kernels.h``.
-ABI_VERSION = 7
+ABI_VERSION = 8
 #: The most contact slots per vertex the kernels take (``SINEW_MAX_SLOTS`` in src/sinew_kernels.h).
 MAX_SLOTS = 16
 #: The most threads used by default (a sweep's phase has at most 8 slabs: ``vbd._MAX_SLABS``).
@@ -95,7 +95,7 @@ class VbdStage(ctypes.Structure):
 
     _fields_ = [
         ("groups", _I64), ("off", _P), ("vertices", _P), ("cluster", _P), ("interior", _P),
-        ("sums", _P), ("whole", _I64), ("rows", _P),
+        ("sums", _P), ("whole", _I64), ("terms", _P),
     ]
 
 

@@ -35,8 +35,9 @@ one colour share no spring; ``sinew_vbd_cluster_sums``, ``sinew_vbd_translate``)
 Gauss–Seidel alone barely moves a stiff cloth as a whole (sliding, sticking, drag). A cloth
 is swept in slabs (:func:`_slabs`), and a run of iterations is one ``sinew_vbd_iterate``
 call per thread of a team (:meth:`~core.kernels.Workers.team`, ``src/team.h``): the threads
-take blocks of each phase's slabs (the slabs of one parity share no spring) and of each
-coarse stage's groups, and meet at barriers, with the same result as one thread. The iterations start from
+take each phase's slabs (the slabs of one parity share no spring) and each coarse stage's
+groups as they come free (the whole cloth's stage in blocks of vertices), and meet at
+barriers, with the same result as one thread. The iterations start from
 VBD's adaptive initialisation (:meth:`VertexBlockDescent._guess`), less the velocity along
 the surface of each vertex resting on a still collider whose friction can stop it within the
 step (:meth:`VertexBlockDescent._stick`). A moving collider pushes
@@ -125,13 +126,13 @@ class _Stage(NamedTuple):
     translated: the clusters of one colour (no spring joins two of them), or the parts of the
     one cluster of all free vertices (``whole``: their sums are added in a fixed order before
     the translation). ``off`` ``(groups + 1,)`` into the level's ``vertices``; ``sums``
-    ``(groups, 9)``: scratch; when whole, ``rows`` ``(groups,)`` zeros (every part moves by
-    the total's row)."""
+    ``(groups, 9)``: scratch; when whole, ``terms`` ``(vertices, 9)``: scratch for each
+    vertex's share of the sums (the vertices go to the threads in blocks)."""
 
     off: np.ndarray
     sums: np.ndarray
     whole: bool
-    rows: np.ndarray
+    terms: np.ndarray
 
 
 class _Level(NamedTuple):
@@ -150,7 +151,7 @@ class _Level(NamedTuple):
 def _stage(off: np.ndarray, whole: bool) -> _Stage:
     off = np.ascontiguousarray(off, np.int64)
     groups = len(off) - 1
-    return _Stage(off, np.zeros((groups, 9)), whole, np.zeros(groups, np.int64))
+    return _Stage(off, np.zeros((groups, 9)), whole, np.zeros((off[-1] if whole else 0, 9)))
 
 
 def _level(cluster: np.ndarray, springs: np.ndarray) -> _Level:
@@ -334,7 +335,7 @@ class _Layout:
                     rows.append(kernels.VbdStage(
                         len(st.off) - 1, st.off.ctypes.data, level.vertices.ctypes.data,
                         level.cluster.ctypes.data, level.interior.ctypes.data, st.sums.ctypes.data,
-                        int(st.whole), st.rows.ctypes.data))
+                        int(st.whole), st.terms.ctypes.data))
             self._table = (kernels.VbdStage * max(len(rows), 1))(*rows)
             self.stage_count = len(rows)
         return self._table

@@ -1077,7 +1077,7 @@ def _chain_iteration(n=13, seed=0):
     interior_whole = np.r_[1, np.ones(n - 1)].astype(np.uint8)
     edge = np.zeros(n, np.uint8)
     stages = [kernels.VbdStage(3, keep_(i64([0, 4, 8, 12])), keep_(i64(free)), keep_(whole),
-                               keep_(interior_whole), keep_(np.zeros((3, 9))), 1, keep_(np.zeros(3, np.int64)))]
+                               keep_(interior_whole), keep_(np.zeros((3, 9))), 1, keep_(np.zeros((12, 9))))]
     for first in (0, 1):
         ids = np.arange(first, 4, 2)
         verts = i64(np.concatenate([free[3 * c:3 * c + 3] for c in ids]))
@@ -1109,8 +1109,9 @@ def test_team_iterations_are_the_stages_in_order_at_any_thread_count(lib):
             rows = sums.sum(axis=0, keepdims=True) if st_.whole else sums
             if st_.whole:   # (in the kernel's order: part 0, then 1, then 2)
                 rows = c64([sums[0] + sums[1] + sums[2]])
+            every = np.zeros(st_.groups, np.int64)  # (a whole chain's parts: each moves by the total)
             assert lib.sinew_vbd_translate(pb.struct, st_.groups, st_.off, st_.vertices, P(rows),
-                                           st_.rows, P(want), P(held)) == 0
+                                           P(every) if st_.whole else None, P(want), P(held)) == 0
     assert not np.array_equal(want, x0)
     for threads in (1, 2, 3, 4):
         x = c64(x0.copy())

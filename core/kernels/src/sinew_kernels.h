@@ -19,7 +19,7 @@
 #endif
 
 /* Bumped whenever an entry point's arguments change; the loader checks it. */
-#define SINEW_ABI_VERSION 7
+#define SINEW_ABI_VERSION 8
 
 #define SINEW_OK 0
 #define SINEW_E_ARGUMENT (-1) /* an index out of range or a size that does not fit */
@@ -136,8 +136,9 @@ SINEW_API int sinew_vbd_translate(const SinewVbdProblem *pb, int64_t nclusters,
                                   int64_t *clipped);
 /* One stage of the coarse correction for sinew_vbd_iterate: the arguments of a
  * sinew_vbd_cluster_sums call and of the sinew_vbd_translate call after it. When whole, the
- * groups are parts of one cluster: their sums are added in order, and every part moves by
- * the total's step (rows: groups zeros). */
+ * groups are parts of one cluster: their sums are added in order, and every vertex moves by
+ * the total's step; terms holds each vertex's (f, H) on the way (the vertices are shared
+ * out in blocks, the sums are taken in order). */
 typedef struct SinewVbdStage {
     int64_t groups;
     const int64_t *off;        /* (groups+1) into vertices */
@@ -146,7 +147,7 @@ typedef struct SinewVbdStage {
     const uint8_t *interior;   /* (n,) */
     double *sums;              /* (groups,9) scratch */
     int64_t whole;
-    const int64_t *rows;       /* (groups,) zeros, when whole */
+    double *terms;             /* (off[groups],9) scratch, when whole */
 } SinewVbdStage;
 
 /* One part of a sweep for sinew_vbd_iterate: the arguments of a sinew_vbd_sweep call. */

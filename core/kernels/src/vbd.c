@@ -375,6 +375,19 @@ int sinew_vbd_push_out(const SinewVbdProblem *pb, int64_t m, const int64_t *vert
     return SINEW_OK;
 }
 
+/* What each of the m listed vertices adds to its cluster's sums at x, terms (m,9): f (3)
+ * and H (xx, yy, zz, xy, xz, yz), the springs inside its cluster left out (assemble). */
+static int cluster_terms(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
+                         const int64_t *cluster, const uint8_t *interior, const double *x,
+                         double *terms) {
+    for (int64_t j = 0; j < m; ++j) {
+        int64_t i = vertices[j];
+        if (i < 0 || i >= pb->n || cluster[i] < 0) return SINEW_E_ARGUMENT;
+        assemble(pb, i, x, terms + 9 * j, terms + 9 * j + 3, NULL, cluster, interior, NULL);
+    }
+    return SINEW_OK;
+}
+
 /* The coarse correction, in two calls so that clusters (and parts of one cluster) can go to
  * several threads: each cluster of free vertices takes one Newton step as a rigid
  * translation, delta = (sum H_i)^-1 sum f_i over the terms such a translation changes
@@ -396,12 +409,10 @@ int sinew_vbd_cluster_sums(const SinewVbdProblem *pb, int64_t nclusters, const i
         double *S = sums + 9 * c;
         for (int a = 0; a < 9; ++a) S[a] = 0.0;
         for (int64_t j = cluster_off[c]; j < cluster_off[c + 1]; ++j) {
-            int64_t i = cluster_vertices[j];
-            if (i < 0 || i >= pb->n || cluster[i] < 0) return SINEW_E_ARGUMENT;
-            double f[3], H[6];
-            assemble(pb, i, x, f, H, NULL, cluster, interior, NULL);
-            for (int a = 0; a < 3; ++a) S[a] += f[a];
-            for (int a = 0; a < 6; ++a) S[3 + a] += H[a];
+            double fH[9];
+            int status = cluster_terms(pb, 1, cluster_vertices + j, cluster, interior, x, fH);
+            if (status != SINEW_OK) return status;
+            for (int a = 0; a < 9; ++a) S[a] += fH[a];
         }
     }
     return SINEW_OK;
@@ -434,19 +445,24 @@ int sinew_vbd_translate(const SinewVbdProblem *pb, int64_t nclusters, const int6
     return SINEW_OK;
 }
 
+/* Vertices per claim of a whole cluster's terms and translation in sinew_vbd_iterate. */
+#define WHOLE_BLOCK 128
+
 /* Iterations of the solve, each a sweep then the coarse correction, run by thread `thread`
  * of a team (team.h; every thread of the team makes the same call with its own index, and
  * a team of one runs the whole). The sweep is nphases phases (phase_off (nphases+1) into
- * sweeps); the sweeps of one phase share no spring, and each thread takes a block of them
- * (sinew_vbd_sweep). Then the coarse correction's stages in order: each thread takes a
- * block of a stage's groups for sinew_vbd_cluster_sums, the parts of a whole cluster are
- * added in order by every thread alike, then each translates its block
- * (sinew_vbd_translate). The threads meet after every phase and every half stage, so
- * every vertex sees the same positions, and the result is the same bit for bit, at any
- * number of threads. Stops after the iteration in which the guard's ball bound held a
- * vertex back (the caller runs detection again for it), or after iterations; returns the
- * iterations done, clipped the vertices held back in the last one (every thread returns
- * the same). */
+ * sweeps); the sweeps of one phase share no spring, and the threads take them as they come
+ * free (sinew_vbd_sweep). Then the coarse correction's stages in order: the threads take a
+ * stage's groups as they come free for sinew_vbd_cluster_sums, then for
+ * sinew_vbd_translate. A whole cluster's stage (its groups are parts of it) shares out its
+ * vertices in blocks instead: each vertex's terms, then each part's sums in order, the
+ * parts added in order by every thread alike, then the translation. The threads meet after
+ * every phase and every half stage, and what an item computes does not depend on the thread
+ * that takes it, so every vertex sees the same positions, and the result is the same bit
+ * for bit, at any number of threads. Stops after the iteration in which the guard's ball
+ * bound held a vertex back (the caller runs detection again for it), or after iterations;
+ * returns the iterations done, clipped the vertices held back in the last one (every
+ * thread returns the same). */
 int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t thread,
                           int64_t nphases, const int64_t *phase_off, const SinewVbdSweep *sweeps,
                           int64_t nstages, const SinewVbdStage *stages, int64_t iterations,
@@ -457,13 +473,12 @@ int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t th
         return SINEW_E_ARGUMENT;
     }
     while (done < iterations) {
-        int64_t mine = 0, h = 0, lo, hi;
+        int64_t mine = 0, h = 0, w;
         int status;
         for (int64_t p = 0; p < nphases; ++p) {
-            team_share(phase_off[p + 1] - phase_off[p], thread, T, &lo, &hi);
-            for (int64_t w = phase_off[p] + lo; w < phase_off[p] + hi; ++w) {
-                status = sinew_vbd_sweep(pb, sweeps[w].ncolors, sweeps[w].color_off,
-                                         sweeps[w].color_vertices, x, &h);
+            while ((w = team_next(team)) < phase_off[p + 1] - phase_off[p]) {
+                const SinewVbdSweep *sw = sweeps + phase_off[p] + w;
+                status = sinew_vbd_sweep(pb, sw->ncolors, sw->color_off, sw->color_vertices, x, &h);
                 if (status != SINEW_OK) team_fail(team, status);
                 mine += h;
             }
@@ -471,23 +486,51 @@ int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t th
         }
         for (int64_t s = 0; s < nstages; ++s) {
             const SinewVbdStage *st = stages + s;
-            team_share(st->groups, thread, T, &lo, &hi);
-            status = sinew_vbd_cluster_sums(pb, hi - lo, st->off + lo, st->vertices, st->cluster,
-                                            st->interior, x, st->sums + 9 * lo);
-            if (status != SINEW_OK) team_fail(team, status);
+            if (!st->whole) {
+                while ((w = team_next(team)) < st->groups) {
+                    status = sinew_vbd_cluster_sums(pb, 1, st->off + w, st->vertices, st->cluster,
+                                                    st->interior, x, st->sums + 9 * w);
+                    if (status != SINEW_OK) team_fail(team, status);
+                }
+                if ((status = team_wait(team)) != 0) return status;
+                while ((w = team_next(team)) < st->groups) {
+                    status = sinew_vbd_translate(pb, 1, st->off + w, st->vertices, st->sums + 9 * w,
+                                                 NULL, x, &h);
+                    if (status != SINEW_OK) team_fail(team, status);
+                    mine += h;
+                }
+                if ((status = team_wait(team)) != 0) return status;
+                continue;
+            }
+            int64_t first = st->off[0], count = st->off[st->groups] - first;
+            int64_t blocks = (count + WHOLE_BLOCK - 1) / WHOLE_BLOCK;
+            while ((w = team_next(team)) < blocks) {
+                int64_t lo = first + w * WHOLE_BLOCK, hi = lo + WHOLE_BLOCK;
+                if (hi > first + count) hi = first + count;
+                status = cluster_terms(pb, hi - lo, st->vertices + lo, st->cluster, st->interior, x,
+                                       st->terms + 9 * (lo - first));
+                if (status != SINEW_OK) team_fail(team, status);
+            }
+            if ((status = team_wait(team)) != 0) return status;
+            while ((w = team_next(team)) < st->groups) {
+                /* (the part's terms added in order from zero: as sinew_vbd_cluster_sums adds them) */
+                double *S = st->sums + 9 * w;
+                for (int a = 0; a < 9; ++a) S[a] = 0.0;
+                for (int64_t j = st->off[w]; j < st->off[w + 1]; ++j)
+                    for (int a = 0; a < 9; ++a) S[a] += st->terms[9 * (j - first) + a];
+            }
             if ((status = team_wait(team)) != 0) return status;
             double total[9];
-            const double *rows = st->sums + 9 * lo;
-            if (st->whole && st->groups > 1) {
-                for (int a = 0; a < 9; ++a) total[a] = st->sums[a];
-                for (int64_t g = 1; g < st->groups; ++g)
-                    for (int a = 0; a < 9; ++a) total[a] += st->sums[9 * g + a];
-                rows = total;
+            for (int a = 0; a < 9; ++a) total[a] = st->sums[a];
+            for (int64_t g = 1; g < st->groups; ++g)
+                for (int a = 0; a < 9; ++a) total[a] += st->sums[9 * g + a];
+            while ((w = team_next(team)) < blocks) {
+                int64_t range[2] = {first + w * WHOLE_BLOCK, first + w * WHOLE_BLOCK + WHOLE_BLOCK};
+                if (range[1] > first + count) range[1] = first + count;
+                status = sinew_vbd_translate(pb, 1, range, st->vertices, total, NULL, x, &h);
+                if (status != SINEW_OK) team_fail(team, status);
+                mine += h;
             }
-            status = sinew_vbd_translate(pb, hi - lo, st->off + lo, st->vertices, rows,
-                                         st->whole ? st->rows + lo : NULL, x, &h);
-            if (status != SINEW_OK) team_fail(team, status);
-            mine += h;
             if ((status = team_wait(team)) != 0) return status;
         }
         int64_t *slot = team->held[done & 1];
