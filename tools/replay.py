@@ -6,7 +6,9 @@ process, which a bake in Blender cannot give):
 * ``capture`` (run by a Blender Python: ``.venv/bpy-5.2/bin/python -m tools.replay capture
   skirt OUT.npz``) builds one scene of ``bench/springs_contact.py`` (``drape``, ``skirt``,
   ``dress``, ``tablecloth 40²``, ``tablecloth 100², self-collision`` …; self-collision on
-  where the bench has it on), applies the COTTON preset as the bench does (optionally
+  where the bench has it on), or the demo shot's ``shot cape`` or ``shot drape`` with the
+  shot's own settings (as ``bench/shot.py`` bakes them, the character's IK baked first),
+  applies the COTTON preset as the bench does (optionally
   another ``--solver``, ``--substeps``, ``--iterations``), bakes it with
   ``bpy.ops.sinew.bake_springs`` and records, from inside the installed add-on, the arguments
   of ``build_springs`` and ``build_model``, the ``Simulator``'s settings (self-collision as
@@ -75,15 +77,30 @@ def capture(scene: str, out: Path, solver: str | None, substeps: int | None, ite
     pkg.build_model, pkg.build_springs = rec_model, rec_springs
     sim_mod.Simulator.__init__, sim_mod.Simulator.advance = rec_init, rec_advance
     try:
-        frames = sc.SCENES[scene][1]
-        cloth = sc._build(scene, frames)[0]
+        if scene.startswith("shot "):  # the demo shot's cloth, as bench/shot.py bakes it
+            import tempfile
+
+            from bench import shot as bs
+
+            frames = bs.CLOTH_FRAMES
+            names = {name.lower(): name for name in bs.CLOTHS}
+            if scene[5:] not in names:
+                raise SystemExit(f"the shot's cloths are {', '.join('shot ' + n for n in names)}")
+            with tempfile.TemporaryDirectory(prefix="sinew-replay-") as tmp:
+                bs._open(bs._shot_file(frames, Path(tmp)))
+            bs._bake_ik(bpy.data.objects[bs.shot.ARMATURE], frames)
+            cloth = bpy.data.objects[names[scene[5:]]]  # (its settings are the shot's)
+        else:
+            frames = sc.SCENES[scene][1]
+            cloth = sc._build(scene, frames)[0]
         bpy.context.view_layer.objects.active = cloth
         s = cloth.sinew_springs
-        s.enabled = True
-        if cloth.vertex_groups.get("pins") is not None:
-            s.pin_group = "pins"
-        s.self_collision = scene in sc.SELF  # (before the preset, as the bench sets it)
-        bpy.ops.sinew.springs_preset(preset=sc.PRESET)
+        if not scene.startswith("shot "):
+            s.enabled = True
+            if cloth.vertex_groups.get("pins") is not None:
+                s.pin_group = "pins"
+            s.self_collision = scene in sc.SELF  # (before the preset, as the bench sets it)
+            bpy.ops.sinew.springs_preset(preset=sc.PRESET)
         for name, value in (("solver", solver), ("substeps", substeps), ("iterations", iterations)):
             if value is not None:
                 setattr(s, name, value)
@@ -139,7 +156,8 @@ def _value(a: np.ndarray):
 
 def load(path: Path, seed: int = 0):
     """The recorded scene: ``(model, solver, simulator settings, frames, cloth triangles)``;
-    frames are ``(pins, colliders)`` with collider builders (functions of nothing)."""
+    frames are ``(pins, colliders, built)``: the recorded colliders and a function of them
+    that gives the frame's collider objects."""
     from core.springs import Plane, TriangleMesh, build_model, build_springs
 
     d = np.load(path)  # allow_pickle stays off
@@ -170,11 +188,29 @@ def load(path: Path, seed: int = 0):
                 cols.append(("plane", Plane(d[key + "point"], d[key + "normal"], thickness=th, friction=mu)))
         frames.append((pins, cols))
 
-    def built(cols):
-        return [TriangleMesh(c[1], c[2], thickness=c[4], friction=c[5], previous=c[3]) if c[0] == "mesh" else c[1]
-                for c in cols]
+    # each frame's colliders built as the add-on builds them (operators.collider_frames): a
+    # mesh with the same triangles and settings as on the frame before is that frame's moved
+    # on (TriangleMesh.moved_to: its topology kept, and a still one the same object, so the
+    # solver keeps its broad phase)
+    rows, before = [], []
+    for _, cols in frames:
+        row = []
+        for k, c in enumerate(cols):
+            if c[0] != "mesh":
+                row.append(c[1])
+                continue
+            b = before[k] if k < len(before) else None
+            same = (b is not None and isinstance(b[1], TriangleMesh) and b[0][2].shape == c[2].shape
+                    and np.array_equal(b[0][2], c[2]) and b[0][4:] == c[4:])
+            if same and (c[3] is not None or np.array_equal(b[0][1], c[1])):
+                row.append(b[1].moved_to(c[1], previous=c[3]))
+            else:
+                row.append(TriangleMesh(c[1], c[2], thickness=c[4], friction=c[5], previous=c[3]))
+        rows.append(row)
+        before = list(zip(cols, row))
 
-    return model, str(d["solver"]), settings, [(p, c, built) for p, c in frames], kw.get("triangles")
+    return (model, str(d["solver"]), settings, [(p, c, lambda _, row=row: row) for (p, c), row in zip(frames, rows)],
+            kw.get("triangles"))
 
 
 def _edges(tris: np.ndarray) -> np.ndarray:
