@@ -125,6 +125,7 @@ _SIGNATURES = {
     "sinew_vbd_translate": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P, _P]),
     "sinew_vbd_iterate": (_I64, [ctypes.POINTER(_VbdStruct), _P, _I64, _I64, _P, _P, _I64, _P, _I64, _P, _P]),
     "sinew_vbd_forces": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
+    "sinew_vbd_directions": (ctypes.c_int, [_I64, _P, _P, _P, _P, _I64, _I64, _P]),
     "sinew_self_query": (_I64, [_I64, _P, _P, _F64, _F64, _I64, _P, _I64, _P, _F64, _I64, _P, _P, _P, _P,
                                 _P, _P, _P, _P, _P, _P, _P, _P, _P, _I64, _I64, _I64, _P, _P, _P]),
     "sinew_crossing_pairs": (_I64, [_I64, _P, _I64, _P, _F64, _I64, _P, _P, _I64, _P, _P, _P, _P, _I64, _P]),
@@ -249,6 +250,17 @@ class VbdProblem:
         self.struct.n = int(n)
         self.struct.h = float(h)
         self._keep: dict[str, np.ndarray] = {}
+
+    def copy(self, h: float) -> VbdProblem:
+        """A new problem holding this one's arrays and scalars (checked when they were set),
+        with the time step ``h``: a step's problem from one that holds the model's
+        constants."""
+        out = VbdProblem.__new__(VbdProblem)
+        out.lib = self.lib
+        out.struct = _VbdStruct.from_buffer_copy(self.struct)
+        out._keep = dict(self._keep)
+        out.set(h=h)
+        return out
 
     def set(self, **arrays) -> None:
         """Set arrays (``None`` clears an optional one) and scalars (``h``, ``k_limit``,

@@ -58,7 +58,7 @@ from .contact import (
     revert_crossings,
     surface_near,
 )
-from .proximity import closest_points_on_triangles, dot, segment_parameters, unit
+from .proximity import closest_points_on_triangles, dot, points_box, segment_parameters, unit
 
 __all__ = ["Plane", "Sphere", "TriangleMesh", "StepColliders", "HeldVertices", "resolve", "resolve_again", "room",
            "closest_points_on_triangles", "canonical_triangles"]
@@ -668,8 +668,8 @@ def _reach(col: object, p: np.ndarray) -> np.ndarray:
     if isinstance(col, MeshWindow):
         if len(col.triangles) == 0:
             return np.zeros(len(p), bool)
-        lo = np.minimum(col.c0.min(axis=0), col.c1.min(axis=0)) - band
-        hi = np.maximum(col.c0.max(axis=0), col.c1.max(axis=0)) + band
+        lo, hi = points_box(col.c0, col.c1)
+        lo, hi = lo - band, hi + band
         return np.all((p >= lo) & (p <= hi), axis=1)
     return col.signed_distance(p) <= band
 

@@ -77,6 +77,7 @@ from .proximity import (
     element_boxes,
     first_coplanar_time,
     overlapping,
+    points_box,
     segment_parameters,
 )
 from .proximity import barycentric as _barycentric
@@ -187,8 +188,7 @@ class MeshWindow:
     def box(self) -> tuple[np.ndarray, np.ndarray]:
         """``(lo, hi)``: the collider's bounding box over the step (kept in the cache)."""
         if self.cache.box is None:
-            self.cache.box = (np.minimum(self.c0.min(axis=0), self.c1.min(axis=0)),
-                              np.maximum(self.c0.max(axis=0), self.c1.max(axis=0)))
+            self.cache.box = points_box(self.c0, self.c1)
         return self.cache.box
 
     def _ridge_pair(self) -> tuple[np.ndarray, np.ndarray]:
@@ -225,8 +225,8 @@ def _apart(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, grow: float) -> bo
     """Whether the collider's bounding box over the step, grown by ``grow`` (m), misses
     the cloth's ``x_old → x`` (then neither vertices, edges nor faces can touch it)."""
     lo, hi = win.box()
-    return not bool(np.all((np.minimum(x.min(axis=0), x_old.min(axis=0)) <= hi + grow)
-                           & (lo - grow <= np.maximum(x.max(axis=0), x_old.max(axis=0)))))
+    xlo, xhi = points_box(x, x_old)
+    return not bool(np.all((xlo <= hi + grow) & (lo - grow <= xhi)))
 
 
 #: A moving collider with more triangles than this is cut, per step, to the part near the
@@ -242,8 +242,8 @@ def _near_part(win: MeshWindow, x: np.ndarray, x_old: np.ndarray, grow: float) -
     and reused by the later calls of the step while the cloth's box, grown by ``grow``,
     stays inside the one it was cut for; a deforming body of thousands of triangles then
     costs broad-phase structures over the few near the cloth, not over all of them."""
-    clo = np.minimum(x.min(axis=0), x_old.min(axis=0)) - grow
-    chi = np.maximum(x.max(axis=0), x_old.max(axis=0)) + grow
+    clo, chi = points_box(x, x_old)
+    clo, chi = clo - grow, chi + grow
     done = win.cache.near
     if done is not None and np.all(clo >= done[0]) and np.all(chi <= done[1]):
         return done[2]

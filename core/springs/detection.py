@@ -26,6 +26,7 @@ from .. import kernels
 from ..errors import SinewError
 from .colliders import Plane, Sphere, TriangleMesh
 from .contact import MeshWindow
+from .proximity import points_box
 
 __all__ = ["ColliderSoup", "Contacts", "SelfDetection", "SelfPairs", "GUARD_FRACTION", "CONTACT_SLOTS",
            "element_boxes", "hashed_grid", "collider_box", "split_near", "box_distance"]
@@ -274,7 +275,7 @@ def collider_box(col: Any) -> tuple[np.ndarray, np.ndarray] | None:
     if isinstance(col, MeshWindow):
         lo, hi = col.box()  # (a static collider's window keeps it the whole bake)
     elif isinstance(col, TriangleMesh):
-        lo, hi = col.vertices.min(axis=0), col.vertices.max(axis=0)
+        lo, hi = points_box(col.vertices)
     else:
         raise SinewError(f"unknown collider type {type(col).__name__}")
     return lo - col.thickness, hi + col.thickness

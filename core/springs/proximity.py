@@ -27,7 +27,7 @@ from scipy.spatial import cKDTree
 
 from .. import kernels
 
-__all__ = ["BoxTree", "PairCache", "boxes_meet", "element_boxes", "overlapping", "box_pairs", "coplanarity_times",
+__all__ = ["BoxTree", "PairCache", "points_box", "boxes_meet", "element_boxes", "overlapping", "box_pairs", "coplanarity_times",
            "first_coplanar_time", "segment_parameters", "closest_points_on_triangles", "barycentric", "dot", "unit",
            "BIG"]
 
@@ -53,6 +53,15 @@ def unit(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 # -- broad phase ----------------------------------------------------------------------
+
+
+def points_box(*points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(lo, hi)`` ``(3,)``: the box of every point of the ``(k, 3)`` arrays (at least one
+    point in all). Column by column: numpy's ``min(axis=0)`` of a ``(k, 3)`` array is about
+    ten times slower."""
+    lo = np.array([min(float(p[:, a].min()) for p in points if len(p)) for a in range(3)])
+    hi = np.array([max(float(p[:, a].max()) for p in points if len(p)) for a in range(3)])
+    return lo, hi
 
 
 def boxes_meet(alo: np.ndarray, ahi: np.ndarray, blo: np.ndarray, bhi: np.ndarray,

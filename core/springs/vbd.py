@@ -65,6 +65,7 @@ from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, force_scale, pin_targets, split_targets
 from .detection import ColliderSoup, Contacts, SelfDetection, SelfPairs, split_near, unit_normals
 from .model import Model, State
+from .proximity import points_box
 from .selfcollision import SelfCollision, _closest
 
 __all__ = ["VertexBlockDescent", "CONTACT_STIFFNESS", "LIMIT_STIFFNESS", "STATIC_SPEED"]
@@ -96,6 +97,9 @@ CLUSTER_SIZE = 64
 #: after the iterations instead of 25,000-28,000 (the projection after them: 6-8 ms a step
 #: instead of 140-150); a 100² one (160 cells) would be 5-10 % slower with them.
 COARSER_AFTER = 256
+#: Vertices per block of the start directions on a thread of its own, at least
+#: (:meth:`_Layout.directions`).
+DIRECTIONS_PART = 4096
 #: Vertices per part of the all-free-vertices cluster, whose sums are added in order (the
 #: parts go to the threads; 256 took 4 % off the 40² tablecloth, within this machine's noise,
 #: and changed the order of the sums, so every bake's round-off: docs/CONTACT.md, *Threads*).
@@ -324,6 +328,35 @@ class _Layout:
         self.k_limit = LIMIT_STIFFNESS * float(np.max(model.stiffness[:e], initial=0.0))
         self._table: ctypes.Array | None = None
         self.stage_count = 0
+        # each adjacency entry's rest direction (where its ends meet) and the step's start
+        # directions, rewritten every step (directions)
+        self.adj_rest_dir = np.ascontiguousarray(model.rest_directions[self.adj_spring])
+        self.dir0 = np.zeros((len(self.adj_spring), 3))
+        self.damped = s > 0 and bool(np.any(model.damping))
+        #: the problem's constants (the springs by adjacency entry), set once: each step's
+        #: problem is a copy (:meth:`~core.kernels.VbdProblem.copy`)
+        self.problem = kernels.VbdProblem(n, 1.0)
+        self.problem.set(adj_off=self.adj_off, adj_spring=self.adj_spring, adj_other=self.adj_other,
+                         k=self.adj_k, rest=self.adj_rest, kd=self.adj_kd, limit=self.adj_limit,
+                         k_limit=self.k_limit)
+
+    def directions(self, x0: np.ndarray, workers: kernels.Workers) -> np.ndarray:
+        """The springs' unit directions at ``x0`` ``(n, 3)`` per adjacency entry, from the
+        entry's other end to its vertex (``sinew_vbd_directions``, in blocks on the threads):
+        the damping's start directions, ``dir0`` (zeros without damping)."""
+        if not self.damped:
+            return self.dir0
+        lib, n = kernels.library(), len(self.adj_off) - 1
+
+        def block(team: int, t: int) -> int:
+            lo, hi = kernels.block(n, t, parts)
+            return lib.sinew_vbd_directions(n, x0.ctypes.data, self.adj_off.ctypes.data,
+                                            self.adj_other.ctypes.data, self.adj_rest_dir.ctypes.data,
+                                            lo, hi, self.dir0.ctypes.data)
+
+        parts = workers.parts(n, DIRECTIONS_PART)
+        workers.team(block, parts, "VBD directions")
+        return self.dir0
 
     def stage_table(self) -> ctypes.Array:
         """The coarse correction's stages as ``sinew_vbd_iterate`` takes them (one group range
@@ -561,13 +594,10 @@ class VertexBlockDescent(Integrator):
         pi = model.pinned_index
         hard = split_targets(model, targets)[0]
         soup = self.soup(colliders, self._region(x0, obj.v0, targets, h)) if len(colliders) else None
-        pb = kernels.VbdProblem(n, h)
-        dir0 = obj.geometry0()[1].T if obj.has_damping else np.zeros((model.spring_count, 3))
-        pb.set(x_prev=x0, w=obj.w, y=obj.y, adj_off=lay.adj_off, adj_spring=lay.adj_spring,
-               adj_other=lay.adj_other, k=lay.adj_k, rest=lay.adj_rest, kd=lay.adj_kd,
-               dir0=dir0[lay.adj_spring], limit=lay.adj_limit, k_limit=lay.k_limit,
-               kc=CONTACT_STIFFNESS * (obj.w + lay.spring_stiffness),
+        pb = lay.problem.copy(h)
+        pb.set(x_prev=x0, w=obj.w, y=obj.y, kc=CONTACT_STIFFNESS * (obj.w + lay.spring_stiffness),
                eps_u=STATIC_SPEED * h)
+        pb.set(dir0=lay.directions(pb.get("x_prev"), self._workers))  # (x₀ checked)
         # the residual's reference is x₀ + h v₀ with the pins at their targets, as for NEWTON
         # and FAST; the iterations start from _guess, pushed back out of the colliders'
         # thickness near them, through the guard
@@ -643,8 +673,7 @@ class VertexBlockDescent(Integrator):
         twice the longest such move."""
         ahead = x0 + h * v0
         pts = [x0, ahead] + ([targets] if len(targets) else [])
-        lo = np.minimum.reduce([p.min(axis=0) for p in pts])
-        hi = np.maximum.reduce([p.max(axis=0) for p in pts])
+        lo, hi = points_box(*pts)
         grow = REGION_MARGIN + 2.0 * float(np.sqrt(np.einsum("ij,ij->i", ahead - x0, ahead - x0).max(initial=0.0)))
         return lo - grow, hi + grow
 

@@ -1378,6 +1378,51 @@ def test_vbd_problem_scalars_and_clearing():
     assert pb.struct.kslots == 5 and pb.struct.np == 3
 
 
+def test_vbd_problem_copy_keeps_the_arrays_and_takes_its_own_step():
+    """A copy holds the same arrays (the struct points at them) and its own time step; setting
+    an array on the copy leaves the original as it was."""
+    pb = vbd_problem(np.zeros((2, 3)), [(0, 1)], h=0.05)
+    out = pb.copy(0.01)
+    assert out.struct.h == 0.01 and pb.struct.h == 0.05
+    assert {f: getattr(out.struct, f) for f, _ in out.struct._fields_ if f != "h"} == \
+        {f: getattr(pb.struct, f) for f, _ in pb.struct._fields_ if f != "h"}
+    assert out.get("adj_off") is pb.get("adj_off")
+    out.set(w=np.full(2, 3.0))
+    assert np.array_equal(pb.get("w"), np.ones(2)) and pb.struct.w != out.struct.w
+    with pytest.raises(SinewError):
+        pb.copy(float("nan"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_directions_are_each_entrys_unit_vector_or_its_rest_direction(lib, seed):
+    """sinew_vbd_directions against numpy: the unit vector from each adjacency entry's other
+    end to its vertex, the fallback where the two ends coincide, written for the listed
+    vertices' entries only; an other end out of range is refused."""
+    rng = np.random.default_rng(seed)
+    n = 12
+    x = rng.normal(size=(n, 3))
+    x[5] = x[4]  # a spring of zero length
+    springs = np.unique(np.sort(rng.integers(0, n, (30, 2)), axis=1), axis=0)
+    springs = np.vstack([springs[springs[:, 0] != springs[:, 1]], [[4, 5]]])
+    off, sid, oth = adjacency(n, springs)
+    vertex = np.repeat(np.arange(n), np.diff(off))
+    fallback = c64(rng.normal(size=(len(sid), 3)))
+    d = x[vertex] - x[oth]
+    length = np.linalg.norm(d, axis=1)
+    want = np.where(length[:, None] > 1e-12, d / np.where(length > 1e-12, length, 1.0)[:, None], fallback)
+    out = np.full((len(sid), 3), 7.0)
+    lo, hi = 3, 9
+    assert lib.sinew_vbd_directions(n, P(c64(x)), P(off), P(oth), P(fallback), lo, hi, P(out)) == 0
+    mine = slice(off[lo], off[hi])
+    np.testing.assert_allclose(out[mine], want[mine], rtol=0, atol=1e-15)
+    assert np.all(out[:off[lo]] == 7.0) and np.all(out[off[hi]:] == 7.0)
+    assert (length[mine] <= 1e-12).any()  # (the zero-length spring's entries are among them)
+    bad = oth.copy()
+    bad[off[lo]] = n
+    assert lib.sinew_vbd_directions(n, P(c64(x)), P(off), P(bad), P(fallback), lo, hi, P(out)) == -1
+    assert lib.sinew_vbd_directions(n, P(c64(x)), P(off), P(oth), P(fallback), 5, 3, P(out)) == -1
+
+
 def test_collider_soup_refuses_bad_colliders():
     with pytest.raises(SinewError):
         ColliderSoup([object()])

@@ -162,6 +162,9 @@ SINEW_API int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, 
                                     const SinewVbdSweep *sweeps, int64_t nstages,
                                     const SinewVbdStage *stages, int64_t iterations, double *x,
                                     int64_t *clipped);
+SINEW_API int sinew_vbd_directions(int64_t n, const double *x, const int64_t *adj_off,
+                                   const int64_t *adj_other, const double *fallback, int64_t first,
+                                   int64_t last, double *dir);
 SINEW_API int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
                                const double *x, double *force, double *contact_force);
 

@@ -318,6 +318,32 @@ int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *c
     return SINEW_OK;
 }
 
+/* The unit direction of each adjacency entry of vertices first .. last-1 at x (n,3), the
+ * spring from its other end to the vertex: dir (adj_off[n],3) rows adj_off[first] ..
+ * adj_off[last]-1, or the entry's row of fallback (its rest direction) where the two ends
+ * are closer than 1e-12 m (the damping's start directions, dir0: its term is the same for
+ * either sign). */
+int sinew_vbd_directions(int64_t n, const double *x, const int64_t *adj_off, const int64_t *adj_other,
+                         const double *fallback, int64_t first, int64_t last, double *dir) {
+    if (first < 0 || last > n || first > last) return SINEW_E_ARGUMENT;
+    for (int64_t i = first; i < last; ++i) {
+        for (int64_t e = adj_off[i]; e < adj_off[i + 1]; ++e) {
+            int64_t o = adj_other[e];
+            if (o < 0 || o >= n) return SINEW_E_ARGUMENT;
+            double d[3];
+            sub3(x + 3 * i, x + 3 * o, d);
+            double l = sqrt(dot3(d, d));
+            double *u = dir + 3 * e;
+            if (l > 1e-12) {
+                u[0] = d[0] / l; u[1] = d[1] / l; u[2] = d[2] / l;
+            } else {
+                u[0] = fallback[3 * e]; u[1] = fallback[3 * e + 1]; u[2] = fallback[3 * e + 2];
+            }
+        }
+    }
+    return SINEW_OK;
+}
+
 /* The force (minus the objective's gradient) on each listed vertex at x, force (m,3), and
  * the collider normal force alone, contact_force (m,3). */
 int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
