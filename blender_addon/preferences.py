@@ -28,7 +28,7 @@ class SINEW_AP_preferences(bpy.types.AddonPreferences):
         if kernels:
             box = layout.box()
             box.alert = True
-            box.label(text="Sinew's compiled kernels are missing: the VBD solver cannot run.",
+            box.label(text="Sinew's compiled kernels are missing: the VBD and FAST solvers cannot run.",
                       icon="ERROR")
             for line in _wrap(kernels, 90):
                 box.label(text=line)

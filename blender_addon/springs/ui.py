@@ -57,12 +57,12 @@ class SINEW_PT_springs_solver(_SubPanel, bpy.types.Panel):
     def draw(self, context: bpy.types.Context) -> None:
         layout, props = self._props(context)
         layout.prop(props, "solver")
-        if props.solver == "VBD":
+        if props.solver in ("VBD", "FAST"):  # (their loops are the compiled kernels)
             problem = deps.kernels_problem()
             if problem:
                 box = layout.box()
                 box.alert = True
-                box.label(text="Sinew's compiled kernels are missing: VBD cannot run.", icon="ERROR")
+                box.label(text=f"Sinew's compiled kernels are missing: {props.solver} cannot run.", icon="ERROR")
                 box.label(text="Install the Sinew zip built for this platform.")
         col = layout.column(align=True)
         col.prop(props, "substeps")

@@ -129,6 +129,7 @@ _SIGNATURES = {
     "sinew_self_query": (_I64, [_I64, _P, _P, _F64, _F64, _I64, _P, _I64, _P, _F64, _I64, _P, _P, _P, _P,
                                 _P, _P, _P, _P, _P, _P, _P, _P, _P, _I64, _I64, _I64, _P, _P, _P]),
     "sinew_crossing_pairs": (_I64, [_I64, _P, _I64, _P, _F64, _I64, _P, _P, _I64, _P, _P, _P, _P, _I64, _P]),
+    "sinew_fast_local": (ctypes.c_int, [_I64, _I64, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P]),
     "sinew_strain_project": (_I64, [_I64, _P, _P, _P, _I64, _F64, ctypes.POINTER(_VbdStruct), _P]),
 }
 

@@ -71,6 +71,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .. import kernels
+from ..errors import SinewError
 from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, converged, force_scale, pin_targets, split_targets
 from .linsolve import FactorCache, SpringLaplacian, dot_for, matvec_add, product, solve_dense
@@ -96,9 +98,9 @@ class _Prefactored(SpringLaplacian):
     (``perm`` ``(f,)`` its positions in ``model.free_index``, or ``None`` for the same
     order); in that order ``matrix_ordered`` (CSR ``(f, f)``, the system matrix),
     ``coupling_ordered`` ``(f, p)``, ``ld_free`` CSR ``(f, n)`` (rows of ``L_d/h``),
-    ``inc_t_ordered`` ``(f, s)`` and the stacked incidences ``inc3_free``
-    ``(3s, 3f)`` and ``inc3_t_free`` ``(3f, 3s)``; ``k_rest`` ``(s,)`` = ``k L``;
-    ``kd_h`` ``(s,)`` = ``k_d/h``; ``rho`` the Chebyshev spectral-radius estimate.
+    ``inc_t_ordered`` ``(f, s)``; ``ends`` ``(s, 2)`` each spring's ends as positions in that
+    order (-1 for a pinned end); ``kd_h`` ``(s,)`` = ``k_d/h``;
+    ``rho`` the Chebyshev spectral-radius estimate.
     """
 
     def __init__(self, model: Model, h: float) -> None:
@@ -112,7 +114,7 @@ class _Prefactored(SpringLaplacian):
             self.order = model.free_index
             self.solve_ordered = self.solve
             self.matrix_ordered, self.coupling_ordered = self.matrix_csr, self.coupling
-            self.inc_t_ordered, inc_free = self.inc_t_free, self.inc_free
+            self.inc_t_ordered = self.inc_t_free
         else:
             p = self.perm
             self.order = model.free_index[p]
@@ -120,99 +122,64 @@ class _Prefactored(SpringLaplacian):
             self.matrix_ordered = self.matrix_csr[p][:, p].tocsr()
             self.coupling_ordered = self.coupling[p].tocsr()
             self.inc_t_ordered = self.inc_t_free[p].tocsr()
-            inc_free = self.inc_free[:, p].tocsr()
         self.ld_free = (inc_t @ sp.diags(model.damping / h) @ inc).tocsr()[self.order]
-        self.k_rest = model.stiffness * model.rest_lengths
         self.kd_h = model.damping / h
         self.has_damping = bool(np.any(model.damping))
         s = model.spring_count
-        # the incidence blocks for the three coordinates at once: one sparse product each
-        # way per local step instead of three (x, y, z stacked: ``xf.ravel(order="F")``)
-        self.inc3_free = sp.block_diag([inc_free] * 3, format="csr")
-        self.inc3_t_free = sp.block_diag([self.inc_t_ordered] * 3, format="csr")
-        self._length = np.empty(s)
-        self._scale = np.empty(s)
-        self._proj = np.empty(s)
-        self._tmp3 = np.empty((3, s))
-        self._d = np.empty((3, s))  # Aᵀ x, then the local step's per-spring vectors
-        self._tmp = np.empty(s)
+        # the local step's kernel (sinew_fast_local): each spring's ends as columns of the
+        # free vertices in the solver's order (-1: pinned, its part of d given apart)
+        column = np.full(model.vertex_count, -1, np.int64)
+        column[self.order] = np.arange(len(self.order))
+        self.ends = np.ascontiguousarray(column[np.asarray(model.springs, np.int64).reshape(-1, 2)])
+        self.stiffness = kernels.array(model.stiffness, np.float64, (s,), "spring stiffness")
+        self.rest = kernels.array(model.rest_lengths, np.float64, (s,), "spring rest lengths")
+        self.kd_h = kernels.array(self.kd_h, np.float64, (s,), "spring damping")
+        self.rest_dir = kernels.array(model.rest_directions, np.float64, (s, 3), "spring rest directions")
+        self._proj0 = np.zeros(s)  # û⁰·d⁰ of the step (damping_start)
+        self._energy = np.zeros(1)
+        self._out = np.empty((3, len(self.order)))
+        self._lib = kernels.library()
         self.rho: float | None = None
         #: :meth:`spring_forces` also sets :attr:`energy` (J), the spring and damping part of
         #: ``g`` (for the damping part, :meth:`damping_start` gives the step's ``û⁰·d⁰``).
         self.want_energy = False
         self.energy = 0.0
-        self._vdot = dot_for(s)
-        self._energy_rest = 0.5 * F.dot(self.k_rest, model.rest_lengths)  # ½ Σ k L²
-        self._kd_proj0 = np.zeros(s)  # (k_d/h) û⁰·d⁰
-        self._energy_proj0 = 0.0  # ½ Σ (k_d/h) (û⁰·d⁰)²
 
     def damping_start(self, proj0: np.ndarray) -> None:
         """The step's ``û⁰·d⁰`` ``(s,)``, for the damping part of :attr:`energy`."""
-        np.multiply(self.kd_h, proj0, out=self._kd_proj0)
-        self._energy_proj0 = 0.5 * F.dot(self._kd_proj0, proj0)
+        self._proj0[...] = proj0
 
     def spring_forces(self, model: Model, xf: np.ndarray, d_pin: np.ndarray | None,
                       u0: np.ndarray | None, out: np.ndarray) -> np.ndarray:
         """Local step and ``b(x) − c``: ``out = A_f per(x)`` (see :meth:`LocalGlobal._iterate`).
 
-        ``per_s = k_s L_s d_s/‖d_s‖ + (k_d/h)(d_s − (d_s·û⁰_s) û⁰_s)`` with
-        ``d = Aᵀ x``, computed coordinate by coordinate (structure of arrays:
-        contiguous ``(s,)`` rows, several times faster than ``(s, 3)`` rows)
-        in preallocated buffers; one sparse product each way for the three
-        coordinates together.
+        ``per_s = k_s L_s d_s/‖d_s‖ + (k_d/h)(d_s − (d_s·û⁰_s) û⁰_s)`` with ``d = Aᵀ x``,
+        summed onto the free vertices (``sinew_fast_local``; also sets :attr:`energy` when
+        :attr:`want_energy`).
 
-        Shapes: ``xf (f, 3)``; ``d_pin (3, s)`` (pinned part of ``Aᵀ x``, zero on the
-        springs that touch no pin: the product starts from it) or ``None``; ``u0 (3, s)``
-        or ``None`` (no damping); ``out (f, 3)``, returned.
+        Shapes: ``xf (f, 3)``, columns contiguous (Fortran order, as the solves give it);
+        ``d_pin (3, s)`` (pinned part of ``Aᵀ x``, zero on the springs that touch no pin) or
+        ``None``; ``u0 (3, s)`` or ``None`` (no damping); ``out (f, 3)``, returned.
         """
-        length, scale, tmp = self._length, self._scale, self._tmp
-        d = self._d
-        if d_pin is not None:
-            np.copyto(d, d_pin)
-        else:
-            d.fill(0.0)
-        matvec_add(self.inc3_free, np.ravel(xf, order="F"), d.reshape(-1))
-        np.einsum("ks,ks->s", d, d, out=length)
-        want = self.want_energy
-        if want:
-            # for the Anderson safeguard ½ Σ k (ℓ − L)² = ½ Σ k ℓ² − Σ k L ℓ + ½ Σ k L² (and
-            # ½ Σ (k_d/h)(û⁰·(d − d⁰))² below, expanded the same way): dot products only,
-            # no temporaries (the constants are small against the rounding they risk: the
-            # energy's relative error stays ~10⁻¹² on the bench's flag)
-            vdot = self._vdot
-            energy = 0.5 * vdot(model.stiffness, length)  # ℓ² here
-        np.sqrt(length, out=length)
-        if want:
-            energy += self._energy_rest - vdot(self.k_rest, length)
-        tiny = None
-        if length.min(initial=np.inf) <= _TINY:
-            tiny = length <= _TINY
-            length[tiny] = 1.0
-        np.divide(self.k_rest, length, out=scale)
-        if tiny is not None:
-            scale[tiny] = 0.0
-        if u0 is not None:
-            scale += self.kd_h
-            proj = np.einsum("ks,ks->s", d, u0, out=self._proj)
-            scaled = np.multiply(proj, self.kd_h, out=tmp)  # (k_d/h) û⁰·d
-            if want:
-                energy += (0.5 * vdot(scaled, proj) - vdot(self._kd_proj0, proj)
-                           + self._energy_proj0)
-            d *= scale
-            d -= np.multiply(u0, scaled, out=self._tmp3)
-        else:
-            d *= scale
-        if want:
-            self.energy = energy
-        if tiny is not None:
-            # coincident ends: push along the rest direction (as forces.spring_geometry)
-            d[:, tiny] += self.k_rest[tiny] * model.rest_directions[tiny].T
-        if out.flags.f_contiguous:  # columns contiguous: the product goes straight in
-            flat = out.ravel(order="F")
-            flat.fill(0.0)
-            matvec_add(self.inc3_t_free, d.reshape(-1), flat)
-        else:
-            out.T[...] = (self.inc3_t_free @ d.reshape(-1)).reshape(3, -1)
+        f = len(self.order)
+        if xf.shape != (f, 3) or not xf.flags.f_contiguous or xf.dtype != np.float64:
+            raise SinewError("FAST's local step needs the free vertices (f, 3) in Fortran order")
+        s = len(self.rest)
+        for name, a in (("d_pin", d_pin), ("u0", u0)):
+            if a is not None and (a.shape != (3, s) or not a.flags.c_contiguous or a.dtype != np.float64):
+                raise SinewError(f"FAST's local step needs {name} (3, {s}), C-contiguous float64")
+        direct = out.flags.f_contiguous and out.shape == (f, 3) and out.dtype == np.float64
+        target = out.T if direct else self._out
+        damp = u0 is not None
+        kernels.check_status(self._lib.sinew_fast_local(
+            s, f, self.ends.ctypes.data, xf.ctypes.data, None if d_pin is None else d_pin.ctypes.data,
+            self.stiffness.ctypes.data, self.rest.ctypes.data, self.kd_h.ctypes.data if damp else None,
+            u0.ctypes.data if damp else None, self._proj0.ctypes.data if damp else None,
+            self.rest_dir.ctypes.data, target.ctypes.data, self._energy.ctypes.data), "FAST local step")
+        if self.want_energy:
+            self.energy = float(self._energy[0])
+        if not direct:
+            out[...] = self._out.T
         return out
 
 

@@ -1423,6 +1423,62 @@ def test_directions_are_each_entrys_unit_vector_or_its_rest_direction(lib, seed)
     assert lib.sinew_vbd_directions(n, P(c64(x)), P(off), P(oth), P(fallback), 5, 3, P(out)) == -1
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("damped", [False, True])
+def test_fast_local_step_against_numpy(lib, seed, damped):
+    """sinew_fast_local against the local step written out in numpy: each spring's vector
+    d = x_a − x_b (a pinned end's part given in dpin), per = k L d/|d| (k L times the rest
+    direction for a spring of zero length) + k_d/h (d − (d·u0) u0), summed onto the free
+    ends with the spring's sign, and the energy ½ Σ k (|d| − L)² + ½ Σ k_d/h (u0·d − proj0)²;
+    an end out of range, or damping without its directions, is refused."""
+    rng = np.random.default_rng(seed)
+    n, f = 14, 10
+    free = rng.permutation(n)[:f]  # the free vertices, in the solver's order
+    column = np.full(n, -1, np.int64)
+    column[free] = np.arange(f)
+    springs = np.unique(np.sort(rng.integers(0, n, (40, 2)), axis=1), axis=0)
+    springs = springs[springs[:, 0] != springs[:, 1]]
+    x = rng.normal(size=(n, 3))
+    x[springs[0, 1]] = x[springs[0, 0]]  # a spring of zero length
+    s = len(springs)
+    ends = i64(column[springs])
+    d = x[springs[:, 0]] - x[springs[:, 1]]
+    dpin = np.zeros((s, 3))
+    dpin += np.where(ends[:, :1] < 0, x[springs[:, 0]], 0.0) - np.where(ends[:, 1:] < 0, x[springs[:, 1]], 0.0)
+    k, rest = rng.uniform(10, 100, s), rng.uniform(0.1, 1.0, s)
+    rest_dir = c64(rng.normal(size=(s, 3)))
+    length = np.linalg.norm(d, axis=1)
+    per = np.where(length[:, None] > 1e-12, (k * rest / np.where(length > 1e-12, length, 1.0))[:, None] * d,
+                   (k * rest)[:, None] * rest_dir)
+    energy = 0.5 * np.sum(k * (length - rest) ** 2)
+    kd_h = u0 = proj0 = None
+    if damped:
+        kd_h = rng.uniform(0.1, 5.0, s)
+        u0 = rng.normal(size=(s, 3))
+        u0 /= np.linalg.norm(u0, axis=1)[:, None]
+        proj0 = rng.normal(size=s)
+        proj = np.einsum("sk,sk->s", d, u0)
+        per += kd_h[:, None] * (d - proj[:, None] * u0)
+        energy += 0.5 * np.sum(kd_h * (proj - proj0) ** 2)
+    want = np.zeros((n, 3))
+    np.add.at(want, springs[:, 0], per)
+    np.add.at(want, springs[:, 1], -per)
+    out = np.full((3, f), 9.0)
+    e = np.zeros(1)
+    xf = c64(x[free].T)
+    keep = [c64(dpin.T), c64(k), c64(rest)] + ([c64(kd_h), c64(u0.T), c64(proj0)] if damped else [None] * 3)
+    args = tuple(None if a is None else P(a) for a in keep) + (P(rest_dir),)
+    assert lib.sinew_fast_local(s, f, P(ends), P(xf), *args, P(out), P(e)) == 0
+    np.testing.assert_allclose(out.T, want[free], rtol=1e-12, atol=1e-10)
+    assert abs(e[0] - energy) <= 1e-12 * energy
+    bad = ends.copy()
+    bad[3, 1] = f
+    assert lib.sinew_fast_local(s, f, P(bad), P(xf), *args, P(out), P(e)) == -1
+    if damped:
+        assert lib.sinew_fast_local(s, f, P(ends), P(xf), args[0], args[1], args[2], args[3], None, None,
+                                    args[6], P(out), P(e)) == -1
+
+
 def test_collider_soup_refuses_bad_colliders():
     with pytest.raises(SinewError):
         ColliderSoup([object()])

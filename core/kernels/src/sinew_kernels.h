@@ -186,6 +186,12 @@ SINEW_API int64_t sinew_crossing_pairs(int64_t n, const double *x, int64_t nt, c
                                        const double *lo, const double *hi, int64_t *stamp, int64_t cap,
                                        int64_t *pairs);
 
+/* ---- fast.c: FAST's local step (the global step's right-hand side from the springs) ---- */
+SINEW_API int sinew_fast_local(int64_t s, int64_t f, const int64_t *ends, const double *xf,
+                               const double *dpin, const double *k, const double *rest,
+                               const double *kd_h, const double *u0, const double *proj0,
+                               const double *rest_dir, double *out, double *energy);
+
 /* ---- strain.c: the strain limit as Gauss-Seidel projections of the stretched springs ---- */
 SINEW_API int64_t sinew_strain_project(int64_t s, const int64_t *springs, const double *limit,
                                        const double *inv_mass, int64_t rounds, double tolerance,
