@@ -138,7 +138,13 @@ class _Prefactored(SpringLaplacian):
         self._proj0 = np.zeros(s)  # û⁰·d⁰ of the step (damping_start)
         self._energy = np.zeros(1)
         self._out = np.empty((3, len(self.order)))
-        self._lib = kernels.library()
+        self._local = kernels.library().sinew_fast_local
+        # (the constant arrays' addresses, taken once: an address costs a microsecond, and
+        # the kernel itself some twenty on the bench's flag)
+        self._at = {name: a.ctypes.data for name, a in (
+            ("ends", self.ends), ("k", self.stiffness), ("rest", self.rest), ("kd_h", self.kd_h),
+            ("proj0", self._proj0), ("rest_dir", self.rest_dir), ("energy", self._energy),
+            ("out", self._out))}
         self.rho: float | None = None
         #: :meth:`spring_forces` also sets :attr:`energy` (J), the spring and damping part of
         #: ``g`` (for the damping part, :meth:`damping_start` gives the step's ``û⁰·d⁰``).
@@ -169,13 +175,13 @@ class _Prefactored(SpringLaplacian):
             if a is not None and (a.shape != (3, s) or not a.flags.c_contiguous or a.dtype != np.float64):
                 raise SinewError(f"FAST's local step needs {name} (3, {s}), C-contiguous float64")
         direct = out.flags.f_contiguous and out.shape == (f, 3) and out.dtype == np.float64
-        target = out.T if direct else self._out
+        at = self._at
         damp = u0 is not None
-        kernels.check_status(self._lib.sinew_fast_local(
-            s, f, self.ends.ctypes.data, xf.ctypes.data, None if d_pin is None else d_pin.ctypes.data,
-            self.stiffness.ctypes.data, self.rest.ctypes.data, self.kd_h.ctypes.data if damp else None,
-            u0.ctypes.data if damp else None, self._proj0.ctypes.data if damp else None,
-            self.rest_dir.ctypes.data, target.ctypes.data, self._energy.ctypes.data), "FAST local step")
+        kernels.check_status(self._local(
+            s, f, at["ends"], xf.ctypes.data, None if d_pin is None else d_pin.ctypes.data,
+            at["k"], at["rest"], at["kd_h"] if damp else None, u0.ctypes.data if damp else None,
+            at["proj0"] if damp else None, at["rest_dir"], out.ctypes.data if direct else at["out"],
+            at["energy"]), "FAST local step")
         if self.want_energy:
             self.energy = float(self._energy[0])
         if not direct:
