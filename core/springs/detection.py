@@ -424,8 +424,8 @@ class ColliderSoup:
         """The same colliders at the start of the step (static: ``cdisp`` ``None``), for
         queries of about ``radius`` ``(n,)``. It shares this soup's grid, which covers each
         triangle's sweep over the step (:meth:`_build_grid`), and has no ``normals``
-        (``None``: the query needs none; :func:`unit_normals` of the few triangles a caller
-        needs)."""
+        (``None``: the query needs none, and the carry's kernel takes the normals of the
+        triangles it meets)."""
         self._ensure_grid(radius)
         out = object.__new__(ColliderSoup)
         out.__dict__.update(self.__dict__)

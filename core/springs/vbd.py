@@ -63,7 +63,7 @@ import numpy as np
 from .. import kernels
 from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, force_scale, pin_targets, split_targets
-from .detection import ColliderSoup, Contacts, SelfDetection, SelfPairs, split_near, unit_normals
+from .detection import ColliderSoup, Contacts, SelfDetection, SelfPairs, split_near
 from .model import Model, State
 from .proximity import points_box
 from .selfcollision import SelfCollision, _closest
@@ -753,36 +753,16 @@ class VertexBlockDescent(Integrator):
         radius = np.full(len(x0), 2.0 * soup.max_radius + float(moved.max()) + 1e-6)
         before = soup.at_start(radius)
         near = before.detect(x0, radius)
-        # every (vertex, slot) pair: the triangle's nearest point, its displacement, the gap
-        vert, slot = np.nonzero(np.arange(near.ids.shape[1])[None, :] < near.count[:, None])
-        if len(vert) == 0:
-            return out
-        ids = near.ids[vert, slot]
-        tri = soup.tris[ids]
-        lib = kernels.library()
-        a, b, c = (np.ascontiguousarray(before.cv[tri[:, k]]) for k in range(3))
-        p = np.ascontiguousarray(x0[vert])
-        q, bary = np.empty_like(p), np.empty_like(p)
-        lib.sinew_closest_points(len(vert), p.ctypes.data, a.ctypes.data, b.ctypes.data,
-                                 c.ctypes.data, q.ctypes.data, bary.ctypes.data)
-        disp = np.einsum("ik,ikj->ij", bary, soup.cdisp[tri])
-        # signed for the nearest (negative inside a closed collider), unsigned for the others
-        gap = np.where(slot == 0, near.distance[vert], near.slot_distance[vert, slot])
-        # outward: from the surface to the vertex; on the surface or inside a closed mesh, the
-        # face's normal (turned to the vertex's side of an open one)
-        away = p - q
-        length = np.linalg.norm(away, axis=1)
-        hit_tris, which = np.unique(ids, return_inverse=True)  # (the start's normals of these only)
-        normal = unit_normals(before.cv, soup.tris[hit_tris])[which]
-        side = np.where(soup.closed[ids] > 0, 1.0, np.where(np.einsum("ij,ij->i", away, normal) < 0, -1.0, 1.0))
-        clear = (length > 1e-9) & (gap > 0)
-        outward = np.where(clear[:, None], away / np.where(clear, length, 1.0)[:, None], side[:, None] * normal)
-        advance = np.einsum("ij,ij->i", disp, outward) - np.maximum(gap - soup.radius[ids], 0.0)
-        # each vertex takes the largest push of its surfaces
-        order = np.lexsort((-advance, vert))
-        first = order[np.r_[True, vert[order][1:] != vert[order][:-1]]]
-        hit = first[advance[first] > 0]
-        out[vert[hit]] = advance[hit, None] * outward[hit]
+        n, k = near.ids.shape
+        x0 = kernels.array(x0, np.float64, (n, 3), "positions")
+        ids = kernels.array(near.ids, np.int64, (n, k), "contact slots")
+        count = kernels.array(near.count, np.int64, (n,), "contact counts")
+        dist = kernels.array(near.distance, np.float64, (n,), "contact distances", finite=False)
+        slot = kernels.array(near.slot_distance, np.float64, (n, k), "slot distances", finite=False)
+        kernels.check_status(kernels.library().sinew_vbd_carry(
+            n, x0.ctypes.data, k, ids.ctypes.data, count.ctypes.data, dist.ctypes.data, slot.ctypes.data,
+            len(before.cv), before.cv.ctypes.data, soup.cdisp.ctypes.data, len(soup.tris), soup.tris.ctypes.data,
+            soup.closed.ctypes.data, soup.radius.ctypes.data, out.ctypes.data), "VBD carry")
         return out
 
     def _iterate(self, pb: kernels.VbdProblem, lay: _Layout, x: np.ndarray, reference: np.ndarray,

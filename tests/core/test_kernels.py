@@ -476,6 +476,90 @@ def test_collider_query_planes_and_spheres(seed):
         assert np.array_equal(a, b), name
 
 
+def _carry_reference(soup, x0):
+    """A moving collider's push on each vertex, written out in numpy (what
+    ``VertexBlockDescent._carry`` asks of ``sinew_vbd_carry``)."""
+    from core.springs.detection import unit_normals
+
+    out = np.zeros_like(x0)
+    moved = np.linalg.norm(soup.cdisp, axis=1)
+    radius = np.full(len(x0), 2.0 * soup.max_radius + float(moved.max()) + 1e-6)
+    before = soup.at_start(radius)
+    near = before.detect(x0, radius)
+    vert, slot = np.nonzero(np.arange(near.ids.shape[1])[None, :] < near.count[:, None])
+    if len(vert) == 0:
+        return out, 0
+    ids = near.ids[vert, slot]
+    tri = soup.tris[ids]
+    a, b, c = (before.cv[tri[:, k]] for k in range(3))
+    p = x0[vert]
+    q = np.array([nearest_on_triangle(p_, a_, b_, c_)[0] for p_, a_, b_, c_ in zip(p, a, b, c)])
+    vw = [np.linalg.lstsq(np.c_[b_ - a_, c_ - a_], q_ - a_, rcond=None)[0] for q_, a_, b_, c_ in zip(q, a, b, c)]
+    bary = np.array([[1.0 - v_ - w_, v_, w_] for v_, w_ in vw])
+    disp = np.einsum("ik,ikj->ij", bary, soup.cdisp[tri])
+    gap = np.where(slot == 0, near.distance[vert], near.slot_distance[vert, slot])
+    away = p - q
+    length = np.linalg.norm(away, axis=1)
+    normal = unit_normals(before.cv, soup.tris[ids])
+    side = np.where(soup.closed[ids] > 0, 1.0, np.where(np.einsum("ij,ij->i", away, normal) < 0, -1.0, 1.0))
+    clear = (length > 1e-9) & (gap > 0)
+    outward = np.where(clear[:, None], away / np.where(clear, length, 1.0)[:, None], side[:, None] * normal)
+    advance = np.einsum("ij,ij->i", disp, outward) - np.maximum(gap - soup.radius[ids], 0.0)
+    order = np.lexsort((-advance, vert))
+    first = order[np.r_[True, vert[order][1:] != vert[order][:-1]]]
+    hit = first[advance[first] > 0]
+    out[vert[hit]] = advance[hit, None] * outward[hit]
+    return out, len(hit)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, database=None)
+@given(seed=SEEDS)
+def test_carry_is_the_largest_approach_of_the_moving_surfaces(seed):
+    """sinew_vbd_carry (through VertexBlockDescent._carry) against numpy: each vertex near a
+    moving mesh (open or closed, some vertices inside its thickness or a closed one, one on its
+    surface) is
+    pushed along the outward direction of the slot whose surface approaches it most beyond
+    the gap to its thickness, by that much, and not at all where none does."""
+    from core.springs.contact import MeshWindow
+    from core.springs.shapes import uv_sphere
+    from core.springs.vbd import VertexBlockDescent
+
+    rng = np.random.default_rng(seed)
+    v, t = uv_sphere(0.5, 8, 8)
+    closed = bool(seed % 2)
+    if not closed:
+        t = t[: len(t) // 2]
+    c0 = v + rng.normal(0, 0.1, 3)
+    c1 = c0 + rng.normal(0, 0.03, 3) + rng.normal(0, 0.005, c0.shape)
+    win = MeshWindow(c0, c1, t, None, 0.02, 0.3, closed)
+    soup = ColliderSoup([win])
+    x0 = c64(c0[rng.integers(0, len(c0), 30)] * rng.uniform(0.9, 1.15, (30, 1))
+             + rng.normal(0, 0.01, (30, 3)) + (c0.mean(axis=0) * (1 - rng.uniform(0.9, 1.15, (30, 1)))))
+    if closed:  # on the surface (its side is the closed mesh's outside; on an open one, round-off's)
+        x0[0] = c0[t[0]].mean(axis=0)
+    want, pushed = _carry_reference(soup, x0)
+    got = VertexBlockDescent._carry(soup, x0, 1 / 24)
+    assert pushed > 0
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_carry_refuses_bad_indices(lib):
+    """sinew_vbd_carry refuses a slot, a count or a triangle corner out of range."""
+    cv = c64([[0, 0, 0], [1, 0, 0], [0, 1, 0]])
+    tris, x0 = i64([[0, 1, 2]]), c64([[0.2, 0.2, 0.01]])
+    out = np.zeros((1, 3))
+    disp, closed, radius = c64([[0, 0, 0.02]] * 3), np.ones(1, np.uint8), c64([0.02])
+
+    def call(ids, count, tris):
+        return lib.sinew_vbd_carry(1, P(x0), 2, P(ids), P(count), P(c64([0.01])), P(c64([[0.01, 0.0]])),
+                                   3, P(cv), P(disp), len(tris), P(tris), P(closed), P(radius), P(out))
+
+    assert call(i64([[0, 0]]), i64([1]), tris) == 0 and out[0, 2] > 0.0  # (pushed up by the rising face)
+    assert call(i64([[1, 0]]), i64([1]), tris) == -1
+    assert call(i64([[0, 0]]), i64([3]), tris) == -1
+    assert call(i64([[0, 0]]), i64([1]), i64([[0, 1, 3]])) == -1
+
+
 @settings(max_examples=12, deadline=None, derandomize=True, database=None)
 @given(seed=SEEDS)
 def test_moving_mesh_left_out_of_the_region_is_beyond_every_bound(seed):

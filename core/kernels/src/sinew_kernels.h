@@ -162,6 +162,11 @@ SINEW_API int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, 
                                     const SinewVbdSweep *sweeps, int64_t nstages,
                                     const SinewVbdStage *stages, int64_t iterations, double *x,
                                     int64_t *clipped);
+SINEW_API int sinew_vbd_carry(int64_t n, const double *x0, int64_t k, const int64_t *ids,
+                              const int64_t *count, const double *distance,
+                              const double *slot_distance, int64_t nv, const double *cv0,
+                              const double *cdisp, int64_t nt, const int64_t *tris,
+                              const uint8_t *closed_tri, const double *radius, double *out);
 SINEW_API int sinew_vbd_directions(int64_t n, const double *x, const int64_t *adj_off,
                                    const int64_t *adj_other, const double *fallback, int64_t first,
                                    int64_t last, double *dir);

@@ -318,6 +318,62 @@ int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *c
     return SINEW_OK;
 }
 
+/* A moving collider's push over the step on each of the n vertices at x0 (n,3)
+ * (VertexBlockDescent._carry): against each of its count[i] slot triangles of ids (n,k), as
+ * detected with the colliders where they were at the step's start (cv0 (nv,3); the slot's
+ * distance there distance[i], signed, for slot 0 and slot_distance (n,k) for the others),
+ * the triangle's point q nearest the vertex and that point's displacement D over the step
+ * (cdisp (nv,3) at q's barycentric weights). Outward u: from q to the vertex where it is
+ * clear of the surface (farther than 1e-9 m, and outside), else the triangle's unit normal at
+ * the start (turned to the vertex's side of an open mesh; closed_tri (nt,)); the push
+ * advance = D . u - max(distance - radius[t], 0), the surface's approach beyond the gap to
+ * its thickness. out (n,3) receives the largest advance times its u where positive (the
+ * first slot of equal ones), else zero. */
+int sinew_vbd_carry(int64_t n, const double *x0, int64_t k, const int64_t *ids, const int64_t *count,
+                    const double *distance, const double *slot_distance, int64_t nv, const double *cv0,
+                    const double *cdisp, int64_t nt, const int64_t *tris, const uint8_t *closed_tri,
+                    const double *radius, double *out) {
+    for (int64_t t = 0; t < 3 * nt; ++t)
+        if (tris[t] < 0 || tris[t] >= nv) return SINEW_E_ARGUMENT;
+    for (int64_t i = 0; i < n; ++i) {
+        if (count[i] < 0 || count[i] > k) return SINEW_E_ARGUMENT;
+        const double *p = x0 + 3 * i;
+        double best = 0.0, push[3] = {0.0, 0.0, 0.0};
+        int found = 0;
+        for (int64_t j = 0; j < count[i]; ++j) {
+            int64_t t = ids[k * i + j];
+            if (t < 0 || t >= nt) return SINEW_E_ARGUMENT;
+            const int64_t *tv = tris + 3 * t;
+            const double *a = cv0 + 3 * tv[0], *b = cv0 + 3 * tv[1], *c = cv0 + 3 * tv[2];
+            double q[3], bary[3], away[3], u[3], disp[3];
+            closest_on_triangle(p, a, b, c, q, bary);
+            for (int ax = 0; ax < 3; ++ax)
+                disp[ax] = bary[0] * cdisp[3 * tv[0] + ax] + bary[1] * cdisp[3 * tv[1] + ax]
+                           + bary[2] * cdisp[3 * tv[2] + ax];
+            double gap = j == 0 ? distance[i] : slot_distance[k * i + j];
+            sub3(p, q, away);
+            double length = sqrt(dot3(away, away));
+            if (length > 1e-9 && gap > 0.0) {
+                for (int ax = 0; ax < 3; ++ax) u[ax] = away[ax] / length;
+            } else {
+                double nrm[3];
+                triangle_normal(a, b, c, nrm);
+                double side = (!closed_tri[t] && dot3(away, nrm) < 0.0) ? -1.0 : 1.0;
+                for (int ax = 0; ax < 3; ++ax) u[ax] = side * nrm[ax];
+            }
+            double beyond = gap - radius[t];
+            double advance = dot3(disp, u) - (beyond > 0.0 ? beyond : 0.0);
+            if (!found || advance > best) {
+                found = 1;
+                best = advance;
+                for (int ax = 0; ax < 3; ++ax) push[ax] = u[ax];
+            }
+        }
+        for (int ax = 0; ax < 3; ++ax) out[3 * i + ax] = found && best > 0.0 ? best * push[ax] : 0.0;
+    }
+    return SINEW_OK;
+}
+
 /* The unit direction of each adjacency entry of vertices first .. last-1 at x (n,3), the
  * spring from its other end to the vertex: dir (adj_off[n],3) rows adj_off[first] ..
  * adj_off[last]-1, or the entry's row of fallback (its rest direction) where the two ends
