@@ -379,13 +379,17 @@ class ColliderSoup:
                 if moves and region is not None and len(t) > CULL_TRIANGLES:
                     # (a moving mesh's grid and normals are built every step: only for the
                     # triangles whose sweep over the step, with the thickness, meets the region)
-                    lo, hi = element_boxes(np.ascontiguousarray(c1, dtype=np.float64), t)
-                    lo0, hi0 = element_boxes(np.ascontiguousarray(c0, dtype=np.float64), t)
-                    lo, hi = np.minimum(lo, lo0) - col.thickness, np.maximum(hi, hi0) + col.thickness
-                    meets = np.all(lo <= region[1], axis=1) & np.all(hi >= region[0], axis=1)
-                    if not np.all(meets):
-                        t = t[meets]
-                        self.region = (np.asarray(region[0], float), np.asarray(region[1], float))
+                    meets = np.empty(len(t), np.uint8)
+                    box = [kernels.array(r, np.float64, (3,), "region") for r in region]
+                    kept = kernels.check_status(kernels.library().sinew_swept_elements_meet(
+                        len(t), 3, np.ascontiguousarray(t).ctypes.data, len(c0),
+                        kernels.array(c0, np.float64, (-1, 3), "collider vertices").ctypes.data,
+                        kernels.array(c1, np.float64, (len(c0), 3), "collider vertices").ctypes.data,
+                        float(col.thickness), box[0].ctypes.data, box[1].ctypes.data, meets.ctypes.data),
+                        "swept boxes")
+                    if kept < len(t):
+                        t = t[meets.view(bool)]
+                        self.region = (box[0], box[1])
                 disps.append(d)
                 tris.append(t + offset)
                 closed.append(np.full(len(t), bool(closed_mesh), np.uint8))

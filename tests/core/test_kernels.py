@@ -543,6 +543,31 @@ def test_carry_is_the_largest_approach_of_the_moving_surfaces(seed):
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_swept_elements_meet_against_numpy(lib, seed):
+    """sinew_swept_elements_meet against numpy: an element is kept when the box of its corners
+    at the start and at the end, grown by the margin, meets the region; triangles and edges;
+    a corner out of range or a negative margin is refused."""
+    rng = np.random.default_rng(seed)
+    nv = 60
+    x0 = c64(rng.uniform(-1, 1, (nv, 3)))
+    x1 = c64(x0 + rng.normal(0, 0.3, (nv, 3)))
+    lo = c64(rng.uniform(-0.8, 0.2, 3))
+    hi = c64(lo + rng.uniform(0.1, 0.8, 3))
+    grow = 0.05
+    for k in (3, 2):
+        elems = i64(rng.integers(0, nv, (80, k)))
+        both = np.concatenate([x0[elems], x1[elems]], axis=1)
+        want = np.all(both.min(axis=1) - grow <= hi, axis=1) & np.all(both.max(axis=1) + grow >= lo, axis=1)
+        keep = np.full(80, 7, np.uint8)
+        kept = lib.sinew_swept_elements_meet(80, k, P(elems), nv, P(x0), P(x1), grow, P(lo), P(hi), P(keep))
+        assert kept == want.sum() and np.array_equal(keep.astype(bool), want) and 0 < kept < 80
+    bad = elems.copy()
+    bad[5, 0] = nv
+    assert lib.sinew_swept_elements_meet(80, 2, P(bad), nv, P(x0), P(x1), grow, P(lo), P(hi), P(keep)) == -1
+    assert lib.sinew_swept_elements_meet(80, 2, P(elems), nv, P(x0), P(x1), -1.0, P(lo), P(hi), P(keep)) == -1
+
+
 def test_carry_refuses_bad_indices(lib):
     """sinew_vbd_carry refuses a slot, a count or a triangle corner out of range."""
     cv = c64([[0, 0, 0], [1, 0, 0], [0, 1, 0]])

@@ -36,6 +36,36 @@ int sinew_element_boxes(int64_t m, int64_t k, const int64_t *elems, int64_t nv, 
     return SINEW_OK;
 }
 
+/* Which of m elements of k vertices each (elems (m,k) into x0 and x1 (nv,3), the vertices at
+ * the start and the end of a step) reach the box [lo, hi] at some time of the step: keep (m,)
+ * receives 1 where the box of the element's corners at both times, grown by grow, meets it,
+ * else 0 (the moving mesh's triangles cut to a step's region). Returns how many are kept. */
+int64_t sinew_swept_elements_meet(int64_t m, int64_t k, const int64_t *elems, int64_t nv, const double *x0,
+                                  const double *x1, double grow, const double *lo, const double *hi,
+                                  uint8_t *keep) {
+    if (k < 1 || !(grow >= 0.0)) return SINEW_E_ARGUMENT;
+    for (int64_t j = 0; j < m * k; ++j)
+        if (elems[j] < 0 || elems[j] >= nv) return SINEW_E_ARGUMENT;
+    int64_t kept = 0;
+    for (int64_t j = 0; j < m; ++j) {
+        double l[3], u[3];
+        const double *p = x0 + 3 * elems[k * j];
+        for (int a = 0; a < 3; ++a) l[a] = u[a] = p[a];
+        for (int64_t c = 0; c < 2 * k; ++c) {
+            p = (c < k ? x0 : x1) + 3 * elems[k * j + c % k];
+            for (int a = 0; a < 3; ++a) {
+                if (p[a] < l[a]) l[a] = p[a];
+                if (p[a] > u[a]) u[a] = p[a];
+            }
+        }
+        int meets = 1;
+        for (int a = 0; a < 3; ++a) meets &= (l[a] - grow <= hi[a]) & (u[a] + grow >= lo[a]);
+        keep[j] = (uint8_t)meets;
+        kept += meets;
+    }
+    return kept;
+}
+
 /* The cells box j spans along each axis, as a product (at most big_cells + 1: counted no
  * further). */
 static int64_t box_cells(const double *l, const double *u, double cell, int64_t big_cells) {

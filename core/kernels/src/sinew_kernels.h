@@ -51,6 +51,9 @@ SINEW_API int sinew_closest_points(int64_t n, const double *p, const double *a, 
 
 SINEW_API int sinew_element_boxes(int64_t m, int64_t k, const int64_t *elems, int64_t nv, const double *x,
                                   double *lo, double *hi);
+SINEW_API int64_t sinew_swept_elements_meet(int64_t m, int64_t k, const int64_t *elems, int64_t nv,
+                                            const double *x0, const double *x1, double grow,
+                                            const double *lo, const double *hi, uint8_t *keep);
 SINEW_API int64_t sinew_grid_build(int64_t m, const double *lo, const double *hi, double cell, int64_t table,
                                    int64_t big_cells, int64_t *offsets, int64_t cap, int64_t *entries,
                                    int64_t *big, int64_t *nbig);
