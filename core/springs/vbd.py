@@ -35,9 +35,9 @@ one colour share no spring; ``sinew_vbd_cluster_sums``, ``sinew_vbd_translate``)
 Gauss–Seidel alone barely moves a stiff cloth as a whole (sliding, sticking, drag). A cloth
 is swept in slabs (:func:`_slabs`), and a run of iterations is one ``sinew_vbd_iterate``
 call per thread of a team (:meth:`~core.kernels.Workers.team`, ``src/team.h``): the threads
-take each phase's slabs (the slabs of one parity share no spring) and each coarse stage's
-groups as they come free (the whole cloth's stage in blocks of vertices), and meet at
-barriers, with the same result as one thread. The iterations start from
+take blocks of each phase's slabs (the slabs of one parity share no spring) and of each
+coarse stage's groups (the whole cloth's stage: of its vertices), and meet at barriers,
+with the same result as one thread. The iterations start from
 VBD's adaptive initialisation (:meth:`VertexBlockDescent._guess`), less the velocity along
 the surface of each vertex resting on a still collider whose friction can stop it within the
 step (:meth:`VertexBlockDescent._stick`). A moving collider pushes

@@ -13,8 +13,6 @@ int sinew_team_init(SinewTeam *team, int64_t threads) {
     atomic_init(&team->arrived, 0);
     atomic_init(&team->generation, 0);
     atomic_init(&team->stop, 0);
-    atomic_init(&team->ticket[0], 0);
-    atomic_init(&team->ticket[1], 0);
     for (int p = 0; p < 2; ++p)
         for (int t = 0; t < SINEW_MAX_THREADS; ++t) team->held[p][t] = 0;
     return SINEW_OK;

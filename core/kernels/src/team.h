@@ -14,9 +14,6 @@ struct SinewTeam {
     atomic_llong arrived;    /* threads at the current barrier */
     atomic_llong generation; /* barriers passed */
     atomic_int stop;         /* 0, or the error code that stops every thread at its next barrier */
-    /* the next unclaimed item of the work between two barriers (team_next), by the parity of
-     * the barriers passed: the last thread to arrive at a barrier sets the next one's to 0 */
-    atomic_llong ticket[2];
     /* each thread's count for one iteration, by the iteration's parity: a thread writes its
      * slot again only two barriers later, after every thread has read it */
     int64_t held[2][SINEW_MAX_THREADS];
@@ -32,14 +29,9 @@ static inline void team_fail(SinewTeam *tm, int code) {
  * seen by all after. Returns 0, or the code that stopped the team (then the threads leave
  * at once: a cancelled or failed team is set up again before its next run). */
 static inline int team_wait(SinewTeam *tm) {
-    if (tm->threads == 1) {
-        atomic_store_explicit(&tm->ticket[0], 0, memory_order_relaxed);
-    } else {
+    if (tm->threads > 1) {
         long long gen = atomic_load_explicit(&tm->generation, memory_order_acquire);
         if (atomic_fetch_add_explicit(&tm->arrived, 1, memory_order_acq_rel) == tm->threads - 1) {
-            /* (every thread is here, done with this work's claims; the next work's ticket
-             * was last used two barriers ago) */
-            atomic_store_explicit(&tm->ticket[(gen + 1) & 1], 0, memory_order_relaxed);
             atomic_store_explicit(&tm->arrived, 0, memory_order_relaxed);
             atomic_store_explicit(&tm->generation, gen + 1, memory_order_release);
         } else {
@@ -48,15 +40,6 @@ static inline int team_wait(SinewTeam *tm) {
         }
     }
     return atomic_load_explicit(&tm->stop, memory_order_acquire);
-}
-
-/* The next item of the work between two barriers for the calling thread: items go to the
- * threads as they come free (a thread may take any number of them, so the work must not
- * depend on which thread does an item); the thread stops once the value reaches the item
- * count. */
-static inline int64_t team_next(SinewTeam *tm) {
-    long long gen = atomic_load_explicit(&tm->generation, memory_order_relaxed);
-    return atomic_fetch_add_explicit(&tm->ticket[gen & 1], 1, memory_order_relaxed);
 }
 
 /* The share [*lo, *hi) of n items that thread t of a team of T takes (contiguous blocks). */

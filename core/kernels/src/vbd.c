@@ -527,24 +527,22 @@ int sinew_vbd_translate(const SinewVbdProblem *pb, int64_t nclusters, const int6
     return SINEW_OK;
 }
 
-/* Vertices per claim of a whole cluster's terms and translation in sinew_vbd_iterate. */
-#define WHOLE_BLOCK 128
-
 /* Iterations of the solve, each a sweep then the coarse correction, run by thread `thread`
  * of a team (team.h; every thread of the team makes the same call with its own index, and
  * a team of one runs the whole). The sweep is nphases phases (phase_off (nphases+1) into
- * sweeps); the sweeps of one phase share no spring, and the threads take them as they come
- * free (sinew_vbd_sweep). Then the coarse correction's stages in order: the threads take a
- * stage's groups as they come free for sinew_vbd_cluster_sums, then for
- * sinew_vbd_translate. A whole cluster's stage (its groups are parts of it) shares out its
- * vertices in blocks instead: each vertex's terms, then each part's sums in order, the
- * parts added in order by every thread alike, then the translation. The threads meet after
- * every phase and every half stage, and what an item computes does not depend on the thread
- * that takes it, so every vertex sees the same positions, and the result is the same bit
- * for bit, at any number of threads. Stops after the iteration in which the guard's ball
- * bound held a vertex back (the caller runs detection again for it), or after iterations;
- * returns the iterations done, clipped the vertices held back in the last one (every
- * thread returns the same). */
+ * sweeps); the sweeps of one phase share no spring, and each thread takes a block of them
+ * (sinew_vbd_sweep). Then the coarse correction's stages in order: each thread takes a
+ * block of a stage's groups for sinew_vbd_cluster_sums, then for sinew_vbd_translate. A
+ * whole cluster's stage (its groups are parts of it) shares out its vertices instead: each
+ * thread takes a block of them for their terms, then a block of the parts for their sums in
+ * order, the parts are added in order by every thread alike, and each translates its block
+ * of vertices. The blocks are the same at every iteration, so each thread keeps to the same
+ * part of the cloth (and of its cache). The threads meet after every phase and every half
+ * stage, and what a block computes does not depend on the thread that takes it, so every
+ * vertex sees the same positions, and the result is the same bit for bit, at any number of
+ * threads. Stops after the iteration in which the guard's ball bound held a vertex back
+ * (the caller runs detection again for it), or after iterations; returns the iterations
+ * done, clipped the vertices held back in the last one (every thread returns the same). */
 int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t thread,
                           int64_t nphases, const int64_t *phase_off, const SinewVbdSweep *sweeps,
                           int64_t nstages, const SinewVbdStage *stages, int64_t iterations,
@@ -555,12 +553,13 @@ int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t th
         return SINEW_E_ARGUMENT;
     }
     while (done < iterations) {
-        int64_t mine = 0, h = 0, w;
+        int64_t mine = 0, h = 0, lo, hi;
         int status;
         for (int64_t p = 0; p < nphases; ++p) {
-            while ((w = team_next(team)) < phase_off[p + 1] - phase_off[p]) {
-                const SinewVbdSweep *sw = sweeps + phase_off[p] + w;
-                status = sinew_vbd_sweep(pb, sw->ncolors, sw->color_off, sw->color_vertices, x, &h);
+            team_share(phase_off[p + 1] - phase_off[p], thread, T, &lo, &hi);
+            for (int64_t w = phase_off[p] + lo; w < phase_off[p] + hi; ++w) {
+                status = sinew_vbd_sweep(pb, sweeps[w].ncolors, sweeps[w].color_off,
+                                         sweeps[w].color_vertices, x, &h);
                 if (status != SINEW_OK) team_fail(team, status);
                 mine += h;
             }
@@ -569,36 +568,31 @@ int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t th
         for (int64_t s = 0; s < nstages; ++s) {
             const SinewVbdStage *st = stages + s;
             if (!st->whole) {
-                while ((w = team_next(team)) < st->groups) {
-                    status = sinew_vbd_cluster_sums(pb, 1, st->off + w, st->vertices, st->cluster,
-                                                    st->interior, x, st->sums + 9 * w);
-                    if (status != SINEW_OK) team_fail(team, status);
-                }
+                team_share(st->groups, thread, T, &lo, &hi);
+                status = sinew_vbd_cluster_sums(pb, hi - lo, st->off + lo, st->vertices, st->cluster,
+                                                st->interior, x, st->sums + 9 * lo);
+                if (status != SINEW_OK) team_fail(team, status);
                 if ((status = team_wait(team)) != 0) return status;
-                while ((w = team_next(team)) < st->groups) {
-                    status = sinew_vbd_translate(pb, 1, st->off + w, st->vertices, st->sums + 9 * w,
-                                                 NULL, x, &h);
-                    if (status != SINEW_OK) team_fail(team, status);
-                    mine += h;
-                }
+                status = sinew_vbd_translate(pb, hi - lo, st->off + lo, st->vertices, st->sums + 9 * lo,
+                                             NULL, x, &h);
+                if (status != SINEW_OK) team_fail(team, status);
+                mine += h;
                 if ((status = team_wait(team)) != 0) return status;
                 continue;
             }
             int64_t first = st->off[0], count = st->off[st->groups] - first;
-            int64_t blocks = (count + WHOLE_BLOCK - 1) / WHOLE_BLOCK;
-            while ((w = team_next(team)) < blocks) {
-                int64_t lo = first + w * WHOLE_BLOCK, hi = lo + WHOLE_BLOCK;
-                if (hi > first + count) hi = first + count;
-                status = cluster_terms(pb, hi - lo, st->vertices + lo, st->cluster, st->interior, x,
-                                       st->terms + 9 * (lo - first));
-                if (status != SINEW_OK) team_fail(team, status);
-            }
+            team_share(count, thread, T, &lo, &hi);
+            status = cluster_terms(pb, hi - lo, st->vertices + first + lo, st->cluster, st->interior, x,
+                                   st->terms + 9 * lo);
+            if (status != SINEW_OK) team_fail(team, status);
             if ((status = team_wait(team)) != 0) return status;
-            while ((w = team_next(team)) < st->groups) {
+            int64_t g0, g1;
+            team_share(st->groups, thread, T, &g0, &g1);
+            for (int64_t g = g0; g < g1; ++g) {
                 /* (the part's terms added in order from zero: as sinew_vbd_cluster_sums adds them) */
-                double *S = st->sums + 9 * w;
+                double *S = st->sums + 9 * g;
                 for (int a = 0; a < 9; ++a) S[a] = 0.0;
-                for (int64_t j = st->off[w]; j < st->off[w + 1]; ++j)
+                for (int64_t j = st->off[g]; j < st->off[g + 1]; ++j)
                     for (int a = 0; a < 9; ++a) S[a] += st->terms[9 * (j - first) + a];
             }
             if ((status = team_wait(team)) != 0) return status;
@@ -606,13 +600,10 @@ int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t th
             for (int a = 0; a < 9; ++a) total[a] = st->sums[a];
             for (int64_t g = 1; g < st->groups; ++g)
                 for (int a = 0; a < 9; ++a) total[a] += st->sums[9 * g + a];
-            while ((w = team_next(team)) < blocks) {
-                int64_t range[2] = {first + w * WHOLE_BLOCK, first + w * WHOLE_BLOCK + WHOLE_BLOCK};
-                if (range[1] > first + count) range[1] = first + count;
-                status = sinew_vbd_translate(pb, 1, range, st->vertices, total, NULL, x, &h);
-                if (status != SINEW_OK) team_fail(team, status);
-                mine += h;
-            }
+            int64_t range[2] = {first + lo, first + hi};
+            status = sinew_vbd_translate(pb, 1, range, st->vertices, total, NULL, x, &h);
+            if (status != SINEW_OK) team_fail(team, status);
+            mine += h;
             if ((status = team_wait(team)) != 0) return status;
         }
         int64_t *slot = team->held[done & 1];
