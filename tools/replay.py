@@ -6,8 +6,9 @@ process, which a bake in Blender cannot give):
 * ``capture`` (run by a Blender Python: ``.venv/bpy-5.2/bin/python -m tools.replay capture
   skirt OUT.npz``) builds one scene of ``bench/springs_contact.py`` (``drape``, ``skirt``,
   ``dress``, ``tablecloth 40²``, ``tablecloth 100², self-collision`` …; self-collision on
-  where the bench has it on), or the demo shot's ``shot cape`` or ``shot drape`` with the
-  shot's own settings (as ``bench/shot.py`` bakes them, the character's IK baked first),
+  where the bench has it on), the ``fold`` of ``bench/selfcollision_blender.py``, or the demo
+  shot's ``shot cape`` or ``shot drape`` with the shot's own settings (as ``bench/shot.py``
+  bakes them, the character's IK baked first),
   applies the COTTON preset as the bench does (optionally
   another ``--solver``, ``--substeps``, ``--iterations``), bakes it with
   ``bpy.ops.sinew.bake_springs`` and records, from inside the installed add-on, the arguments
@@ -43,6 +44,9 @@ if str(ROOT) not in sys.path:
 
 # --------------------------------------------------------------------------- capture (bpy)
 
+#: Frames of the fold, as the bench's self-collision section bakes it.
+FOLD_FRAMES = 72
+
 def capture(scene: str, out: Path, solver: str | None, substeps: int | None, iterations: int | None) -> None:
     """Bake ``scene`` in Blender as the bench does and write what core was handed to ``out``."""
     os.environ.setdefault("SINEW_ZIP", str(sorted((ROOT / "dist").glob("sinew-*linux_x64.zip"))[-1]))
@@ -77,7 +81,19 @@ def capture(scene: str, out: Path, solver: str | None, substeps: int | None, ite
     pkg.build_model, pkg.build_springs = rec_model, rec_springs
     sim_mod.Simulator.__init__, sim_mod.Simulator.advance = rec_init, rec_advance
     try:
-        if scene.startswith("shot "):  # the demo shot's cloth, as bench/shot.py bakes it
+        if scene == "fold":  # the strip folding over a box, as bench/selfcollision_blender.py bakes it
+            from bench import selfcollision_blender as sb
+
+            frames = FOLD_FRAMES
+            bpy.ops.wm.read_homefile(use_empty=True)
+            bpy.context.scene.frame_set(1)
+            box = sb._box("SinewBox", modifier=False)
+            coll = bpy.data.collections.new("SinewColliders")
+            bpy.context.scene.collection.children.link(coll)
+            coll.objects.link(box)
+            cloth = sb._strip("SinewStrip")
+            cloth.sinew_springs.collision_collection = coll
+        elif scene.startswith("shot "):  # the demo shot's cloth, as bench/shot.py bakes it
             import tempfile
 
             from bench import shot as bs
@@ -95,7 +111,11 @@ def capture(scene: str, out: Path, solver: str | None, substeps: int | None, ite
             cloth = sc._build(scene, frames)[0]
         bpy.context.view_layer.objects.active = cloth
         s = cloth.sinew_springs
-        if not scene.startswith("shot "):
+        if scene == "fold":  # (the preset, then self-collision, as the bench sets them)
+            s.enabled = True
+            bpy.ops.sinew.springs_preset(preset=sc.PRESET)
+            s.self_collision = True
+        elif not scene.startswith("shot "):
             s.enabled = True
             if cloth.vertex_groups.get("pins") is not None:
                 s.pin_group = "pins"
