@@ -1633,6 +1633,35 @@ def test_empty_inputs(lib):
 # --------------------------------------------------------------------------- 9 the loader
 
 
+def test_fast_without_the_library_is_one_clear_message(tmp_path, monkeypatch):
+    """FAST's local step is a kernel: without the library a FAST step raises the loader's
+    message (a SinewError, which the add-on reports), and the state is left as it was; NEWTON
+    still steps."""
+    from core.springs import LocalGlobal, NewtonImplicitEuler, State, build_model
+    from core.springs.shapes import grid, springs_of
+
+    g = grid(5, 1.0)
+    pin = np.zeros(len(g.positions), bool)
+    pin[[0, 5]] = True
+    model = build_model(g.positions, springs_of(g), stiffness=200.0, shear_stiffness=50.0,
+                        bending_stiffness=10.0, damping=0.2, total_mass=0.3, pinned=pin)
+    saved = dict(kernels._LOADED)
+    try:
+        kernels._LOADED.clear()
+        monkeypatch.setenv("SINEW_KERNELS_LIB", str(tmp_path / "nowhere" / "sinew_kernels-test.so"))
+        state = State(model.rest_positions.copy(), np.zeros_like(model.rest_positions))
+        before = state.x.copy()
+        with pytest.raises(kernels.KernelsMissing, match="missing"):
+            LocalGlobal().step(model, state, 1 / 24)
+        assert np.array_equal(state.x, before)
+        NewtonImplicitEuler().step(model, state, 1 / 24)
+        assert not np.array_equal(state.x, before)
+    finally:
+        kernels._LOADED.clear()
+        kernels._LOADED.update(saved)
+    monkeypatch.undo()
+
+
 def test_loader_missing_library_and_platform_tag(tmp_path, monkeypatch):
     assert kernels.platform_tag() in {"linux_x64", "windows_x64", "macos_arm64", "macos_x64"}
     env = os.environ.get("SINEW_KERNELS_LIB")
