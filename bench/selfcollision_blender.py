@@ -43,6 +43,8 @@ from core.springs import count_crossings  # noqa: E402
 from core.springs.colliders import closest_points_on_triangles  # noqa: E402
 
 NX, NY, TILT = 8, 48, 0.05
+#: Frames of a full run.
+FRAMES = 72
 PRESET = "COTTON"
 SINEW_ROW = f"Sinew ({PRESET.lower()} preset, self_collision on; read+simulate+write)"
 
@@ -129,7 +131,9 @@ def blender_cloth(frames: int) -> dict[str, float]:
     return out
 
 
-def sinew(frames: int) -> dict[str, float]:
+def sinew_scene() -> tuple[bpy.types.Object, bpy.types.Object]:
+    """Sinew's strip and its box (in a collision collection), with the preset and
+    self-collision set as the bench bakes them (``tools.replay`` records this bake too)."""
     scene = bpy.context.scene
     scene.frame_set(1)
     box = _box("SinewBox", modifier=False)
@@ -137,12 +141,17 @@ def sinew(frames: int) -> dict[str, float]:
     scene.collection.children.link(coll)
     coll.objects.link(box)
     ob = _strip("SinewStrip")
-    edges, tris, rest_x = _topology(ob)
-    rest = np.linalg.norm(rest_x[edges[:, 0]] - rest_x[edges[:, 1]], axis=1)
     s = ob.sinew_springs
     s.enabled, s.collision_collection = True, coll
     assert bpy.ops.sinew.springs_preset(preset=PRESET) == {"FINISHED"}
     s.self_collision = True
+    return ob, box
+
+
+def sinew(frames: int) -> dict[str, float]:
+    ob, box = sinew_scene()
+    edges, tris, rest_x = _topology(ob)
+    rest = np.linalg.norm(rest_x[edges[:, 0]] - rest_x[edges[:, 1]], axis=1)
     t = time.perf_counter()
     try:
         res = bpy.ops.sinew.bake_springs(frame_start=1, frame_end=frames)
@@ -162,7 +171,7 @@ def run(quick: bool = False) -> list[dict]:
     """Alternate Blender Cloth and Sinew; one dict per method (medians)."""
     _install()
     bpy.ops.wm.read_homefile(use_empty=True)
-    frames, reps = (30, 1) if quick else (72, 3)
+    frames, reps = (30, 1) if quick else (FRAMES, 3)
     runs: dict[str, list[dict]] = {"Blender Cloth (defaults, self-collision on)": [],
                                    SINEW_ROW: []}
     for _ in range(reps):

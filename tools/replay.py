@@ -44,9 +44,6 @@ if str(ROOT) not in sys.path:
 
 # --------------------------------------------------------------------------- capture (bpy)
 
-#: Frames of the fold, as the bench's self-collision section bakes it.
-FOLD_FRAMES = 72
-
 def capture(scene: str, out: Path, solver: str | None, substeps: int | None, iterations: int | None) -> None:
     """Bake ``scene`` in Blender as the bench does and write what core was handed to ``out``."""
     os.environ.setdefault("SINEW_ZIP", str(sorted((ROOT / "dist").glob("sinew-*linux_x64.zip"))[-1]))
@@ -84,15 +81,9 @@ def capture(scene: str, out: Path, solver: str | None, substeps: int | None, ite
         if scene == "fold":  # the strip folding over a box, as bench/selfcollision_blender.py bakes it
             from bench import selfcollision_blender as sb
 
-            frames = FOLD_FRAMES
+            frames = sb.FRAMES
             bpy.ops.wm.read_homefile(use_empty=True)
-            bpy.context.scene.frame_set(1)
-            box = sb._box("SinewBox", modifier=False)
-            coll = bpy.data.collections.new("SinewColliders")
-            bpy.context.scene.collection.children.link(coll)
-            coll.objects.link(box)
-            cloth = sb._strip("SinewStrip")
-            cloth.sinew_springs.collision_collection = coll
+            cloth = sb.sinew_scene()[0]  # (its preset and self-collision set)
         elif scene.startswith("shot "):  # the demo shot's cloth, as bench/shot.py bakes it
             import tempfile
 
@@ -111,11 +102,7 @@ def capture(scene: str, out: Path, solver: str | None, substeps: int | None, ite
             cloth = sc._build(scene, frames)[0]
         bpy.context.view_layer.objects.active = cloth
         s = cloth.sinew_springs
-        if scene == "fold":  # (the preset, then self-collision, as the bench sets them)
-            s.enabled = True
-            bpy.ops.sinew.springs_preset(preset=sc.PRESET)
-            s.self_collision = True
-        elif not scene.startswith("shot "):
+        if scene != "fold" and not scene.startswith("shot "):
             s.enabled = True
             if cloth.vertex_groups.get("pins") is not None:
                 s.pin_group = "pins"

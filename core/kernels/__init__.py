@@ -113,7 +113,7 @@ _SIGNATURES = {
     "sinew_team_cancel": (None, [_P]),
     "sinew_color_greedy": (_I64, [_I64, _P, _P, _P, _P, _P, _I64]),
     "sinew_closest_points": (ctypes.c_int, [_I64, _P, _P, _P, _P, _P, _P]),
-    "sinew_element_boxes": (ctypes.c_int, [_I64, _I64, _P, _I64, _P, _P, _P]),
+    "sinew_element_boxes": (ctypes.c_int, [_I64, _I64, _P, _I64, _P, _P, _P, _P]),
     "sinew_swept_elements_meet": (_I64, [_I64, _I64, _P, _I64, _P, _P, _F64, _P, _P, _P]),
     "sinew_grid_build": (_I64, [_I64, _P, _P, _F64, _I64, _I64, _P, _I64, _P, _P, _P]),
     "sinew_collider_query": (ctypes.c_int, [

@@ -92,13 +92,17 @@ class Contacts:
         return self.distance < 0.0
 
 
-def element_boxes(x: np.ndarray, elems: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def element_boxes(x: np.ndarray, elems: np.ndarray, x1: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The boxes ``(lo, hi)`` ``(m, 3)`` of elements ``elems`` ``(m, k)`` (triangles, edges)
-    of vertices ``x`` ``(n, 3)`` (``sinew_element_boxes``)."""
+    of vertices ``x`` ``(n, 3)``, or of their sweeps from ``x`` to ``x1`` ``(n, 3)``
+    (``sinew_element_boxes``)."""
     m, k = elems.shape
     lo, hi = np.empty((m, 3)), np.empty((m, 3))
+    if x1 is not None and (x1.shape != x.shape or not x1.flags.c_contiguous):
+        raise SinewError("element boxes: the sweep's end must be C-contiguous and shaped as its start")
     kernels.check_status(kernels.library().sinew_element_boxes(
-        m, k, elems.ctypes.data, len(x), x.ctypes.data, lo.ctypes.data, hi.ctypes.data), "element boxes")
+        m, k, elems.ctypes.data, len(x), x.ctypes.data, None if x1 is None else x1.ctypes.data,
+        lo.ctypes.data, hi.ctypes.data), "element boxes")
     return lo, hi
 
 
@@ -419,10 +423,19 @@ class ColliderSoup:
         #: (``None``: this one)
         self.workers: kernels.Workers | None = None
         self._grid: tuple | None = None
+        self._cv_start: np.ndarray | None = None
         self._lib = kernels.library()
 
     def __len__(self) -> int:
         return len(self.tris) + len(self.prim_type)
+
+    @property
+    def cv_start(self) -> np.ndarray:
+        """``(v, 3)`` the collider vertices at the step's start (``cv`` less ``cdisp``; worked
+        out once, for the grid's sweeps and :meth:`at_start`)."""
+        if self._cv_start is None:
+            self._cv_start = np.ascontiguousarray(self.cv - self.cdisp) if self.cdisp is not None else self.cv
+        return self._cv_start
 
     def at_start(self, radius: np.ndarray) -> ColliderSoup:
         """The same colliders at the start of the step (static: ``cdisp`` ``None``), for
@@ -434,7 +447,7 @@ class ColliderSoup:
         out = object.__new__(ColliderSoup)
         out.__dict__.update(self.__dict__)
         if self.cdisp is not None:
-            out.cv = np.ascontiguousarray(self.cv - self.cdisp)
+            out.cv = self.cv_start
             out.normals = None
         out.cdisp = None
         return out
@@ -454,10 +467,7 @@ class ColliderSoup:
         """The hashed grid over the triangles' boxes: over the step's sweep of each (its
         box at the start and at the end) when the colliders move, so a query at the step's
         start (:meth:`at_start`) uses the same grid."""
-        lo, hi = element_boxes(self.cv, self.tris)
-        if self.cdisp is not None:
-            lo0, hi0 = element_boxes(np.ascontiguousarray(self.cv - self.cdisp), self.tris)
-            lo, hi = np.minimum(lo, lo0), np.maximum(hi, hi0)
+        lo, hi = element_boxes(self.cv, self.tris, None if self.cdisp is None else self.cv_start)
         table, offsets, entries, big = hashed_grid(lo, hi, cell, big_cells=_BIG_CELLS)
         return cell, table, offsets, entries, big, lo, hi
 

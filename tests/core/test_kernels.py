@@ -546,8 +546,11 @@ def test_carry_is_the_largest_approach_of_the_moving_surfaces(seed):
 @pytest.mark.parametrize("seed", range(6))
 def test_swept_elements_meet_against_numpy(lib, seed):
     """sinew_swept_elements_meet against numpy: an element is kept when the box of its corners
-    at the start and at the end, grown by the margin, meets the region; triangles and edges;
-    a corner out of range or a negative margin is refused."""
+    at the start and at the end, grown by the margin, meets the region; triangles and edges
+    (and sinew_element_boxes gives those boxes); a corner out of range or a negative margin
+    is refused."""
+    from core.springs.detection import element_boxes
+
     rng = np.random.default_rng(seed)
     nv = 60
     x0 = c64(rng.uniform(-1, 1, (nv, 3)))
@@ -562,6 +565,8 @@ def test_swept_elements_meet_against_numpy(lib, seed):
         keep = np.full(80, 7, np.uint8)
         kept = lib.sinew_swept_elements_meet(80, k, P(elems), nv, P(x0), P(x1), grow, P(lo), P(hi), P(keep))
         assert kept == want.sum() and np.array_equal(keep.astype(bool), want) and 0 < kept < 80
+        lo_, hi_ = element_boxes(x0, elems, x1)  # (the same boxes, from the boxes' kernel)
+        assert np.array_equal(lo_, both.min(axis=1)) and np.array_equal(hi_, both.max(axis=1))
     bad = elems.copy()
     bad[5, 0] = nv
     assert lib.sinew_swept_elements_meet(80, 2, P(bad), nv, P(x0), P(x1), grow, P(lo), P(hi), P(keep)) == -1

@@ -14,25 +14,30 @@ int sinew_closest_points(int64_t n, const double *p, const double *a, const doub
     return SINEW_OK;
 }
 
+/* The box l, u (3) of element j's k corners (elems (m,k) into x0 (nv,3)), and at x1 too
+ * when it is not NULL (its sweep from x0 to x1). */
+static inline void element_box(int64_t j, int64_t k, const int64_t *elems, const double *x0,
+                               const double *x1, double *l, double *u) {
+    const double *p = x0 + 3 * elems[k * j];
+    for (int a = 0; a < 3; ++a) l[a] = u[a] = p[a];
+    for (int64_t c = 1; c < (x1 ? 2 * k : k); ++c) {
+        p = (c < k ? x0 : x1) + 3 * elems[k * j + c % k];
+        for (int a = 0; a < 3; ++a) {
+            if (p[a] < l[a]) l[a] = p[a];
+            if (p[a] > u[a]) u[a] = p[a];
+        }
+    }
+}
+
 /* The boxes lo, hi (m,3) of m elements of k vertices each (elems (m,k) into x (nv,3)): a
- * triangle's (k 3) or an edge's (k 2). */
+ * triangle's (k 3) or an edge's (k 2); with x1 (nv,3), not NULL, the boxes of their sweeps
+ * from x to x1. */
 int sinew_element_boxes(int64_t m, int64_t k, const int64_t *elems, int64_t nv, const double *x,
-                        double *lo, double *hi) {
+                        const double *x1, double *lo, double *hi) {
     if (k < 1) return SINEW_E_ARGUMENT;
     for (int64_t j = 0; j < m * k; ++j)
         if (elems[j] < 0 || elems[j] >= nv) return SINEW_E_ARGUMENT;
-    for (int64_t j = 0; j < m; ++j) {
-        const double *p = x + 3 * elems[k * j];
-        double *l = lo + 3 * j, *u = hi + 3 * j;
-        l[0] = u[0] = p[0]; l[1] = u[1] = p[1]; l[2] = u[2] = p[2];
-        for (int64_t c = 1; c < k; ++c) {
-            p = x + 3 * elems[k * j + c];
-            for (int a = 0; a < 3; ++a) {
-                if (p[a] < l[a]) l[a] = p[a];
-                if (p[a] > u[a]) u[a] = p[a];
-            }
-        }
-    }
+    for (int64_t j = 0; j < m; ++j) element_box(j, k, elems, x, x1, lo + 3 * j, hi + 3 * j);
     return SINEW_OK;
 }
 
@@ -49,15 +54,7 @@ int64_t sinew_swept_elements_meet(int64_t m, int64_t k, const int64_t *elems, in
     int64_t kept = 0;
     for (int64_t j = 0; j < m; ++j) {
         double l[3], u[3];
-        const double *p = x0 + 3 * elems[k * j];
-        for (int a = 0; a < 3; ++a) l[a] = u[a] = p[a];
-        for (int64_t c = 0; c < 2 * k; ++c) {
-            p = (c < k ? x0 : x1) + 3 * elems[k * j + c % k];
-            for (int a = 0; a < 3; ++a) {
-                if (p[a] < l[a]) l[a] = p[a];
-                if (p[a] > u[a]) u[a] = p[a];
-            }
-        }
+        element_box(j, k, elems, x0, x1, l, u);
         int meets = 1;
         for (int a = 0; a < 3; ++a) meets &= (l[a] - grow <= hi[a]) & (u[a] + grow >= lo[a]);
         keep[j] = (uint8_t)meets;

@@ -50,7 +50,7 @@ SINEW_API int sinew_closest_points(int64_t n, const double *p, const double *a, 
                                    const double *c, double *q, double *bary);
 
 SINEW_API int sinew_element_boxes(int64_t m, int64_t k, const int64_t *elems, int64_t nv, const double *x,
-                                  double *lo, double *hi);
+                                  const double *x1, double *lo, double *hi);
 SINEW_API int64_t sinew_swept_elements_meet(int64_t m, int64_t k, const int64_t *elems, int64_t nv,
                                             const double *x0, const double *x1, double grow,
                                             const double *lo, const double *hi, uint8_t *keep);
