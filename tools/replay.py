@@ -21,7 +21,9 @@ process, which a bake in Blender cannot give):
   recorded frames (optionally with another solver or settings, and with the start perturbed
   by ``--seed``: 10⁻⁶ m normal noise on the rest positions) and prints the process time per
   frame, the most triangle-mesh collider ridge edges (convex or border) through a cloth triangle and cloth edges
-  through a collider triangle at any frame, the largest structural strain, the cloth's centre
+  through a collider triangle at any frame, with self-collision the most crossing pairs of the
+  cloth's own triangles at any frame (``selfcollision.count_crossings``), the largest
+  structural strain, the cloth's centre
   at the end and its speeds.
 
 docs/CONTACT.md quotes figures measured this way (the skirt's cuts, the tablecloth's corners).
@@ -243,6 +245,7 @@ def _through(p0: np.ndarray, p1: np.ndarray, a: np.ndarray, b: np.ndarray, c: np
 
 def replay(path: Path, solver: str | None, substeps: int | None, iterations: int | None, seed: int) -> None:
     from core.springs import Simulator
+    from core.springs.selfcollision import count_crossings
 
     model, recorded, settings, frames, tris = load(path, seed)
     settings.update({k: v for k, v in (("substeps", substeps), ("iterations", iterations)) if v is not None})
@@ -250,7 +253,8 @@ def replay(path: Path, solver: str | None, substeps: int | None, iterations: int
     edges = _edges(tris)
     sp = np.asarray(model.springs).reshape(-1, 2)[:model.structural_count]
     rest = model.rest_lengths[:model.structural_count]
-    spent, ridges_through, cloth_through, strain = 0.0, 0, 0, 0.0
+    spent, ridges_through, cloth_through, strain, crossings = 0.0, 0, 0, 0.0, 0
+    selfish = settings.get("self_collision") is not None
     for pins, cols, built in frames:
         colliders = built(cols)
         t = time.process_time()
@@ -267,11 +271,14 @@ def replay(path: Path, solver: str | None, substeps: int | None, iterations: int
             cloth_through = max(cloth_through, int(_through(x[edges[:, 0]], x[edges[:, 1]], v[tv[:, 0]], v[tv[:, 1]],
                                                             v[tv[:, 2]]).sum()))
         strain = max(strain, float((np.linalg.norm(x[sp[:, 0]] - x[sp[:, 1]], axis=1) / rest).max() - 1.0))
+        if selfish:
+            crossings = max(crossings, count_crossings(x, tris))
     speed = np.linalg.norm(sim.state.v, axis=1)
     centre = sim.state.x.mean(axis=0)
     print(f"{path.name} {sim.integrator.name} {sim.substeps}x{sim.iterations} seed {seed}: "
           f"{1000 * spent / len(frames):.1f} ms per frame (process time), collider ridges through the cloth "
-          f"{ridges_through}, cloth edges through a collider {cloth_through} (most at any frame), strain "
+          f"{ridges_through}, cloth edges through a collider {cloth_through}"
+          f"{f', self-crossings {crossings}' if selfish else ''} (most at any frame), strain "
           f"{100 * strain:.2f} %, centre at the end ({centre[0]:.4f}, {centre[1]:.4f}, {centre[2]:.4f}) m, "
           f"speed at the end mean {speed.mean():.3f} max {speed.max():.3f} m/s")
 

@@ -34,7 +34,7 @@ __all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_
            "thread_count"]
 
 #: Must equal ``SINEW_ABI_VERSION`` in ``src/sinew_kernels.h``.
-ABI_VERSION = 8
+ABI_VERSION = 9
 #: The most contact slots per vertex the kernels take (``SINEW_MAX_SLOTS`` in src/sinew_kernels.h).
 MAX_SLOTS = 16
 #: The most threads used by default (a sweep's phase has at most 8 slabs: ``vbd._MAX_SLABS``).
@@ -132,7 +132,8 @@ _SIGNATURES = {
                                 _P, _P, _P, _P, _P, _P, _P, _P, _P, _I64, _I64, _I64, _P, _P, _P]),
     "sinew_crossing_pairs": (_I64, [_I64, _P, _I64, _P, _F64, _I64, _P, _P, _I64, _P, _P, _P, _P, _I64, _P]),
     "sinew_fast_local": (ctypes.c_int, [_I64, _I64, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P]),
-    "sinew_strain_project": (_I64, [_I64, _P, _P, _P, _I64, _F64, ctypes.POINTER(_VbdStruct), _P]),
+    "sinew_strain_project": (_I64, [_P, _I64, _I64, _I64, _P, _P, _P, _I64, _P, _I64, _F64,
+                                    ctypes.POINTER(_VbdStruct), _P]),
 }
 
 _LOADED: dict[str, ctypes.CDLL] = {}

@@ -319,8 +319,19 @@ class _Layout:
         self.adj_rest = np.ascontiguousarray(model.rest_lengths[self.adj_spring])
         self.adj_kd = np.ascontiguousarray(np.broadcast_to(model.damping, (s,))[self.adj_spring])
         self.adj_limit = np.ascontiguousarray(limit[self.adj_spring])
-        self.structural = np.ascontiguousarray(sp[:e])
-        self.structural_limit = np.ascontiguousarray(limit[:e])
+        # the strain limit's projection goes slab by slab as well (sinew_strain_project): a
+        # structural spring joining two slabs goes with the lower one, one with a pinned end
+        # with its free end's, so the springs of slabs of one parity share no vertex that moves
+        where = np.full(n, -1, np.int64)
+        where[self.free] = slab
+        a, b = where[sp[:e, 0]], where[sp[:e, 1]]
+        home = np.maximum(np.where((a >= 0) & (b >= 0), np.minimum(a, b), np.maximum(a, b)), 0)
+        by_slab = np.argsort(home, kind="stable")
+        self.structural = np.ascontiguousarray(sp[:e][by_slab])
+        self.structural_limit = np.ascontiguousarray(limit[:e][by_slab])
+        #: (slabs + 1) offsets into structural
+        self.strain_off = np.ascontiguousarray(np.searchsorted(home[by_slab], np.arange(self.slab_count + 1)),
+                                               np.int64)
         self.inv_mass = np.where(free.astype(bool), 1.0 / model.masses, 0.0)
         # contact stiffness scale: a vertex's springs
         self.spring_stiffness = np.bincount(ends, np.concatenate([model.stiffness, model.stiffness]),
@@ -827,21 +838,27 @@ class VertexBlockDescent(Integrator):
         self.contact_force = cforce
         return its, r, r0
 
-    @staticmethod
-    def _limit(model: Model, lay: _Layout, pb: kernels.VbdProblem, x: np.ndarray,
+    def _limit(self, model: Model, lay: _Layout, pb: kernels.VbdProblem, x: np.ndarray,
                soup: ColliderSoup | None, contacts: Contacts, x0: np.ndarray,
                own: _SelfStep | None = None) -> bool:
         """The strain limit made exact by projection, each vertex's moves within its contact
         bound (detection again where the iterations left the cloth, and again while the
-        bounds held the projection back); whether it holds."""
+        bounds held the projection back); whether it holds. The projection goes slab by slab
+        on the threads (one thread with self-contact: a move's test reads other vertices)."""
         if model.max_stretch <= 0 or not len(lay.structural):
             return True
         lib = kernels.library()
-        limit = lay.structural_limit
         tol = _limit_tolerance(model.max_stretch)
-        over = kernels.check_status(lib.sinew_strain_project(  # a count, no move
-            len(lay.structural), lay.structural.ctypes.data, limit.ctypes.data,
-            lay.inv_mass.ctypes.data, 0, tol, None, x.ctypes.data), "strain limit")
+        threads = 1 if own is not None else lay.threads
+        args = (len(x), len(lay.structural), lay.structural.ctypes.data, lay.structural_limit.ctypes.data,
+                lay.inv_mass.ctypes.data, lay.slab_count, lay.strain_off.ctypes.data)
+
+        def project(rounds: int, guard: Any) -> int:
+            return self._workers.team(
+                lambda team, t: lib.sinew_strain_project(team, t, *args, rounds, tol, guard, x.ctypes.data),
+                threads, "strain limit")
+
+        over = project(0, None)  # a count, no move
         if over == 0:
             return True
         for attempt in range(_LIMIT_DETECTIONS):
@@ -857,11 +874,7 @@ class VertexBlockDescent(Integrator):
                         soup.detect_some(x, near, 1.5 * soup.max_radius + 3.0 * reach[near] + 1e-6, contacts)
                 else:
                     soup.detect(x, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
-            over = kernels.check_status(lib.sinew_strain_project(
-                len(lay.structural), lay.structural.ctypes.data, limit.ctypes.data,
-                lay.inv_mass.ctypes.data, _LIMIT_ROUNDS, tol,
-                pb.struct if soup is not None or own is not None else None, x.ctypes.data),
-                "strain limit")
+            over = project(_LIMIT_ROUNDS, pb.struct if soup is not None or own is not None else None)
             if over == 0 or (soup is None and own is None):
                 break
         return over == 0

@@ -19,7 +19,7 @@
 #endif
 
 /* Bumped whenever an entry point's arguments change; the loader checks it. */
-#define SINEW_ABI_VERSION 8
+#define SINEW_ABI_VERSION 9
 
 #define SINEW_OK 0
 #define SINEW_E_ARGUMENT (-1) /* an index out of range or a size that does not fit */
@@ -200,9 +200,12 @@ SINEW_API int sinew_fast_local(int64_t s, int64_t f, const int64_t *ends, const 
                                const double *kd_h, const double *u0, const double *proj0,
                                const double *rest_dir, double *out, double *energy);
 
-/* ---- strain.c: the strain limit as Gauss-Seidel projections of the stretched springs ---- */
-SINEW_API int64_t sinew_strain_project(int64_t s, const int64_t *springs, const double *limit,
-                                       const double *inv_mass, int64_t rounds, double tolerance,
-                                       const SinewVbdProblem *guard, double *x);
+/* ---- strain.c: the strain limit as Gauss-Seidel projections of the stretched springs, in
+ * slabs on a team of threads ---- */
+SINEW_API int64_t sinew_strain_project(SinewTeam *team, int64_t thread, int64_t n, int64_t s,
+                                       const int64_t *springs, const double *limit,
+                                       const double *inv_mass, int64_t nslabs, const int64_t *slab_off,
+                                       int64_t rounds, double tolerance, const SinewVbdProblem *guard,
+                                       double *x);
 
 #endif

@@ -17,6 +17,8 @@ struct SinewTeam {
     /* each thread's count for one iteration, by the iteration's parity: a thread writes its
      * slot again only two barriers later, after every thread has read it */
     int64_t held[2][SINEW_MAX_THREADS];
+    /* each thread's sums of one pass of the strain projection (strain.c), by the pass's parity */
+    double sums[2][SINEW_MAX_THREADS][3];
 };
 
 /* Records the first error of any thread of the team. */
