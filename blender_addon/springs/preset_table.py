@@ -42,7 +42,7 @@ PRESETS: dict[str, dict[str, object]] = {
 #: self-collision is on, and no pin group): Vertex Block Descent, contact inside the solve
 #: (core/springs/vbd.py), at the substeps and iterations that let a tablecloth come to rest
 #: centred with the strain limit held (docs/CONTACT.md).
-CONTACT_SOLVER: dict[str, object] = dict(solver="VBD", substeps=2, iterations=10)
+CONTACT_SOLVER: dict[str, object] = dict(solver="VBD", substeps=3, iterations=10)
 
 #: What a preset sets instead for pinned cloth with colliders (a skirt or a dress on a moving
 #: body) or self-collision: VBD with twice the iterations. On the bench's skirt pinned to a body moving 5 m/s, 10

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 
 from core import kernels
+from core.errors import SinewError
 from core.springs import Plane, Simulator, TriangleMesh, build_model, count_crossings, detection
 from core.springs.detection import SelfDetection
 from core.springs.selfcollision import SelfCollision, mesh_edges
@@ -106,6 +107,27 @@ def test_self_query_lists_what_brute_force_lists(seed):
     for i in range(len(x)):
         mine = found.inc[found.inc_off[i]:found.inc_off[i + 1]]
         assert sorted(mine.tolist()) == sorted(np.flatnonzero(np.any(verts == i, axis=1)).tolist())
+
+
+def test_self_query_refuses_skip_lists_out_of_range():
+    """The query stamps each vertex's and edge's skipped faces and edges into its scratch: a
+    skipped face or edge out of range, or offsets that run backward, are refused before any
+    walk (and the same lists in range give the pairs)."""
+    rng = np.random.default_rng(3)
+    x, tris, edges = crumpled(rng)
+    bound = np.full(len(x), 0.01)
+    det = SelfDetection(_Mesh(tris, edges, 0.02, {5}, {7}))
+    assert det.detect(x, bound).pair.shape[1] == 2
+    for name, bad in (("skip_vf", len(tris)), ("skip_ee", len(edges)), ("skip_vf", -1)):
+        det = SelfDetection(_Mesh(tris, edges, 0.02, {5}, {7}))
+        getattr(det, name)[0] = bad
+        with pytest.raises(SinewError):
+            det.detect(x, bound)
+    det = SelfDetection(_Mesh(tris, edges, 0.02, {5}, {7}))
+    det.skip_ee_off[1:] = 0  # (edge 0's list ends before it starts)
+    det.skip_ee_off[0] = 1
+    with pytest.raises(SinewError):
+        det.detect(x, bound)
 
 
 def self_problem(x, tris, edges, r, k, bound=None, w=1.0):

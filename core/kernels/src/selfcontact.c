@@ -4,17 +4,6 @@
 #include "selfcontact.h"
 #include "team.h"
 
-/* Whether key is in the ascending keys (m,). */
-static int listed(int64_t key, int64_t m, const int64_t *keys) {
-    int64_t lo = 0, hi = m;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (keys[mid] < key) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < m && keys[lo] == key;
-}
-
 /* The squared distance between boxes [alo, ahi] and [blo, bhi]. */
 static inline double box_gap2(const double *alo, const double *ahi, const double *blo, const double *bhi) {
     double g2 = 0.0;
@@ -43,7 +32,7 @@ static inline void emit(int64_t a, int64_t b, double d, int64_t cap, int64_t *pa
  * when at most r + the largest bound of each edge's ends; features that share a vertex never,
  * nor the pairs skipped (neighbours in the rest shape): the faces skip_vf[skip_vf_off[i] ..
  * skip_vf_off[i + 1]] of vertex i and the edges skip_ee[skip_ee_off[e] .. skip_ee_off[e + 1]]
- * of edge e, each list ascending. The faces (nf,3) and edges
+ * of edge e (the walks pass them by unseen). The faces (nf,3) and edges
  * (ne,2) are gridded at x (cell, table; f_off/f_entries and e_off/e_entries as sinew_grid_build
  * writes them) with their boxes f_lo, f_hi (nf,3) and e_lo, e_hi (ne,3); bmax is the largest
  * bound. stamp (max(nf, ne),) is scratch. Part part of parts (0 <= part < parts) takes the
@@ -73,6 +62,15 @@ int64_t sinew_self_query(int64_t n, const double *x, const double *bound, double
         if (f_entries[j] < 0 || f_entries[j] >= nf) return SINEW_E_ARGUMENT;
     for (int64_t j = 0; j < e_off[table]; ++j)
         if (e_entries[j] < 0 || e_entries[j] >= ne) return SINEW_E_ARGUMENT;
+    if (skip_vf_off[0] < 0 || skip_ee_off[0] < 0) return SINEW_E_ARGUMENT;
+    for (int64_t i = 0; i < n; ++i)
+        if (skip_vf_off[i + 1] < skip_vf_off[i]) return SINEW_E_ARGUMENT;
+    for (int64_t e = 0; e < ne; ++e)
+        if (skip_ee_off[e + 1] < skip_ee_off[e]) return SINEW_E_ARGUMENT;
+    for (int64_t j = skip_vf_off[0]; j < skip_vf_off[n]; ++j)
+        if (skip_vf[j] < 0 || skip_vf[j] >= nf) return SINEW_E_ARGUMENT;
+    for (int64_t j = skip_ee_off[0]; j < skip_ee_off[ne]; ++j)
+        if (skip_ee[j] < 0 || skip_ee[j] >= ne) return SINEW_E_ARGUMENT;
     int64_t most = nf > ne ? nf : ne;
     for (int64_t j = 0; j < most; ++j) stamp[j] = -1;
     int64_t count = 0, first, last;
@@ -84,12 +82,13 @@ int64_t sinew_self_query(int64_t n, const double *x, const double *bound, double
         double hi[3] = {p[0] + reach, p[1] + reach, p[2] + reach};
         GridWalk walk;
         walk_start(&walk, lo, hi, cell, table, f_off, f_entries, stamp, i);
+        /* the faces skipped, stamped as given already: the walk passes them by */
+        for (int64_t j = skip_vf_off[i]; j < skip_vf_off[i + 1]; ++j) stamp[skip_vf[j]] = i;
         int64_t t;
         while (walk_next(&walk, &t)) {
             const int64_t *f = faces + 3 * t;
             if (f[0] == i || f[1] == i || f[2] == i) continue;
             if (box_gap2(p, p, f_lo + 3 * t, f_hi + 3 * t) > reach * reach) continue;
-            if (listed(t, skip_vf_off[i + 1] - skip_vf_off[i], skip_vf + skip_vf_off[i])) continue;
             double q[3], bary[3], diff[3];
             const double *a = x + 3 * f[0], *b = x + 3 * f[1], *c = x + 3 * f[2];
             closest_on_triangle(p, a, b, c, q, bary);
@@ -116,13 +115,13 @@ int64_t sinew_self_query(int64_t n, const double *x, const double *bound, double
         }
         GridWalk walk;
         walk_start(&walk, lo, hi, cell, table, e_off, e_entries, stamp, e);
+        for (int64_t j = skip_ee_off[e]; j < skip_ee_off[e + 1]; ++j) stamp[skip_ee[j]] = e;
         int64_t o;
         while (walk_next(&walk, &o)) {
             if (o <= e) continue;
             const int64_t *eb = edges + 2 * o;
             if (eb[0] == ea[0] || eb[0] == ea[1] || eb[1] == ea[0] || eb[1] == ea[1]) continue;
             if (box_gap2(e_lo + 3 * e, e_hi + 3 * e, e_lo + 3 * o, e_hi + 3 * o) > reach * reach) continue;
-            if (listed(o, skip_ee_off[e + 1] - skip_ee_off[e], skip_ee + skip_ee_off[e])) continue;
             double s, t;
             double d = sqrt(closest_segments(p0, p1, x + 3 * eb[0], x + 3 * eb[1], &s, &t));
             double bo = bound[eb[0]] > bound[eb[1]] ? bound[eb[0]] : bound[eb[1]];
