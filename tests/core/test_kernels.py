@@ -1383,6 +1383,8 @@ def test_strain_projection_refuses_bad_indices_and_slabs(lib):
     limit, inv = c64([0.5]), c64([1, 1])
     for bad in ([0, -1], [0, 2]):
         assert strain_project(lib, x, i64([bad]), limit, inv, 10, 1e-3) == -1
+    # a stretched spring before the bad one: refused before it moves anything
+    assert strain_project(lib, x, i64([[0, 1], [1, 2]]), c64([0.5, 0.5]), inv, 10, 1e-3) == -1
     springs = i64([[0, 1]])
     for off in ([0, 0], [1, 1], [0, 1, 0]):  # the slabs must cover the springs in order
         assert strain_project(lib, x, springs, limit, inv, 10, 1e-3, slab_off=i64(off)) == -1

@@ -25,17 +25,15 @@ typedef struct {
 
 /* One pass over springs lo .. hi-1 (backward when reverse), adding to *sums: counts those
  * longer than limit * (1 + tolerance) as it meets them and, when project, moves the ends of
- * every one longer than its limit. Returns SINEW_OK or SINEW_E_ARGUMENT. */
-static int strain_pass(int64_t lo, int64_t hi, const int64_t *springs, const double *limit,
-                       const double *inv_mass, int64_t n, double tolerance,
-                       const SinewVbdProblem *guard, double *x, int reverse, int project, double omega,
-                       PassSums *sums) {
+ * every one longer than its limit (their indices checked by the caller). */
+static void strain_pass(int64_t lo, int64_t hi, const int64_t *springs, const double *limit,
+                        const double *inv_mass, double tolerance, const SinewVbdProblem *guard,
+                        double *x, int reverse, int project, double omega, PassSums *sums) {
     for (int64_t jj = lo; jj < hi; ++jj) {
         int64_t j = reverse ? lo + hi - 1 - jj : jj;
         double lim = limit[j];
         if (!(lim > 0.0)) continue;
         int64_t a = springs[2 * j], b = springs[2 * j + 1];
-        if (a < 0 || b < 0 || a >= n || b >= n) return SINEW_E_ARGUMENT;
         double *xa = x + 3 * a, *xb = x + 3 * b;
         double d[3];
         sub3(xa, xb, d);
@@ -67,7 +65,6 @@ static int strain_pass(int64_t lo, int64_t hi, const int64_t *springs, const dou
             }
         }
     }
-    return SINEW_OK;
 }
 
 /* Waits at the team's barrier (none for a team of one, or NULL); 0 or the code that stopped it. */
@@ -78,7 +75,7 @@ static int meet(SinewTeam *team) { return team ? team_wait(team) : 0; }
  * after each parity; then every thread adds up what each found (the same sums on all).
  * Returns SINEW_OK or an error code. */
 static int team_pass(SinewTeam *team, int64_t thread, int64_t T, int64_t nslabs, const int64_t *slab_off,
-                     const int64_t *springs, const double *limit, const double *inv_mass, int64_t n,
+                     const int64_t *springs, const double *limit, const double *inv_mass,
                      double tolerance, const SinewVbdProblem *guard, double *x, int reverse, int project,
                      double omega, int64_t pass, PassSums *total) {
     PassSums mine = {0.0, 0.0, 0.0};
@@ -88,12 +85,8 @@ static int team_pass(SinewTeam *team, int64_t thread, int64_t T, int64_t nslabs,
         team_share(count, thread, T, &lo, &hi);
         for (int64_t q = lo; q < hi; ++q) {
             int64_t k = parity + 2 * (reverse ? lo + hi - 1 - q : q);
-            int status = strain_pass(slab_off[k], slab_off[k + 1], springs, limit, inv_mass, n, tolerance,
-                                     guard, x, reverse, project, omega, &mine);
-            if (status != SINEW_OK) {
-                if (!team) return status;
-                team_fail(team, status);
-            }
+            strain_pass(slab_off[k], slab_off[k + 1], springs, limit, inv_mass, tolerance, guard, x, reverse,
+                        project, omega, &mine);
         }
         int status = meet(team);
         if (status != 0) return status;
@@ -141,6 +134,8 @@ int64_t sinew_strain_project(SinewTeam *team, int64_t thread, int64_t n, int64_t
     int64_t T = team ? team->threads : 1;
     int bad = thread < 0 || thread >= T || nslabs < 1 || slab_off[0] != 0 || slab_off[nslabs] != s;
     for (int64_t k = 0; k < nslabs && !bad; ++k) bad = slab_off[k + 1] < slab_off[k];
+    /* (every thread checks every spring: a bad one is refused before any vertex moves) */
+    for (int64_t j = 0; j < 2 * s && !bad; ++j) bad = springs[j] < 0 || springs[j] >= n;
     if (!bad && T > 1 && guard && guard->self_r > 0.0 && guard->inc_off) bad = 1;
     if (bad) {
         if (team) team_fail(team, SINEW_E_ARGUMENT);
@@ -151,13 +146,13 @@ int64_t sinew_strain_project(SinewTeam *team, int64_t thread, int64_t n, int64_t
     int64_t idle = 0, pass = 0;
     for (int64_t round = 0; round <= rounds; ++round) {
         int project = round < rounds;
-        int status = team_pass(team, thread, T, nslabs, slab_off, springs, limit, inv_mass, n, tolerance,
-                               guard, x, (int)(round & 1), project, omega, pass++, &sums);
+        int status = team_pass(team, thread, T, nslabs, slab_off, springs, limit, inv_mass, tolerance, guard,
+                               x, (int)(round & 1), project, omega, pass++, &sums);
         if (status != SINEW_OK) return status;
         if (!project || !(sums.moved > STALL)) break;
         if (sums.over == 0.0) {
-            status = team_pass(team, thread, T, nslabs, slab_off, springs, limit, inv_mass, n, tolerance,
-                               guard, x, 0, 0, omega, pass++, &sums);
+            status = team_pass(team, thread, T, nslabs, slab_off, springs, limit, inv_mass, tolerance, guard,
+                               x, 0, 0, omega, pass++, &sums);
             if (status != SINEW_OK) return status;
             if (sums.over == 0.0) break;
         }
