@@ -95,8 +95,8 @@ static int team_pass(SinewTeam *team, int64_t thread, int64_t T, int64_t nslabs,
         *total = mine;
         return SINEW_OK;
     }
-    /* (by the pass's parity: a thread writes its slot again only two barriers later, after
-     * every thread has read it) */
+    /* (by the pass's parity: a thread writes this slot again two passes later, barriers
+     * after every thread has read it) */
     double *slot = team->sums[pass & 1][thread];
     slot[0] = mine.over; slot[1] = mine.moved; slot[2] = mine.worst;
     int status = team_wait(team);
