@@ -34,7 +34,7 @@ __all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_
            "thread_count"]
 
 #: Must equal ``SINEW_ABI_VERSION`` in ``src/sinew_kernels.h``.
-ABI_VERSION = 9
+ABI_VERSION = 10
 #: The most contact slots per vertex the kernels take (``SINEW_MAX_SLOTS`` in src/sinew_kernels.h).
 MAX_SLOTS = 16
 #: The most threads used by default (a sweep's phase has at most 8 slabs: ``vbd._MAX_SLABS``).
@@ -111,6 +111,7 @@ _SIGNATURES = {
     "sinew_team_size": (_I64, []),
     "sinew_team_init": (ctypes.c_int, [_P, _I64]),
     "sinew_team_cancel": (None, [_P]),
+    "sinew_team_contended": (ctypes.c_int, [_P]),
     "sinew_color_greedy": (_I64, [_I64, _P, _P, _P, _P, _P, _I64]),
     "sinew_closest_points": (ctypes.c_int, [_I64, _P, _P, _P, _P, _P, _P]),
     "sinew_element_boxes": (ctypes.c_int, [_I64, _I64, _P, _I64, _P, _P, _P, _P]),
@@ -323,9 +324,7 @@ def thread_count() -> int:
     """The threads the kernels may use: the ``SINEW_THREADS`` environment variable when it
     is a positive integer (1: none), else the machine's CPUs, at most :data:`MAX_THREADS`.
     Only cloth large enough to be cut into slabs uses more than one (``vbd._SLAB``); the
-    result is the same bit for bit at any count. On this project's two-CPU test machine two
-    threads made a 160² tablecloth's landing 1.06× faster and a 100² one 1.01× (docs/CONTACT.md,
-    "Threads")."""
+    result is the same bit for bit at any count (docs/CONTACT.md, "Threads")."""
     env = os.environ.get("SINEW_THREADS", "").strip()
     if env.isdigit() and int(env) > 0:
         return int(env)
@@ -338,21 +337,43 @@ def block(n: int, part: int, parts: int) -> tuple[int, int]:
     return n * part // parts, n * (part + 1) // parts
 
 
+#: Team calls that run on one thread after a team was found contended (a thread waited at
+#: a barrier for a partner that had no core: ``TEAM_CONTENDED`` in ``src/team.h``); then
+#: the threads are tried again.
+SOLO_CALLS = 256
+
+
 class Workers:
     """Runs a kernel call as a team of threads (``src/team.h``): the same entry point on each
     thread, with the thread's index, inside one foreign call per thread (ctypes releases the
     GIL for its length); the threads meet at barriers in C. This thread is thread 0; the
-    others come from a pool kept between calls. One thread: the call runs here alone."""
+    others come from a pool kept between calls. One thread: the call runs here alone.
+
+    The threads spin at the barriers. When a run finds a thread waiting there for longer than
+    a scheduler's time slice (another process had its partner's core), the next
+    :data:`SOLO_CALLS` calls run on one thread (:meth:`now` says how many a call gets):
+    spinning against a busy machine costs ten times the work, and the result is the same bit
+    for bit at any count."""
 
     def __init__(self, threads: int) -> None:
         self.threads = max(int(threads), 1)
         self._pool: ThreadPoolExecutor | None = None
         self._team: np.ndarray | None = None
+        self._solo = 0
+        #: Team runs found contended so far.
+        self.contended = 0
+
+    def now(self, threads: int | None = None) -> int:
+        """The threads a call asking for ``threads`` (default all) gets now: one while the
+        last contended run's :data:`SOLO_CALLS` are not used up. A caller that cuts its
+        work into one block per thread cuts it into this many and asks for as many."""
+        want = self.threads if threads is None else min(max(int(threads), 1), self.threads)
+        return 1 if self._solo > 0 else want
 
     def parts(self, n: int, least: int) -> int:
         """How many blocks of at least ``least`` items each ``n`` items split into, one per
-        thread (at least one block)."""
-        return max(1, min(self.threads, int(n) // max(int(least), 1)))
+        thread (at least one block; :meth:`now`)."""
+        return max(1, min(self.now(), int(n) // max(int(least), 1)))
 
     def team(self, call: Callable[[int, int], int], threads: int, what: str) -> int:
         """Runs ``call(team, t)`` for ``t`` in ``range(threads)`` at once (``team`` the
@@ -361,7 +382,9 @@ class Workers:
         cannot start, or raises before its call, cancels the others (they leave at their
         next barrier), and its exception is raised here."""
         lib = library()
-        threads = max(1, min(int(threads), self.threads))
+        threads = self.now(threads)
+        if self._solo > 0:
+            self._solo -= 1
         if self._team is None:
             self._team = np.zeros(int(lib.sinew_team_size()) // 8 + 1, np.int64)
         buf = self._team.ctypes.data
@@ -388,6 +411,9 @@ class Workers:
                 f.exception()
             raise
         codes = [code] + [f.result() for f in futures]
+        if lib.sinew_team_contended(buf):
+            self.contended += 1
+            self._solo = SOLO_CALLS
         for c in codes:
             check_status(c, what)
         return int(code)

@@ -801,12 +801,14 @@ class VertexBlockDescent(Integrator):
 
         def residual(at: int = ptr) -> float:
             # (forces only read the positions: their blocks go to the threads, self-contact or not)
+            parts = self._workers.now(lay.threads)
+
             def block(team: int, t: int) -> int:
-                lo, hi = kernels.block(m, t, lay.threads)
+                lo, hi = kernels.block(m, t, parts)
                 return lib.sinew_vbd_forces(pb.struct, hi - lo, lay.free.ctypes.data + 8 * lo, at,
                                             force.ctypes.data + 24 * lo, cforce.ctypes.data + 24 * lo)
 
-            self._workers.team(block, lay.threads, "VBD forces")
+            self._workers.team(block, parts, "VBD forces")
             return F.norm(force.reshape(-1))
 
         r0 = residual(kernels.address(np.ascontiguousarray(reference)))

@@ -1239,6 +1239,43 @@ def test_team_iterations_are_the_stages_in_order_at_any_thread_count(lib):
         assert np.array_equal(x, want), threads
 
 
+def test_team_found_contended_runs_on_one_thread_for_a_while(lib):
+    """A team whose thread 0 waits at a barrier far longer than a time slice (thread 1 starts
+    late, as a thread without a core would) is marked contended: Workers then gives the next
+    SOLO_CALLS calls one thread, with the same positions bit for bit, and the threads again
+    after them. A team that meets at once is not marked."""
+    import time
+
+    pb, phase_off, sweeps, stages, keep = _chain_iteration()
+    x0 = c64(pb.get("x_prev") + [0.01, 0.0, 0.0])
+
+    def run(workers, threads, late=0.0):
+        x = c64(x0.copy())
+        clipped = np.zeros(2, np.int64)
+
+        def call(team, t):
+            if t == 1 and late:
+                time.sleep(late)
+            return lib.sinew_vbd_iterate(pb.struct, team, t, 2, P(phase_off), ctypes.addressof(sweeps), 3,
+                                         ctypes.addressof(stages), 4, P(x), clipped.ctypes.data + 8 * t)
+
+        assert workers.team(call, threads, "VBD iterations") == 4
+        return x
+
+    alone = run(kernels.Workers(1), 1)
+    workers = kernels.Workers(2)
+    assert np.array_equal(run(workers, 2), alone) and workers.contended == 0 and workers.now(2) == 2
+    assert np.array_equal(run(workers, 2, late=0.1), alone)
+    assert workers.contended == 1 and workers.now(2) == 1 and workers.parts(1000, 1) == 1
+    for _ in range(kernels.SOLO_CALLS):
+        assert workers.now(2) == 1
+        assert np.array_equal(run(workers, 2), alone)
+    assert workers.now(2) == 2 and workers.parts(1000, 1) == 2
+    workers.close()
+    team = np.zeros(int(lib.sinew_team_size()) // 8 + 1, np.int64)
+    assert lib.sinew_team_init(team.ctypes.data, 2) == 0 and lib.sinew_team_contended(team.ctypes.data) == 0
+
+
 def test_team_stops_together_on_a_bad_index_and_on_cancel(lib):
     """A vertex index out of range in one thread's slab: every thread of the team leaves
     with the error (none waits forever at a barrier) and Workers.team raises. A team

@@ -19,7 +19,7 @@
 #endif
 
 /* Bumped whenever an entry point's arguments change; the loader checks it. */
-#define SINEW_ABI_VERSION 9
+#define SINEW_ABI_VERSION 10
 
 #define SINEW_OK 0
 #define SINEW_E_ARGUMENT (-1) /* an index out of range or a size that does not fit */
@@ -39,6 +39,9 @@ SINEW_API int sinew_team_init(SinewTeam *team, int64_t threads);
 /* Makes every thread of a running team leave at its next barrier with SINEW_E_CANCELLED
  * (for a caller that could not start all of them). */
 SINEW_API void sinew_team_cancel(SinewTeam *team);
+/* 1 when a thread of the team's last run waited at a barrier longer than TEAM_CONTENDED
+ * (team.h: the thread it waited for had no core), else 0; cleared by sinew_team_init. */
+SINEW_API int sinew_team_contended(const SinewTeam *team);
 
 /* ---- colour.c: greedy graph colouring (vertex sets with no edge inside one set) ---- */
 SINEW_API int64_t sinew_color_greedy(int64_t n, const int64_t *adj_off, const int64_t *adj_other,

@@ -13,9 +13,14 @@ int sinew_team_init(SinewTeam *team, int64_t threads) {
     atomic_init(&team->arrived, 0);
     atomic_init(&team->generation, 0);
     atomic_init(&team->stop, 0);
+    atomic_init(&team->contended, 0);
     for (int p = 0; p < 2; ++p)
         for (int t = 0; t < SINEW_MAX_THREADS; ++t) team->held[p][t] = 0;
     return SINEW_OK;
 }
 
 void sinew_team_cancel(SinewTeam *team) { team_fail(team, SINEW_E_CANCELLED); }
+
+int sinew_team_contended(const SinewTeam *team) {
+    return atomic_load_explicit(&((SinewTeam *)team)->contended, memory_order_relaxed);
+}
