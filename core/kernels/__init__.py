@@ -352,8 +352,8 @@ class Workers:
     The threads spin at the barriers. When a run finds a thread waiting there for longer than
     a scheduler's time slice (another process had its partner's core), the next
     :data:`SOLO_CALLS` calls run on one thread (:meth:`now` says how many a call gets):
-    spinning against a busy machine costs ten times the work, and the result is the same bit
-    for bit at any count."""
+    spinning against a busy machine cost a 40² tablecloth four times the time, and the result
+    is the same bit for bit at any count."""
 
     def __init__(self, threads: int) -> None:
         self.threads = max(int(threads), 1)
