@@ -95,15 +95,12 @@ static int team_pass(SinewTeam *team, int64_t thread, int64_t T, int64_t nslabs,
         *total = mine;
         return SINEW_OK;
     }
-    /* (by the pass's parity: a thread writes this slot again two passes later, barriers
-     * after every thread has read it) */
-    double *slot = team->sums[pass & 1][thread];
-    slot[0] = mine.over; slot[1] = mine.moved; slot[2] = mine.worst;
-    int status = team_wait(team);
+    double row[3] = {mine.over, mine.moved, mine.worst};
+    int status = team_exchange(team, thread, pass, row, 3);
     if (status != 0) return status;
     *total = (PassSums){0.0, 0.0, 0.0};
     for (int64_t t = 0; t < T; ++t) {
-        const double *o = team->sums[pass & 1][t];
+        const double *o = team->rows[pass & 1][t];
         total->over += o[0];
         if (o[1] > total->moved) total->moved = o[1];
         if (o[2] > total->worst) total->worst = o[2];

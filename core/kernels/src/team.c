@@ -15,7 +15,8 @@ int sinew_team_init(SinewTeam *team, int64_t threads) {
     atomic_init(&team->stop, 0);
     atomic_init(&team->contended, 0);
     for (int p = 0; p < 2; ++p)
-        for (int t = 0; t < SINEW_MAX_THREADS; ++t) team->held[p][t] = 0;
+        for (int t = 0; t < SINEW_MAX_THREADS; ++t)
+            for (int a = 0; a < TEAM_ROW; ++a) team->rows[p][t][a] = 0.0;
     return SINEW_OK;
 }
 

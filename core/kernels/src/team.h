@@ -14,17 +14,18 @@
 
 #include "sinew_kernels.h"
 
+/* The most values a thread hands the others in one team_exchange. */
+#define TEAM_ROW 3
+
 struct SinewTeam {
     int64_t threads;
     atomic_llong arrived;    /* threads at the current barrier */
     atomic_llong generation; /* barriers passed */
     atomic_int stop;         /* 0, or the error code that stops every thread at its next barrier */
-    /* each thread's count for one iteration, by the iteration's parity: a thread writes its
-     * slot again only two barriers later, after every thread has read it */
-    int64_t held[2][SINEW_MAX_THREADS];
     atomic_int contended;    /* a thread waited longer than TEAM_CONTENDED at a barrier */
-    /* each thread's sums of one pass of the strain projection (strain.c), by the pass's parity */
-    double sums[2][SINEW_MAX_THREADS][3];
+    /* each thread's row of values handed to the others (team_exchange), by the parity of
+     * the exchange */
+    double rows[2][SINEW_MAX_THREADS][TEAM_ROW];
 };
 
 /* Records the first error of any thread of the team. */
@@ -70,6 +71,18 @@ static inline int team_wait(SinewTeam *tm) {
         }
     }
     return atomic_load_explicit(&tm->stop, memory_order_acquire);
+}
+
+/* Thread `thread` hands its k values v (k <= TEAM_ROW) to the others and waits for theirs:
+ * afterwards every thread reads the team's rows, tm->rows[parity & 1][t] for each thread t,
+ * and adds them up alike. parity alternates from one exchange to the next, so a thread
+ * writes a row again only after a barrier that every thread passes once it has read it (the
+ * work between two exchanges holds at least one). Returns 0, or the code that stopped the
+ * team. */
+static inline int team_exchange(SinewTeam *tm, int64_t thread, int64_t parity, const double *v, int k) {
+    double *row = tm->rows[parity & 1][thread];
+    for (int a = 0; a < k; ++a) row[a] = v[a];
+    return team_wait(tm);
 }
 
 /* The share [*lo, *hi) of n items that thread t of a team of T takes (contiguous blocks). */

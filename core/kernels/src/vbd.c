@@ -606,11 +606,10 @@ int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t th
             mine += h;
             if ((status = team_wait(team)) != 0) return status;
         }
-        int64_t *slot = team->held[done & 1];
-        slot[thread] = mine;
-        if ((status = team_wait(team)) != 0) return status;
+        double held = (double)mine;
+        if ((status = team_exchange(team, thread, done, &held, 1)) != 0) return status;
         all = 0;
-        for (int64_t t = 0; t < T; ++t) all += slot[t];
+        for (int64_t t = 0; t < T; ++t) all += (int64_t)team->rows[done & 1][t][0];
         ++done;
         if (all > 0) break;
     }
