@@ -45,18 +45,23 @@ PRESETS: dict[str, dict[str, object]] = {
 CONTACT_SOLVER: dict[str, object] = dict(solver="VBD", substeps=3, iterations=10)
 
 #: What a preset sets instead for pinned cloth with colliders (a skirt or a dress on a moving
-#: body) or self-collision: VBD with twice the iterations. On the bench's skirt pinned to a body moving 5 m/s, 10
+#: body) or self-collision: VBD with more iterations. On the bench's skirt pinned to a body moving 5 m/s, 10
 #: iterations left the cloth pressed deep into the body's thickness, the solve far from
 #: converged (90 N of residual on 0.5 g vertices), and the body's vertical edges cut it
 #: (21 cloth edges through the body); at 20 none did in five perturbed starts, at 18.7 ms per
 #: frame against FAST's 38.5 with 3.3 % strain against FAST's 3.9 % (docs/CONTACT.md, *Pinned
-#: cloth on moving bodies*). With self-collision, VBD has it inside the solve where FAST runs
+#: cloth on moving bodies*). Since VBD starts cloth with hard pins from FAST's global solve of
+#: the step (core/springs/vbd.py, ``GLOBAL_START``), 16 do what 20 did: no cut in eight
+#: perturbed starts (14 cut one of them, and 14 and 15 without that start), and the skirt
+#: and the dress end two to three times slower (docs/CONTACT.md, *A global start for pinned
+#: cloth*). With
+#: self-collision, VBD has it inside the solve where FAST runs
 #: the post-solve stage: a 32² sheet pinned at two corners that folds as one pin moves took 70
 #: against 101 ms per frame, both with no crossing (docs/CONTACT.md). Pinned cloth with neither
 #: keeps the table's solver (a sheet that only hangs from pins is three times faster with
 #: FAST's prefactored global solve), and so do the FLAG preset (a flag in the wind, its look
 #: measured on FAST) and ROPE.
-PINNED_CONTACT_SOLVER: dict[str, object] = dict(solver="VBD", substeps=3, iterations=20)
+PINNED_CONTACT_SOLVER: dict[str, object] = dict(solver="VBD", substeps=3, iterations=16)
 
 #: Largest edge strain while hanging (the 48 frames, settling included; see the module
 #: docstring): preset → (10² quads, 40² quads), fractions. The 40² figures are larger because

@@ -410,6 +410,16 @@ class LocalGlobal(Integrator):
                 self._carry = (model.uid, state.x.copy(), taken)
         return StepInfo(its, r, ok and limited, rel, limited)
 
+    def solve_free(self, model: Model, obj: Objective, x: np.ndarray, targets: np.ndarray,
+                   iterations: int) -> None:
+        """``iterations`` local/global iterations on ``x`` ``(n, 3)`` (its free rows, in place)
+        for ``obj`` with the hard pins at ``targets`` ``(p, 3)``, every one of them run
+        (no tolerance), and no collider, strain limit or other post-solve stage: the step
+        without contact, as another integrator's start (VBD's for cloth with hard pins)."""
+        if len(model.free_index) and model.spring_count:
+            self._iterate(model, self.prefactored(model, obj.h), obj, x, targets,
+                          max(int(iterations), 1), tolerance=0.0)
+
     def _iterate(self, model: Model, pre: _Prefactored, obj: Objective, x: np.ndarray,
                  targets: np.ndarray, iterations: int, contact: bool = False,
                  guess: np.ndarray | None = None,

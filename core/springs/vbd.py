@@ -64,6 +64,7 @@ from .. import kernels
 from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, force_scale, pin_targets, split_targets
 from .detection import ColliderSoup, Contacts, SelfDetection, SelfPairs, split_near
+from .fast import LocalGlobal
 from .model import Model, State
 from .proximity import points_box
 from .selfcollision import SelfCollision, _closest
@@ -89,6 +90,13 @@ KEEP_PAIRS = 0.5
 #: m: how far beyond the cloth's reach within a step (its start and ``x₀ + h v₀``) a
 #: collider's box may lie and still be in the step's soup (:meth:`VertexBlockDescent._region`).
 REGION_MARGIN = 0.1
+#: Local/global iterations of FAST's prefactored solve (Liu et al. 2013) that give cloth
+#: with hard pins the start of its iterations: the step without contact, solved globally
+#: (:meth:`VertexBlockDescent._global_guess`; docs/CONTACT.md, *A global start for pinned
+#: cloth*). On the bench's skirt 16 iterations a substep from it do what 20 did from VBD's
+#: own start (no cut in eight perturbed starts; 14 cut one of eight, 12 all; from VBD's own
+#: start 14 and 15 cut), and the skirt and the dress end two to three times slower.
+GLOBAL_START = 5
 #: Free vertices per cluster of the finest cell level of the coarse correction (:func:`_clusters`).
 CLUSTER_SIZE = 64
 #: Cells of a level beyond which the coarse correction takes another level of cells four
@@ -523,6 +531,9 @@ class VertexBlockDescent(Integrator):
         or more each) and the coarse stages' groups go to the threads, so small cloth runs
         on one thread; with self-contact the iterations run on one thread. The result does
         not depend on the number of threads (the same arithmetic in the same order).
+    global_start : int, optional
+        Local/global iterations of the start of cloth with hard pins (default
+        :data:`GLOBAL_START`; 0: VBD's own start for all cloth).
     """
 
     name = "VBD"
@@ -538,8 +549,10 @@ class VertexBlockDescent(Integrator):
     self_contact_inside = True
 
     def __init__(self, tolerance: float | None = None, check_every: int = 0,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, global_start: int | None = None) -> None:
         self.tolerance = CONVERGENCE_RTOL if tolerance is None else float(tolerance)
+        self.global_start = GLOBAL_START if global_start is None else max(int(global_start), 0)
+        self._local_global: LocalGlobal | None = None
         self.check_every = max(int(check_every), 0)
         self.threads = kernels.thread_count() if threads is None else max(int(threads), 1)
         self._workers = kernels.Workers(self.threads)
@@ -613,7 +626,10 @@ class VertexBlockDescent(Integrator):
         # and FAST; the iterations start from _guess, pushed back out of the colliders'
         # thickness near them, through the guard
         reference = obj.start(targets)
-        x = self._guess(model, state, obj, reference, h)
+        if self.global_start and len(pi) and model.spring_count:
+            x = self._global_guess(model, obj, reference, hard)
+        else:
+            x = self._guess(model, state, obj, reference, h)
         contacts = Contacts.empty(n)  # detection fills it in place: the kernels keep its addresses
         pb.set(c_id=contacts.ids, c_count=contacts.count, anchor=contacts.anchor,
                bound=contacts.bound, c_dist=contacts.slot_distance)
@@ -710,6 +726,21 @@ class VertexBlockDescent(Integrator):
             along = np.einsum("ij,ij->i", shown, push)
             share = np.clip(along / np.where(size > 0, size, 1.0), 0.0, 1.0)
         return reference + share[:, None] * push
+
+    def _global_guess(self, model: Model, obj: Objective, reference: np.ndarray,
+                      hard: np.ndarray) -> np.ndarray:
+        """The iterations' start ``(n, 3)`` for cloth with hard pins: :attr:`global_start`
+        iterations of FAST's prefactored local/global solve of the same objective without
+        contact (Liu et al. 2013), from ``reference`` (``x₀ + h v₀``, the hard pins at their
+        targets ``hard``). Where a cloth hangs from its pins, its slow motions are the
+        whole cloth's, which Gauss–Seidel's sweeps and the coarse translations reach only
+        over many iterations and a global solve reaches at once. The colliders' push,
+        friction's hold and the guard then act on it as on VBD's own start."""
+        if self._local_global is None:
+            self._local_global = LocalGlobal()
+        x = reference.copy()
+        self._local_global.solve_free(model, obj, x, hard, self.global_start)
+        return x
 
     def _stick(self, model: Model, lay: _Layout, state: State, x: np.ndarray, h: float,
                soup: ColliderSoup, contacts: Contacts) -> None:

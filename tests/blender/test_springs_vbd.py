@@ -52,7 +52,7 @@ def test_preset_picks_vbd_for_cloth_with_colliders_and_fast_otherwise(scene):
     ob.sinew_springs.pin_group = "pins"
     assert bpy.ops.sinew.springs_preset(preset="SILK") == {"FINISHED"}
     s = ob.sinew_springs
-    assert (s.solver, s.substeps, s.iterations) == ("VBD", 3, 20)
+    assert (s.solver, s.substeps, s.iterations) == ("VBD", 3, 16)
     assert bpy.ops.sinew.springs_preset(preset="FLAG") == {"FINISHED"}  # a flag keeps FAST
     assert s.solver == "FAST"
     ob.sinew_springs.self_collision = True
@@ -60,7 +60,7 @@ def test_preset_picks_vbd_for_cloth_with_colliders_and_fast_otherwise(scene):
         if other is not ob:
             other.modifiers.clear()
     assert bpy.ops.sinew.springs_preset(preset="SILK") == {"FINISHED"}
-    assert (s.solver, s.substeps, s.iterations) == ("VBD", 3, 20)
+    assert (s.solver, s.substeps, s.iterations) == ("VBD", 3, 16)
     assert bpy.ops.sinew.springs_preset(preset="FLAG") == {"FINISHED"}  # a flag keeps FAST
     assert s.solver == "FAST"
     ob.sinew_springs.self_collision = False
