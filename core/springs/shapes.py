@@ -51,7 +51,7 @@ def tube(radii, heights, around: int, *, closed: bool = False, outward: bool = T
     ``heights`` (m, rings from the top; vertex ``r · around + i`` is ring ``r``'s ``i``-th, at
     angle ``2π i / around`` from +X), quads between the rings facing outward (``outward``) or
     inward; ``closed`` caps both ends with fans around a centre vertex each (the last two:
-    top, bottom), a closed solid's surface."""
+    top, bottom), facing the same way, a closed solid's surface."""
     radii, heights = np.asarray(radii, dtype=np.float64), np.asarray(heights, dtype=np.float64)
     rings = len(heights)
     ang = np.linspace(0.0, 2.0 * np.pi, around, endpoint=False)
@@ -70,8 +70,9 @@ def tube(radii, heights, around: int, *, closed: bool = False, outward: bool = T
         pos = np.vstack([pos, [[0.0, 0.0, heights[0]], [0.0, 0.0, heights[-1]]]])
         ring = np.arange(around)
         last = (rings - 1) * around
-        polys += [np.stack([np.full(around, top), (ring + 1) % around, ring], 1),
-                  np.stack([np.full(around, bottom), last + ring, last + (ring + 1) % around], 1)]
+        caps = [np.stack([np.full(around, top), ring, (ring + 1) % around], 1),
+                np.stack([np.full(around, bottom), last + (ring + 1) % around, last + ring], 1)]
+        polys += caps if outward else [c[:, ::-1] for c in caps]
     totals = np.concatenate([np.full(len(p), p.shape[1]) for p in polys])
     loops = np.concatenate([p.reshape(-1) for p in polys])
     starts = np.concatenate([[0], np.cumsum(totals)[:-1]])

@@ -21,7 +21,7 @@ from core import kernels
 from core.errors import SinewError
 from core.springs.colliders import Plane, Sphere, TriangleMesh
 from core.springs.detection import CONTACT_SLOTS, GUARD_FRACTION, ColliderSoup, Contacts
-from core.springs.shapes import box
+from core.springs.shapes import box, triangulate, tube
 
 # deterministic across the four tiers; no example database; no deadline (ASan is slower)
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
@@ -1877,3 +1877,79 @@ def test_grid_files_every_box_under_every_cell_it_spans(seed):
                     want.setdefault(int(h), []).append(int(j))
     for b in range(table):
         assert entries[offsets[b]:offsets[b + 1]].tolist() == sorted(want.get(b, []))
+
+
+def _raw_query(lib, x, radius, v, t, cell, table, k=CONTACT_SLOTS):
+    """The collider query on ``x`` against the closed mesh ``(v, t)`` through a grid of
+    ``cell`` m and ``table`` buckets: ``(count, distance)``."""
+    from core.springs.detection import element_boxes, hashed_grid
+
+    blo, bhi = element_boxes(v, t)
+    table, offsets, entries, big = hashed_grid(blo, bhi, cell, table=table, big_cells=10**9)
+    n = len(x)
+    ids, dist, cnt, dmin = np.zeros((n, k), np.int64), np.zeros((n, k)), np.zeros(n, np.int64), np.zeros(n)
+    closed = np.ones(len(t), np.uint8)
+    assert lib.sinew_collider_query(
+        n, P(x), P(radius), len(v), P(v), len(t), P(t), P(closed), cell, table, P(offsets), P(entries),
+        len(big), P(big), P(blo), P(bhi), 0, P(np.zeros(0, np.int32)), P(np.zeros((0, 8))), k, P(ids),
+        P(dist), P(cnt), P(dmin)) == 0
+    return cnt, dmin
+
+
+@pytest.mark.parametrize("table,point", [(77, (0.3, 0.3, -0.2)), (82, (0.3, 0.3, -0.2)),
+                                         (93, (0.3, 0.3, -0.2)), (109, (0.7, 0.4, 1.3))])
+def test_collider_query_beside_a_closed_box_is_outside_whatever_its_buckets_hold(lib, table, point):
+    """A point 0.2-0.3 m from a unit box, queried within 3 cm through a grid of 25 cm cells
+    whose hash bucket for the point's cells also holds the box's far face (the hash's
+    collisions at these table sizes) and none of its near ones: the query called the point
+    inside, as deep as that far face is away (1.2-1.3 m), since it lies behind it. (The
+    bench's dress reported a 0.47 m penetration this way, its hem vertex beside the body.)
+    The nearest surface is 0.2-0.3 m away: outside, beyond the radius."""
+    v, t = box((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
+    v, t = c64(v), i64(t)
+    cnt, dmin = _raw_query(lib, c64([point]), c64([0.03]), v, t, 0.25, table)
+    assert cnt[0] == 0 and dmin[0] == 0.03
+
+
+@FUZZ
+@given(seed=SEEDS)
+def test_collider_query_inside_and_beside_a_closed_tube_through_small_tables(lib, seed):
+    """A closed convex tube (16 sides, its caps outward) through grids of few buckets (many
+    cells share one), queried within 1-10 cm: a point outside is never called inside and has
+    its distance to the surface (or the radius); a point called inside is, at its depth. A
+    point inside deeper than the radius may be called outside (its nearest triangle met may
+    not say it is behind it: docs/CONTACT.md, *Detection's inside test*)."""
+    rng = np.random.default_rng(seed)
+    rings = int(rng.integers(2, 12))
+    body = tube([0.2] * rings, np.linspace(0.6, -0.6, rings), 16, closed=True)
+    v, t = c64(body.positions), i64(triangulate(body))
+    x = c64(rng.uniform(-0.7, 0.7, (200, 3)))
+    radius = c64(rng.uniform(0.01, 0.1, 200))
+    cnt, dmin = _raw_query(lib, x, radius, v, t, float(rng.uniform(0.03, 0.2)), int(rng.integers(2, 64)))
+    A, B, C = (v[t[:, k]] for k in range(3))
+    normal = np.cross(B - A, C - A)
+    normal /= np.linalg.norm(normal, axis=1)[:, None]
+    inside = np.all(np.einsum("ptk,tk->pt", x[:, None] - A[None], normal) < 0.0, axis=1)
+    D = point_triangle_distance(x[:, None], A[None], B[None], C[None]).min(axis=1)
+    assert not np.any(~inside & (dmin < 0.0))
+    assert np.allclose(dmin[~inside], np.minimum(D, radius)[~inside], rtol=1e-9, atol=1e-12)
+    claimed = inside & (dmin < 0.0)
+    assert np.allclose(dmin[claimed], -D[claimed], rtol=1e-9, atol=1e-12)
+    assert np.all(D[inside & (dmin >= 0.0)] > radius[inside & (dmin >= 0.0)])
+
+
+def test_closed_tube_faces_one_way():
+    """``shapes.tube(closed=True)``: every face of the closed tube, its caps too, faces out (or
+    in, with ``outward=False``): each face's plane has the tube's axis behind it (in front),
+    and the enclosed volume is the prism's (negative inward)."""
+    for outward in (True, False):
+        body = tube([0.2, 0.25, 0.2], [0.5, 0.0, -0.5], 16, closed=True, outward=outward)
+        v, t = body.positions, triangulate(body)
+        A, B, C = (v[t[:, k]] for k in range(3))
+        normal = np.cross(B - A, C - A)
+        centre = (A + B + C) / 3.0
+        axis = np.c_[np.zeros((len(t), 2)), np.clip(centre[:, 2], -0.49, 0.49)]
+        facing = np.einsum("tk,tk->t", centre - axis, normal)
+        assert np.all(facing > 0) if outward else np.all(facing < 0)
+        volume = np.einsum("tk,tk->", A, np.cross(B, C)) / 6.0
+        assert (volume > 0) == outward and 0.12 < abs(volume) < 0.2

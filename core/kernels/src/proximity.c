@@ -139,6 +139,77 @@ static inline void offer(int64_t t, double d, int64_t k, int64_t *ids, double *d
 /* Most cells per axis a query box scans before it tests every gridded triangle instead. */
 #define QUERY_SPAN 24
 
+/* What a scan of the collider triangles near p found (scan_triangles). */
+typedef struct {
+    int64_t count;  /* slots filled */
+    double dmin;    /* the nearest surface within the radius (the radius when none) */
+    double nearest; /* the nearest triangle met, within the radius or not (INFINITY: none) */
+    int inside;     /* p is behind the face of that triangle (of a closed mesh) */
+} Scan;
+
+/* Scans the triangles listed in the grid's cells over the box p +- r (every gridded
+ * triangle when that box spans more than QUERY_SPAN cells on an axis) and the big ones:
+ * those within r go to the k slots ids/dist (none when ids is NULL), and s tracks the
+ * nearest met. Every triangle within r of p is met, so a nearest closer than r is the
+ * nearest of all; one farther may not be. -1 on a bad triangle index. */
+static int scan_triangles(const double *p, double r, const double *cv, int64_t nt, const int64_t *tris,
+                          const uint8_t *closed_tri, double cell, int64_t table, const int64_t *offsets,
+                          const int64_t *entries, int64_t nbig, const int64_t *big, const double *box_lo,
+                          const double *box_hi, int64_t k, int64_t *ids, double *dist, Scan *s) {
+    int64_t lo[3], hi[3], span = 1;
+    for (int a = 0; a < 3; ++a) {
+        lo[a] = cell_of(p[a] - r, cell);
+        hi[a] = cell_of(p[a] + r, cell);
+        span *= (hi[a] - lo[a] + 1 <= QUERY_SPAN) ? 1 : 0;
+    }
+    int64_t passes = span ? (hi[0] - lo[0] + 1) * (hi[1] - lo[1] + 1) * (hi[2] - lo[2] + 1) : 1;
+    for (int64_t cidx = 0; cidx < passes + 1; ++cidx) {
+        const int64_t *list;
+        int64_t len;
+        if (cidx == passes) {
+            list = big; len = nbig;
+        } else if (span) {
+            int64_t ny = hi[1] - lo[1] + 1, nz = hi[2] - lo[2] + 1;
+            int64_t ix = lo[0] + cidx / (ny * nz), iy = lo[1] + (cidx / nz) % ny, iz = lo[2] + cidx % nz;
+            int64_t b = cell_hash(ix, iy, iz, table);
+            list = entries + offsets[b];
+            len = offsets[b + 1] - offsets[b];
+        } else {
+            list = entries; len = offsets[table];  /* every gridded triangle (repeats are harmless) */
+        }
+        for (int64_t e = 0; e < len; ++e) {
+            int64_t t = list[e];
+            if (t < 0 || t >= nt) return SINEW_E_ARGUMENT;
+            if (box_lo && box_hi) {
+                /* a triangle whose box is farther than the radius and than the nearest
+                 * surface met so far (with a margin for round-off) can change neither:
+                 * not tested */
+                double box2 = 0.0;
+                for (int a = 0; a < 3; ++a) {
+                    double g = box_lo[3 * t + a] - p[a], g2 = p[a] - box_hi[3 * t + a];
+                    g = g > g2 ? g : g2;
+                    if (g > 0.0) box2 += g * g;
+                }
+                if (box2 > (1.0 + 1e-9) * r * r && box2 > (1.0 + 1e-9) * s->nearest * s->nearest) continue;
+            }
+            const int64_t *tv = tris + 3 * t;
+            double dir[3], sd, bary[3];
+            triangle_contact(p, cv + 3 * tv[0], cv + 3 * tv[1], cv + 3 * tv[2], NULL, closed_tri[t],
+                             dir, &sd, bary);
+            double d = fabs(sd);
+            if (d < s->nearest) {
+                s->nearest = d;
+                s->inside = sd < 0.0;
+            }
+            if (d < r) {
+                if (ids) offer(t, d, k, ids, dist, &s->count);
+                if (d < s->dmin) s->dmin = d;
+            }
+        }
+    }
+    return SINEW_OK;
+}
+
 /* For every vertex i: the k nearest collider triangles whose surface is within radius[i]
  * of x[i] (out_id (n,k), out_dist (n,k) unsigned distances, out_count (n,)), and out_dmin[i],
  * the distance from x[i] to the nearest collider surface found within radius[i] (triangles
@@ -161,12 +232,9 @@ int sinew_collider_query(
     for (int64_t i = 0; i < n; ++i) {
         const double *p = x + 3 * i;
         double r = radius[i];
-        int64_t *ids = out_id + k * i;
-        double *dist = out_dist + k * i;
-        int64_t count = 0;
-        double dmin = r, nearest = INFINITY;
-        int prim_inside = 0, tri_inside = 0;
+        int prim_inside = 0;
         double prim_depth = 0.0;
+        Scan s = {0, r, INFINITY, 0};
         for (int64_t pr = 0; pr < np; ++pr) {
             double dir[3], sd;
             primitive_contact(p, prim_type[pr], prim + 8 * pr, dir, &sd);
@@ -174,61 +242,25 @@ int sinew_collider_query(
                 prim_inside = 1;
                 if (-sd > prim_depth) prim_depth = -sd;
             }
-            else if (sd < dmin) dmin = sd;
+            else if (sd < s.dmin) s.dmin = sd;
         }
-        int64_t lo[3], hi[3], span = 1;
-        for (int a = 0; a < 3; ++a) {
-            lo[a] = cell_of(p[a] - r, cell);
-            hi[a] = cell_of(p[a] + r, cell);
-            span *= (hi[a] - lo[a] + 1 <= QUERY_SPAN) ? 1 : 0;
+        int status = scan_triangles(p, r, cv, nt, tris, closed_tri, cell, table, offsets, entries, nbig, big,
+                                    box_lo, box_hi, k, out_id + k * i, out_dist + k * i, &s);
+        if (status != SINEW_OK) return status;
+        if (s.inside && !(s.nearest < r)) {
+            /* behind the face of the nearest triangle met, which is farther than the radius:
+             * nearer ones may not have been met, and behind a triangle that is not the
+             * nearest says nothing (a point beside a closed body is behind the faces of its
+             * far side). Scanned again out to that triangle, the nearest met is the nearest. */
+            Scan far = {0, s.nearest, INFINITY, 0};
+            status = scan_triangles(p, s.nearest * (1.0 + 1e-9), cv, nt, tris, closed_tri, cell, table, offsets,
+                                    entries, nbig, big, box_lo, box_hi, k, NULL, NULL, &far);
+            if (status != SINEW_OK) return status;
+            s.nearest = far.nearest;
+            s.inside = far.inside;
         }
-        int64_t passes = span ? (hi[0] - lo[0] + 1) * (hi[1] - lo[1] + 1) * (hi[2] - lo[2] + 1) : 1;
-        for (int64_t cidx = 0; cidx < passes + 1; ++cidx) {
-            const int64_t *list;
-            int64_t len;
-            if (cidx == passes) {
-                list = big; len = nbig;
-            } else if (span) {
-                int64_t ny = hi[1] - lo[1] + 1, nz = hi[2] - lo[2] + 1;
-                int64_t ix = lo[0] + cidx / (ny * nz), iy = lo[1] + (cidx / nz) % ny, iz = lo[2] + cidx % nz;
-                int64_t b = cell_hash(ix, iy, iz, table);
-                list = entries + offsets[b];
-                len = offsets[b + 1] - offsets[b];
-            } else {
-                list = entries; len = offsets[table];  /* every gridded triangle (repeats are harmless) */
-            }
-            for (int64_t e = 0; e < len; ++e) {
-                int64_t t = list[e];
-                if (t < 0 || t >= nt) return SINEW_E_ARGUMENT;
-                if (box_lo && box_hi) {
-                    /* a triangle whose box is farther than the radius and than the nearest
-                     * surface met so far (with a margin for round-off) can change neither:
-                     * not tested */
-                    double box2 = 0.0;
-                    for (int a = 0; a < 3; ++a) {
-                        double g = box_lo[3 * t + a] - p[a], g2 = p[a] - box_hi[3 * t + a];
-                        g = g > g2 ? g : g2;
-                        if (g > 0.0) box2 += g * g;
-                    }
-                    if (box2 > (1.0 + 1e-9) * r * r && box2 > (1.0 + 1e-9) * nearest * nearest) continue;
-                }
-                const int64_t *tv = tris + 3 * t;
-                double dir[3], sd, bary[3];
-                triangle_contact(p, cv + 3 * tv[0], cv + 3 * tv[1], cv + 3 * tv[2], NULL, closed_tri[t],
-                                 dir, &sd, bary);
-                double d = fabs(sd);
-                if (d < nearest) {
-                    nearest = d;
-                    tri_inside = sd < 0.0;
-                }
-                if (d < r) {
-                    offer(t, d, k, ids, dist, &count);
-                    if (d < dmin) dmin = d;
-                }
-            }
-        }
-        out_count[i] = count;
-        out_dmin[i] = (prim_inside || tri_inside) ? -(prim_inside ? prim_depth : nearest) : dmin;
+        out_count[i] = s.count;
+        out_dmin[i] = (prim_inside || s.inside) ? -(prim_inside ? prim_depth : s.nearest) : s.dmin;
     }
     return SINEW_OK;
 }
