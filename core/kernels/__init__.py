@@ -339,8 +339,17 @@ def block(n: int, part: int, parts: int) -> tuple[int, int]:
 
 #: Team calls that run on one thread after a team was found contended (a thread waited at
 #: a barrier for a partner that had no core: ``TEAM_CONTENDED`` in ``src/team.h``); then
-#: the threads are tried again.
-SOLO_CALLS = 256
+#: the threads are tried again. A run found contended again at once doubles the next spell,
+#: up to :data:`SOLO_CALLS_MAX`; each run that meets at once shortens it by
+#: :data:`SOLO_DECAY`, down to this. (A fixed 256 put a 160² landing beside nothing but
+#: Blender's own threads on one thread for six of its eight frames after one preempted
+#: barrier; 16, doubled and halved, let a 40² tablecloth beside a busy process spin twice
+#: as long as 256 did: docs/CONTACT.md, *Threads*.)
+SOLO_CALLS = 64
+#: The longest spell on one thread (a machine that stays busy).
+SOLO_CALLS_MAX = 512
+#: How much shorter each team run that meets at once makes the next spell.
+SOLO_DECAY = 16
 
 
 class Workers:
@@ -351,7 +360,9 @@ class Workers:
 
     The threads spin at the barriers. When a run finds a thread waiting there for longer than
     a scheduler's time slice (another process had its partner's core), the next
-    :data:`SOLO_CALLS` calls run on one thread (:meth:`now` says how many a call gets):
+    :data:`SOLO_CALLS` calls run on one thread (:meth:`now` says how many a call gets), twice
+    as many each time the threads are found contended again right after, up to
+    :data:`SOLO_CALLS_MAX`, and :data:`SOLO_DECAY` fewer after each run that met at once:
     spinning against a busy machine cost a 40² tablecloth four times the time, and the result
     is the same bit for bit at any count."""
 
@@ -360,12 +371,13 @@ class Workers:
         self._pool: ThreadPoolExecutor | None = None
         self._team: np.ndarray | None = None
         self._solo = 0
+        self._spell = SOLO_CALLS  # the next spell on one thread
         #: Team runs found contended so far.
         self.contended = 0
 
     def now(self, threads: int | None = None) -> int:
         """The threads a call asking for ``threads`` (default all) gets now: one while the
-        last contended run's :data:`SOLO_CALLS` are not used up. A caller that cuts its
+        last contended run's spell on one thread is not used up. A caller that cuts its
         work into one block per thread cuts it into this many and asks for as many."""
         want = self.threads if threads is None else min(max(int(threads), 1), self.threads)
         return 1 if self._solo > 0 else want
@@ -413,7 +425,10 @@ class Workers:
         codes = [code] + [f.result() for f in futures]
         if lib.sinew_team_contended(buf):
             self.contended += 1
-            self._solo = SOLO_CALLS
+            self._solo = self._spell
+            self._spell = min(2 * self._spell, SOLO_CALLS_MAX)
+        elif threads > 1:
+            self._spell = max(SOLO_CALLS, self._spell - SOLO_DECAY)
         for c in codes:
             check_status(c, what)
         return int(code)

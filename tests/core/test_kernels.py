@@ -1243,7 +1243,8 @@ def test_team_found_contended_runs_on_one_thread_for_a_while(lib):
     """A team whose thread 0 waits at a barrier far longer than a time slice (thread 1 starts
     late, as a thread without a core would) is marked contended: Workers then gives the next
     SOLO_CALLS calls one thread, with the same positions bit for bit, and the threads again
-    after them. A team that meets at once is not marked."""
+    after them; found contended again at once, twice as many; a run that meets at once
+    shortens the next spell by SOLO_DECAY. A team that meets at once is not marked."""
     import time
 
     pb, phase_off, sweeps, stages, keep = _chain_iteration()
@@ -1265,12 +1266,23 @@ def test_team_found_contended_runs_on_one_thread_for_a_while(lib):
     alone = run(kernels.Workers(1), 1)
     workers = kernels.Workers(2)
     assert np.array_equal(run(workers, 2), alone) and workers.contended == 0 and workers.now(2) == 2
+
+    def solo_spell(length):
+        for _ in range(length):
+            assert workers.now(2) == 1 and workers.parts(1000, 1) == 1
+            assert np.array_equal(run(workers, 2), alone)
+        assert workers.now(2) == 2 and workers.parts(1000, 1) == 2
+
     assert np.array_equal(run(workers, 2, late=0.1), alone)
-    assert workers.contended == 1 and workers.now(2) == 1 and workers.parts(1000, 1) == 1
-    for _ in range(kernels.SOLO_CALLS):
-        assert workers.now(2) == 1
-        assert np.array_equal(run(workers, 2), alone)
-    assert workers.now(2) == 2 and workers.parts(1000, 1) == 2
+    assert workers.contended == 1
+    solo_spell(kernels.SOLO_CALLS)
+    assert np.array_equal(run(workers, 2, late=0.1), alone)  # contended again at once
+    assert workers.contended == 2
+    solo_spell(2 * kernels.SOLO_CALLS)
+    assert np.array_equal(run(workers, 2), alone) and workers.contended == 2  # met at once
+    assert np.array_equal(run(workers, 2, late=0.1), alone)
+    solo_spell(4 * kernels.SOLO_CALLS - kernels.SOLO_DECAY)
+    assert 4 * kernels.SOLO_CALLS <= kernels.SOLO_CALLS_MAX
     workers.close()
     team = np.zeros(int(lib.sinew_team_size()) // 8 + 1, np.int64)
     assert lib.sinew_team_init(team.ctypes.data, 2) == 0 and lib.sinew_team_contended(team.ctypes.data) == 0
