@@ -5,7 +5,8 @@ minutes later, or swap the machine to a halt).
 The bake holds, per frame, the deformed input in object and world space, the simulated
 positions, their object-space copy and a float32 copy for writing (about 160 bytes per
 vertex per frame, float64 ``(F, n, 3)`` arrays), plus per vertex the model, the springs and,
-for the solvers that factorise a sparse matrix (FAST, IMPLICIT, NEWTON), the factor.
+for the solvers that factorise a sparse matrix (FAST, IMPLICIT, NEWTON, and VBD for pinned
+cloth, whose start is FAST's global solve), the factor.
 Measured on a 200,704-vertex grid (3 frames, tracemalloc peaks): FAST 688 MB, SYMPLECTIC
 345 MB; the per-vertex constants below are rounded up from those.
 """
@@ -22,9 +23,11 @@ FACTORISED = frozenset({"FAST", "IMPLICIT", "NEWTON"})
 USABLE = 0.8
 
 
-def estimate_bytes(vertices: int, frames: int, solver: str) -> int:
-    """Estimated peak memory of a bake in bytes (see the module docstring)."""
-    per_vertex = PER_VERTEX_FACTORISED if solver in FACTORISED else PER_VERTEX_EXPLICIT
+def estimate_bytes(vertices: int, frames: int, solver: str, pinned: bool = False) -> int:
+    """Estimated peak memory of a bake in bytes (see the module docstring); ``pinned``: the
+    mesh has pins."""
+    factorised = solver in FACTORISED or (solver == "VBD" and pinned)
+    per_vertex = PER_VERTEX_FACTORISED if factorised else PER_VERTEX_EXPLICIT
     return int(vertices) * (per_vertex + PER_VERTEX_FRAME * int(frames))
 
 
@@ -47,11 +50,12 @@ def _gb(n: float) -> str:
     return f"{n / 1e9:.1f} GB"
 
 
-def check(name: str, vertices: int, frames: int, solver: str, available: int | None = None) -> int:
+def check(name: str, vertices: int, frames: int, solver: str, available: int | None = None,
+          pinned: bool = False) -> int:
     """Return the estimate; raise :class:`SinewError` when it exceeds the usable memory."""
     from ..core.errors import SinewError
 
-    need = estimate_bytes(vertices, frames, solver)
+    need = estimate_bytes(vertices, frames, solver, pinned)
     have = available_bytes() if available is None else available
     if have is not None and need > USABLE * have:
         raise SinewError(

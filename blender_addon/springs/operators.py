@@ -101,7 +101,8 @@ class SpringBakeJob(BakeJob):
         if frame_end < frame_start:
             raise SinewError(f"frame_end ({frame_end}) is before frame_start ({frame_start})")
         self.memory_estimate = budget.check(obj.name, len(obj.data.vertices), frame_end - frame_start + 1,
-                                            obj.sinew_springs.solver)
+                                            obj.sinew_springs.solver,
+                                            pinned=bool(obj.sinew_springs.pin_group))
         self.label = f"Springs {obj.name}"
         self.obj = obj
         self.settings = s = SpringSettings.from_props(obj.sinew_springs)

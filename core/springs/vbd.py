@@ -38,7 +38,9 @@ call per thread of a team (:meth:`~core.kernels.Workers.team`, ``src/team.h``): 
 take blocks of each phase's slabs (the slabs of one parity share no spring) and of each
 coarse stage's groups (the whole cloth's stage: of its vertices), and meet at barriers,
 with the same result as one thread. The iterations start from
-VBD's adaptive initialisation (:meth:`VertexBlockDescent._guess`), less the velocity along
+VBD's adaptive initialisation (:meth:`VertexBlockDescent._guess`), or for pinned cloth from
+FAST's local/global solve of the step without contact (:meth:`VertexBlockDescent._global_guess`),
+less the velocity along
 the surface of each vertex resting on a still collider whose friction can stop it within the
 step (:meth:`VertexBlockDescent._stick`). A moving collider pushes
 the vertices it reaches within the step into the step's start, along its outward normal
@@ -47,7 +49,8 @@ body moving sideways goes along.
 
 The strain limit is then made exact (within :func:`_limit_tolerance`) by Gauss–Seidel
 projection of the structural springs still past it (``sinew_strain_project``, through the
-same guard): no sparse factorisation in any step. Velocities are ``(x − x₀)/h``.
+same guard): no sparse factorisation per step (pinned cloth's global start solves with one
+factor kept per model and step length). Velocities are ``(x − x₀)/h``.
 docs/CONTACT.md has the design's reasons and measurements.
 """
 
@@ -90,8 +93,8 @@ KEEP_PAIRS = 0.5
 #: m: how far beyond the cloth's reach within a step (its start and ``x₀ + h v₀``) a
 #: collider's box may lie and still be in the step's soup (:meth:`VertexBlockDescent._region`).
 REGION_MARGIN = 0.1
-#: Local/global iterations of FAST's prefactored solve (Liu et al. 2013) that give cloth
-#: with hard pins the start of its iterations: the step without contact, solved globally
+#: Local/global iterations of FAST's prefactored solve (Liu et al. 2013) that give pinned
+#: cloth (hard or soft pins) the start of its iterations: the step without contact, solved globally
 #: (:meth:`VertexBlockDescent._global_guess`; docs/CONTACT.md, *A global start for pinned
 #: cloth*). On the bench's skirt 16 iterations a substep from it do what 20 did from VBD's
 #: own start (no cut in eight perturbed starts; 14 cut one of eight, 12 all; from VBD's own
@@ -532,7 +535,7 @@ class VertexBlockDescent(Integrator):
         on one thread; with self-contact the iterations run on one thread. The result does
         not depend on the number of threads (the same arithmetic in the same order).
     global_start : int, optional
-        Local/global iterations of the start of cloth with hard pins (default
+        Local/global iterations of the start of pinned cloth, hard or soft pins (default
         :data:`GLOBAL_START`; 0: VBD's own start for all cloth).
     """
 
@@ -623,10 +626,10 @@ class VertexBlockDescent(Integrator):
                eps_u=STATIC_SPEED * h)
         pb.set(dir0=lay.directions(pb.get("x_prev"), self._workers))  # (x₀ checked)
         # the residual's reference is x₀ + h v₀ with the pins at their targets, as for NEWTON
-        # and FAST; the iterations start from _guess, pushed back out of the colliders'
-        # thickness near them, through the guard
+        # and FAST; the iterations start from _guess (pinned cloth: _global_guess), pushed back
+        # out of the colliders' thickness near them, through the guard
         reference = obj.start(targets)
-        if self.global_start and len(pi) and model.spring_count:
+        if self.global_start and (len(pi) or len(model.anchor_index)) and model.spring_count:
             x = self._global_guess(model, obj, reference, hard)
         else:
             x = self._guess(model, state, obj, reference, h)
@@ -729,7 +732,7 @@ class VertexBlockDescent(Integrator):
 
     def _global_guess(self, model: Model, obj: Objective, reference: np.ndarray,
                       hard: np.ndarray) -> np.ndarray:
-        """The iterations' start ``(n, 3)`` for cloth with hard pins: :attr:`global_start`
+        """The iterations' start ``(n, 3)`` for pinned cloth (hard or soft pins): :attr:`global_start`
         iterations of FAST's prefactored local/global solve of the same objective without
         contact (Liu et al. 2013), from ``reference`` (``x₀ + h v₀``, the hard pins at their
         targets ``hard``). Where a cloth hangs from its pins, its slow motions are the

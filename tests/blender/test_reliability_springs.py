@@ -383,6 +383,9 @@ def test_200k_vertices_bake_within_the_estimate(scene):
     with pytest.raises(Exception, match=r"needs about [\d.]+ GB of memory \(200,\d{3} vertices × 100,000 frames"):
         budget.check("Grid", n, 100_000, "FAST", available=8 * 10**9)
     assert budget.check("Grid", n, 250, "FAST", available=24 * 2**30) == budget.estimate_bytes(n, 250, "FAST")
+    # VBD keeps FAST's factor for pinned cloth (its start), none without pins
+    assert budget.estimate_bytes(n, 3, "VBD", pinned=True) == budget.estimate_bytes(n, 3, "FAST")
+    assert budget.estimate_bytes(n, 3, "VBD") == budget.estimate_bytes(n, 3, "SYMPLECTIC")
 
 
 # ----------------------------------------------------------------------------- round trip

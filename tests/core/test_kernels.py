@@ -1280,9 +1280,10 @@ def test_team_found_contended_runs_on_one_thread_for_a_while(lib):
     assert workers.contended == 2
     solo_spell(2 * kernels.SOLO_CALLS)
     assert np.array_equal(run(workers, 2), alone) and workers.contended == 2  # met at once
-    assert np.array_equal(run(workers, 2, late=0.1), alone)
-    solo_spell(4 * kernels.SOLO_CALLS - kernels.SOLO_DECAY)
     assert 4 * kernels.SOLO_CALLS <= kernels.SOLO_CALLS_MAX
+    assert np.array_equal(run(workers, 2, late=0.1), alone)
+    assert workers.contended == 3
+    solo_spell(4 * kernels.SOLO_CALLS - kernels.SOLO_DECAY)
     workers.close()
     team = np.zeros(int(lib.sinew_team_size()) // 8 + 1, np.int64)
     assert lib.sinew_team_init(team.ctypes.data, 2) == 0 and lib.sinew_team_contended(team.ctypes.data) == 0

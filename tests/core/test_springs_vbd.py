@@ -574,3 +574,16 @@ def test_pinned_cloth_starts_nearer_implicit_euler_from_the_global_solve():
             assert off[0] < 0.9 * off[1], (iterations, off)
         else:
             assert max(off) < 0.02 * np.abs(ref.x - sim.state.x).max(), off
+    # soft pins (stiff springs to the targets) start from the global solve too
+    soft = cotton(n, 1.0, 1.0, max_stretch=0.0)
+    soft = build_model(soft.rest_positions, springs_of(grid(n, 1.0, plane="XY")), stiffness=2000.0,
+                       shear_stiffness=200.0, bending_stiffness=2.0, damping=1.0, density=0.15,
+                       stiffness_mode="MATERIAL", triangles=triangulate(grid(n, 1.0, plane="XY")),
+                       air_drag=0.5, max_stretch=0.0, pinned=pinned, pin_stiffness=50.0)
+    assert len(soft.pinned_index) == 0 and len(soft.anchor_index) == 2
+    calls = []
+    integ = VertexBlockDescent()
+    solve_free = integ._global_guess
+    integ._global_guess = lambda *a: calls.append(1) or solve_free(*a)
+    integ.step(soft, soft.initial_state(), h, iterations=3)
+    assert calls == [1]

@@ -604,8 +604,8 @@ def configure_spring_bones(arm) -> list[str]:
 #: strain limit, and the preset's own solver), then these overrides. The cape takes the VBD
 #: solver (contact and self-contact inside the solve) at one substep of 16 iterations (as
 #: many as the presets give pinned cloth a substep since it starts from FAST's global solve
-#: of the step; 20 before); the
-#: drape the solver the preset gives cloth that lands on colliders (VBD, 3 × 10), with
+#: of the step; 20 before); the drape the solver the preset gives cloth that lands on
+#: colliders (VBD, 3 × 10), with
 #: self-collision on (without it VBD's drape crossed its own folds as it landed, as Blender's
 #: does: docs/CONTACT.md, "Self-contact inside the VBD solve").
 SPRINGS: dict[str, dict[str, object]] = {

@@ -142,7 +142,8 @@ static inline void offer(int64_t t, double d, int64_t k, int64_t *ids, double *d
 /* What a scan of the collider triangles near p found (scan_triangles). */
 typedef struct {
     int64_t count;  /* slots filled */
-    double dmin;    /* the nearest surface within the radius (the radius when none) */
+    double dmin;    /* the nearest surface within the radius, the primitives' included (the
+                     * radius when none) */
     double nearest; /* the nearest triangle met, within the radius or not (INFINITY: none) */
     int inside;     /* p is behind the face of that triangle (of a closed mesh) */
 } Scan;
@@ -247,17 +248,23 @@ int sinew_collider_query(
         int status = scan_triangles(p, r, cv, nt, tris, closed_tri, cell, table, offsets, entries, nbig, big,
                                     box_lo, box_hi, k, out_id + k * i, out_dist + k * i, &s);
         if (status != SINEW_OK) return status;
-        if (s.inside && !(s.nearest < r)) {
-            /* behind the face of the nearest triangle met, which is farther than the radius:
-             * nearer ones may not have been met, and behind a triangle that is not the
-             * nearest says nothing (a point beside a closed body is behind the faces of its
-             * far side). Scanned again out to that triangle, the nearest met is the nearest. */
-            Scan far = {0, s.nearest, INFINITY, 0};
-            status = scan_triangles(p, s.nearest * (1.0 + 1e-9), cv, nt, tris, closed_tri, cell, table, offsets,
-                                    entries, nbig, big, box_lo, box_hi, k, NULL, NULL, &far);
+        /* Behind the face of the nearest triangle met, which is farther than the radius:
+         * nearer ones may not have been met, and behind a triangle that is not the nearest
+         * says nothing (a point beside a closed body is behind the faces of its far side).
+         * Scanned again at twice the reach, and again, up to that triangle: once the nearest
+         * met is within the reach, it is the nearest, and its side is the point's. */
+        double reach = r;
+        while (s.inside && !(s.nearest < reach)) {
+            double far = s.nearest * (1.0 + 1e-9);
+            reach = 2.0 * reach < far ? 2.0 * reach : far;
+            Scan wider = {0, reach, INFINITY, 0};
+            status = scan_triangles(p, reach, cv, nt, tris, closed_tri, cell, table, offsets, entries, nbig, big,
+                                    box_lo, box_hi, k, NULL, NULL, &wider);
             if (status != SINEW_OK) return status;
-            s.nearest = far.nearest;
-            s.inside = far.inside;
+            if (wider.nearest < reach || wider.nearest < s.nearest) {
+                s.nearest = wider.nearest;
+                s.inside = wider.inside;
+            }
         }
         out_count[i] = s.count;
         out_dmin[i] = (prim_inside || s.inside) ? -(prim_inside ? prim_depth : s.nearest) : s.dmin;
