@@ -50,7 +50,7 @@ CONTACT_SOLVER: dict[str, object] = dict(solver="VBD", substeps=3, iterations=10
 #: converged (90 N of residual on 0.5 g vertices), and the body's vertical edges cut it
 #: (21 cloth edges through the body); at 20 none did in five perturbed starts, at 18.7 ms per
 #: frame against FAST's 38.5 with 3.3 % strain against FAST's 3.9 % (docs/CONTACT.md, *Pinned
-#: cloth on moving bodies*). Since VBD starts cloth with hard pins from FAST's global solve of
+#: cloth on moving bodies*). Since VBD starts pinned cloth from FAST's global solve of
 #: the step (core/springs/vbd.py, ``GLOBAL_START``), 16 do what 20 did: no cut in eight
 #: perturbed starts (14 cut one of them, and 14 and 15 without that start), and the skirt
 #: and the dress end two to three times slower (docs/CONTACT.md, *A global start for pinned

@@ -415,7 +415,7 @@ class LocalGlobal(Integrator):
         """``iterations`` local/global iterations on ``x`` ``(n, 3)`` (its free rows, in place)
         for ``obj`` with the hard pins at ``targets`` ``(p, 3)``, every one of them run
         (no tolerance), and no collider, strain limit or other post-solve stage: the step
-        without contact, as another integrator's start (VBD's for cloth with hard pins)."""
+        without contact, as another integrator's start (VBD's for pinned cloth)."""
         if len(model.free_index) and model.spring_count:
             self._iterate(model, self.prefactored(model, obj.h), obj, x, targets,
                           max(int(iterations), 1), tolerance=0.0)

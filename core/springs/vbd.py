@@ -94,9 +94,9 @@ KEEP_PAIRS = 0.5
 #: collider's box may lie and still be in the step's soup (:meth:`VertexBlockDescent._region`).
 REGION_MARGIN = 0.1
 #: Local/global iterations of FAST's prefactored solve (Liu et al. 2013) that give pinned
-#: cloth (hard or soft pins) the start of its iterations: the step without contact, solved globally
-#: (:meth:`VertexBlockDescent._global_guess`; docs/CONTACT.md, *A global start for pinned
-#: cloth*). On the bench's skirt 16 iterations a substep from it do what 20 did from VBD's
+#: cloth (hard or soft pins) the start of its iterations: the step without contact, solved
+#: globally (:meth:`VertexBlockDescent._global_guess`; docs/CONTACT.md, *A global start for
+#: pinned cloth*). On the bench's skirt 16 iterations a substep from it do what 20 did from VBD's
 #: own start (no cut in eight perturbed starts; 14 cut one of eight, 12 all; from VBD's own
 #: start 14 and 15 cut), and the skirt and the dress end two to three times slower.
 GLOBAL_START = 5
@@ -732,10 +732,10 @@ class VertexBlockDescent(Integrator):
 
     def _global_guess(self, model: Model, obj: Objective, reference: np.ndarray,
                       hard: np.ndarray) -> np.ndarray:
-        """The iterations' start ``(n, 3)`` for pinned cloth (hard or soft pins): :attr:`global_start`
-        iterations of FAST's prefactored local/global solve of the same objective without
-        contact (Liu et al. 2013), from ``reference`` (``x₀ + h v₀``, the hard pins at their
-        targets ``hard``). Where a cloth hangs from its pins, its slow motions are the
+        """The iterations' start ``(n, 3)`` for pinned cloth (hard or soft pins):
+        :attr:`global_start` iterations of FAST's prefactored local/global solve of the same
+        objective without contact (Liu et al. 2013), from ``reference`` (``x₀ + h v₀``, the
+        hard pins at their targets ``hard``). Where a cloth hangs from its pins, its slow motions are the
         whole cloth's, which Gauss–Seidel's sweeps and the coarse translations reach only
         over many iterations and a global solve reaches at once. The colliders' push,
         friction's hold and the guard then act on it as on VBD's own start."""
