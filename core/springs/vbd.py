@@ -738,9 +738,11 @@ class VertexBlockDescent(Integrator):
         hard pins at their targets ``hard``). Where a cloth hangs from its pins, its slow motions are the
         whole cloth's, which Gauss–Seidel's sweeps and the coarse translations reach only
         over many iterations and a global solve reaches at once. The colliders' push,
-        friction's hold and the guard then act on it as on VBD's own start."""
+        friction's hold and the guard then act on it as on VBD's own start. (No residual is
+        measured: the last iterate is the start, not the best one seen; 2–4 % faster on the
+        skirt and the dress, which end as slow or slower.)"""
         if self._local_global is None:
-            self._local_global = LocalGlobal()
+            self._local_global = LocalGlobal(compute_residual=False)
         x = reference.copy()
         self._local_global.solve_free(model, obj, x, hard, self.global_start)
         return x

@@ -548,7 +548,7 @@ def test_pinned_cloth_starts_nearer_implicit_euler_from_the_global_solve():
     one step of VBD from the global start (FAST's local/global solve of the step, for cloth
     with hard pins) ends nearer implicit Euler's minimiser of that step (NEWTON run to
     round-off) than from VBD's own start, at a budget of a few iterations and of many; both
-    reach it. (Measured: 0.78, 0.58 and 0.59 times the distance at 3, 10 and 30 iterations.)"""
+    reach it. (Measured: 0.70, 0.38 and 0.34 times the distance at 3, 10 and 30 iterations.)"""
     from core.springs import NewtonImplicitEuler
     from core.springs.vbd import GLOBAL_START
 
