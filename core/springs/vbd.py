@@ -37,12 +37,11 @@ is swept in slabs (:func:`_slabs`), and a run of iterations is one ``sinew_vbd_i
 call per thread of a team (:meth:`~core.kernels.Workers.team`, ``src/team.h``): the threads
 take blocks of each phase's slabs (the slabs of one parity share no spring) and of each
 coarse stage's groups (the whole cloth's stage: of its vertices), and meet at barriers,
-with the same result as one thread. The iterations start from
-VBD's adaptive initialisation (:meth:`VertexBlockDescent._guess`), or for pinned cloth from
-FAST's local/global solve of the step without contact (:meth:`VertexBlockDescent._global_guess`),
-less the velocity along
-the surface of each vertex resting on a still collider whose friction can stop it within the
-step (:meth:`VertexBlockDescent._stick`). A moving collider pushes
+with the same result as one thread. The iterations start from VBD's adaptive
+initialisation (:meth:`VertexBlockDescent._guess`), or for pinned cloth from FAST's
+local/global solve of the step without contact (:meth:`VertexBlockDescent._global_guess`),
+less the velocity along the surface of each vertex resting on a still collider whose
+friction can stop it within the step (:meth:`VertexBlockDescent._stick`). A moving collider pushes
 the vertices it reaches within the step into the step's start, along its outward normal
 (:meth:`VertexBlockDescent._carry`); friction in the solve decides whether a cloth on a
 body moving sideways goes along.
