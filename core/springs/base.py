@@ -31,8 +31,10 @@ they merge into the inertia term: ``Wᵢ ← Wᵢ + kₐ`` and
 NEWTON and FAST need nothing else; the explicit integrators add the force
 ``−kₐ (xᵢ − tᵢ)``.
 
-After the solve, :meth:`Integrator._finish` runs the post-solve stages:
-strain limit (:mod:`.strainlimit`) → colliders (:meth:`Integrator._contact`) → exact pins.
+After the solve, :meth:`Integrator._finish` ends the step: for the explicit integrators
+with colliders or self-collision, VBD's contact solve with their step as its inertial
+target (:meth:`Integrator.contact_inside_for`); otherwise the post-solve stages: strain
+limit (:mod:`.strainlimit`) → colliders (:meth:`Integrator._contact`) → exact pins.
 """
 
 from __future__ import annotations
@@ -45,9 +47,10 @@ import numpy as np
 
 from ..errors import SinewError
 from . import forces as F
-from .colliders import HeldVertices, StepColliders, resolve, resolve_again
+from .colliders import HeldVertices, StepColliders, TriangleMesh, resolve, resolve_again
 from .contact import carried, step_friction
 from .model import Model, State
+from .proximity import points_box
 from .strainlimit import LinearRows, StrainMemory, limit_strain
 
 __all__ = ["StepInfo", "Integrator", "Objective", "block_apply", "pin_targets", "checked_pins", "split_targets",
@@ -73,6 +76,12 @@ _COMPRESSION_TRIGGER = 0.1
 #: test saw 4.9–5.0 % on some frames; 0.01 costs no extra round on the bench's drape).
 _ROUNDS = 4
 _ROUND_TOLERANCE = 0.01
+#: Iterations of VBD's contact solve that finish a step of the explicit integrators with
+#: colliders or self-collision (:meth:`Integrator._finish`): its vertices are coupled only
+#: by the strain limit and self-contact (the springs are in the explicit step), and a cloth
+#: dropped on a ball at SYMPLECTIC's 84 substeps a frame took 109 ms a frame at 4, 126 at 10
+#: (the post-solve stage: 662), with the same strain and rest.
+CONTACT_ITERATIONS = 4
 
 
 @dataclass
@@ -188,6 +197,7 @@ class Integrator:
     description: str = ""
     implicit: bool = False
     _strain_memory: StrainMemory | None = None
+    _contact_solver: Any = None
 
     def stable_step(self, model: Model) -> float:
         """The largest step (s) this integrator stays stable at on ``model``
@@ -248,17 +258,63 @@ class Integrator:
             self._strain_memory = StrainMemory()
         return self._strain_memory
 
-    def _finish(self, model: Model, state: State, x_new: np.ndarray, v_new: np.ndarray,
-                x_old: np.ndarray, h: float, targets: np.ndarray,
-                colliders: Sequence[Any]) -> bool:
-        """The post-solve stages: strain limit, colliders (with friction and the push passed
-        on, :func:`_after_contact`), exact pins; writes ``state``.
+    def contact_inside_for(self, model: Model) -> bool:
+        """Whether contact and self-contact are inside the solve of this integrator's steps on
+        ``model``. VBD's always. The explicit integrators (EXPLICIT, SYMPLECTIC) hand their
+        step to VBD's contact solve, the springs explicit and contact implicit
+        (:meth:`_finish`), but on ropes and spring bones' chains (``Model.segment_contact``:
+        their edges collide as segments) and on a model with a strain limit per spring
+        (``Model.spring_stretch``). The others, and those, run the post-solve stage
+        (:meth:`_contact`): their contact-free solve as the start of VBD's contact iterations
+        left a resting cloth jittering (docs/CONTACT.md, *The other integrators' contact as
+        VBD's iterations from their own solve*)."""
+        return not self.implicit and not len(model.spring_stretch) and not model.segment_contact
 
-        ``targets`` ``(t, 3)`` as from :func:`pin_targets`. Returns whether the
-        strain limit was reached (True without one).
+    @property
+    def contact_solver(self) -> Any:
+        """The :class:`~.vbd.VertexBlockDescent` whose contact iterations finish this
+        integrator's steps with colliders or self-collision (:meth:`_finish`), built on
+        first use."""
+        if self._contact_solver is None:
+            from .vbd import VertexBlockDescent  # late: vbd builds on this module
+
+            self._contact_solver = VertexBlockDescent(global_start=0)
+        return self._contact_solver
+
+    def _finish(self, model: Model, state: State, x_new: np.ndarray, v_new: np.ndarray,
+                x_old: np.ndarray, h: float, targets: np.ndarray, colliders: Sequence[Any],
+                info: StepInfo, *, external: np.ndarray | None = None,
+                tolerance: float | None = None, self_collision: Any = None) -> StepInfo:
+        """The end of a step after the solve, which writes ``state`` and returns ``info``
+        (the solve's) with the strain limit's outcome, ``targets`` ``(t, 3)`` as from
+        :func:`pin_targets`.
+
+        With colliders within the step's reach or ``self_collision``, on a model whose
+        contact is inside the solve (:meth:`contact_inside_for`: the explicit integrators'),
+        the solve's ``x_new``, ``v_new`` are the inertial target of :data:`CONTACT_ITERATIONS`
+        iterations of VBD's contact solve (:attr:`contact_solver`, ``step(start=...,
+        explicit=True)``: ``½ Σ mᵢ/h² ‖xᵢ − x_newᵢ‖²`` with contact, friction, self-contact
+        and the strain limit in one minimisation, every move through its guard; the
+        velocities ``v_new`` plus what it moved over ``h``); ``info`` then counts its
+        iterations too, and its residual and convergence are the contact solve's. Otherwise
+        the post-solve stages: strain limit, colliders (with friction and the push passed on,
+        :func:`_after_contact`), exact pins.
         """
         pi = model.pinned_index
         hard = split_targets(model, targets)[0]
+        inside = self.contact_inside_for(model)
+        if inside and len(colliders) and self_collision is None and not _within_reach(
+                colliders, x_old, x_new, targets):
+            colliders = ()  # every collider is far beyond the step: the solve's step stands
+        if (len(colliders) or self_collision is not None) and inside:
+            x_new[pi] = hard
+            v_new[pi] = (hard - x_old[pi]) / h
+            kw: dict[str, Any] = {} if self_collision is None else {"self_collision": self_collision}
+            done = self.contact_solver.step(model, state, h, pins=targets, iterations=CONTACT_ITERATIONS,
+                                            colliders=colliders, external=external, tolerance=tolerance,
+                                            start=(x_new, v_new), explicit=not self.implicit, **kw)
+            return StepInfo(info.iterations + done.iterations, done.residual, info.converged and done.converged,
+                            done.relative, done.strain_held)
         limited = True
         if model.max_stretch > 0:
             if len(pi):
@@ -272,7 +328,7 @@ class Integrator:
             v_new[pi] = (hard - x_old[pi]) / h
         state.x[...] = x_new
         state.v[...] = v_new
-        return limited
+        return StepInfo(info.iterations, info.residual, info.converged and limited, info.relative, limited)
 
     def _contact(self, model: Model, x: np.ndarray, v: np.ndarray, x_old: np.ndarray, h: float,
                  hard: np.ndarray, step: StepColliders) -> bool:
@@ -305,6 +361,33 @@ class Integrator:
                                  self.strain_memory)
         _cut_held_velocities(v, x, x_old, h, on, found)
         return limited
+
+
+#: m: how far beyond the box of a step's start and solve a collider's box may lie and still
+#: take part in its contact solve (:func:`_within_reach`; VBD's region has the same margin).
+_REACH_MARGIN = 0.1
+
+
+def _within_reach(colliders: Sequence[Any], x0: np.ndarray, x1: np.ndarray, targets: np.ndarray) -> bool:
+    """Whether any of ``colliders`` may touch the cloth within the step: a plane, a moving
+    mesh not cut to the step (a :class:`~.colliders.TriangleMesh` with ``previous``), or a
+    collider whose box over the step (thickness included, :func:`~.detection.collider_box`)
+    comes within :data:`_REACH_MARGIN` plus the longest move of the box of the step's start
+    ``x0``, its solve without contact ``x1`` and the pins' ``targets`` (every straight path
+    from one to the other lies in that box)."""
+    from .detection import collider_box  # late: detection builds on this module's neighbours
+
+    lo, hi = points_box(*([x0, x1] + ([targets] if len(targets) else [])))
+    d = x1 - x0
+    grow = _REACH_MARGIN + float(np.sqrt(np.einsum("ij,ij->i", d, d).max(initial=0.0)))
+    lo, hi = lo - grow, hi + grow
+    for col in colliders:
+        if isinstance(col, TriangleMesh) and col.previous is not None:
+            return True
+        box = collider_box(col)
+        if box is None or (np.all(box[0] <= hi) and np.all(box[1] >= lo)):
+            return True
+    return False
 
 
 def _cut_held_velocities(v: np.ndarray, x: np.ndarray, x_old: np.ndarray, h: float, on: np.ndarray,

@@ -98,7 +98,8 @@ class ExplicitEuler(Integrator):
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 1, colliders: Sequence[Any] = (),
-             external: np.ndarray | None = None, tolerance: float | None = None) -> StepInfo:
+             external: np.ndarray | None = None, tolerance: float | None = None,
+             self_collision: Any = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
         x0, v0 = state.x.copy(), state.v
         f = total_force(model, x0, v0, targets)
@@ -107,5 +108,5 @@ class ExplicitEuler(Integrator):
         a = f / model.masses[:, None]
         x1 = x0 + h * v0
         v1 = v0 + h * a
-        limited = self._finish(model, state, x1, v1, x0, h, targets, colliders)
-        return StepInfo(1, float("nan"), limited, strain_held=limited)
+        return self._finish(model, state, x1, v1, x0, h, targets, colliders, StepInfo(1, float("nan")),
+                            external=external, tolerance=tolerance, self_collision=self_collision)

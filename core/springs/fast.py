@@ -372,7 +372,8 @@ class LocalGlobal(Integrator):
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 10, colliders: Sequence[Any] = (),
-             external: np.ndarray | None = None, tolerance: float | None = None) -> StepInfo:
+             external: np.ndarray | None = None, tolerance: float | None = None,
+             self_collision: Any = None) -> StepInfo:
         tol = self.tolerance if tolerance is None else float(tolerance)
         targets = pin_targets(model, state, pins)
         obj = Objective(model, state, h, targets, external=external)
@@ -402,13 +403,14 @@ class LocalGlobal(Integrator):
                 r = F.norm(obj.gradient(x))
             self.residual_history = [r]
         x0 = obj.x0
-        limited = self._finish(model, state, x, (x - x0) / h, x0, h, targets, colliders)
+        info = self._finish(model, state, x, (x - x0) / h, x0, h, targets, colliders, StepInfo(its, r, ok, rel),
+                            external=external, tolerance=tolerance, self_collision=self_collision)
         self._carry = None
         if solved is not None:
             taken = solved - state.x.take(free, axis=0)  # what the strain limit took off the solve
             if np.any(taken):
                 self._carry = (model.uid, state.x.copy(), taken)
-        return StepInfo(its, r, ok and limited, rel, limited)
+        return info
 
     def solve_free(self, model: Model, obj: Objective, x: np.ndarray, targets: np.ndarray,
                    iterations: int) -> None:

@@ -106,7 +106,8 @@ class LinearImplicitEuler(Integrator):
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 1, colliders: Sequence[Any] = (),
-             external: np.ndarray | None = None, tolerance: float | None = None) -> StepInfo:
+             external: np.ndarray | None = None, tolerance: float | None = None,
+             self_collision: Any = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
         hard = split_targets(model, targets)[0]
         rtol = self.tolerance if tolerance is None else min(self.tolerance, float(tolerance))
@@ -172,8 +173,8 @@ class LinearImplicitEuler(Integrator):
         # result, i.e. how far the one linearised step is from the implicit Euler step
         residual = (F.norm(Objective(model, state, h, targets, external=external).gradient(x1))
                     if self.residual else float("nan"))
-        limited = self._finish(model, state, x1, v1, x0, h, targets, colliders)
-        return StepInfo(1, residual, solved and limited, strain_held=limited)
+        return self._finish(model, state, x1, v1, x0, h, targets, colliders, StepInfo(1, residual, solved),
+                            external=external, tolerance=tolerance, self_collision=self_collision)
 
     def _solve_direct(self, model: Model, rhs: np.ndarray, v_pin: np.ndarray, diag: np.ndarray,
                       a_co: np.ndarray | None, e_co: np.ndarray | None,

@@ -87,8 +87,11 @@ class Model:
     ``incidence_t`` (CSR ``(n, s)``), ``rest_directions`` ``(s, 3)``
     (unit, zero for zero rest length), ``vertex_drag`` ``(n,)`` (``air_drag`` per vertex, 1/s)
     ``stretch_limits`` ``(e,)`` (each structural spring's strain limit, ``max_stretch`` or
-    ``spring_stretch``) and ``contact_edges`` ``(c, 2)`` (the structural springs that collide
-    as edges, :attr:`edge_contact`).
+    ``spring_stretch``), ``contact_edges`` ``(c, 2)`` (the structural springs that collide
+    as edges, :attr:`edge_contact`) and ``segment_contact`` (bool: edges collide and they are
+    what the model is, chains whose vertices are on at most two structural springs, a rope,
+    or edge contact is chosen per spring, spring bones: the post-solve contact stage keeps
+    their segments out of colliders; a cloth's contact is its vertices', inside the solve).
     """
 
     rest_positions: np.ndarray
@@ -107,6 +110,7 @@ class Model:
     edge_contact: bool | np.ndarray = True
     spring_stretch: np.ndarray = field(default_factory=lambda: np.zeros(0))
     uid: int = field(init=False)
+    segment_contact: bool = field(init=False, repr=False)
     pinned_index: np.ndarray = field(init=False, repr=False)
     free_index: np.ndarray = field(init=False, repr=False)
     free_slot: np.ndarray = field(init=False, repr=False)
@@ -183,6 +187,10 @@ class Model:
             self.edge_contact.setflags(write=False)
             colliding = self.springs[:e][flags]
         put(self, "contact_edges", np.ascontiguousarray(colliding, dtype=np.int64))
+        # a chain's edges (a rope, spring bones' bones) are what collides, not its vertices
+        degree = np.bincount(self.springs[:e].reshape(-1), minlength=n) if e else np.zeros(0, np.int64)
+        put(self, "segment_contact", bool(len(self.contact_edges)) and (
+            flags.ndim > 0 or int(degree.max(initial=0)) <= 2))
         for a in (self.rest_positions, self.springs, self.rest_lengths, self.stiffness,
                   self.damping, self.masses, self.pinned, self.gravity, self.wind, anchors,
                   self.anchor_index, self.anchor_stiffness, self.target_index, self.vertex_drag,

@@ -95,7 +95,8 @@ class NewtonImplicitEuler(Integrator):
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 10, colliders: Sequence[Any] = (),
-             external: np.ndarray | None = None, tolerance: float | None = None) -> StepInfo:
+             external: np.ndarray | None = None, tolerance: float | None = None,
+             self_collision: Any = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
         # the loops stop at self.tolerance (relative to the start's residual) or, given one, at
         # ``tolerance`` relative to the force scale (base.converged)
@@ -122,10 +123,11 @@ class NewtonImplicitEuler(Integrator):
         self.residual_history = hist
         x0 = obj.x0
         v1 = (x - x0) / h
-        limited = self._finish(model, state, x, v1, x0, h, targets, colliders)
         ok = (converged(r, hist[0], model, CONVERGENCE_RTOL if tolerance is None else float(tolerance))
               or r <= self.tolerance * max(hist[0], 1e-300))
-        return StepInfo(its, r, ok and limited, r / force_scale(model, hist[0]), limited)
+        return self._finish(model, state, x, v1, x0, h, targets, colliders,
+                            StepInfo(its, r, ok, r / force_scale(model, hist[0])),
+                            external=external, tolerance=tolerance, self_collision=self_collision)
 
     def _threshold(self, model: Model, r0: float) -> float:
         """The residual (N) at which this step's Newton loop stops, from its start's ``r0``."""

@@ -518,7 +518,7 @@ class Simulator:
         # accepts, not stretched past the split's bound: VBD's own limit comes last in its
         # step (contact and self-contact are inside it); the shared post-solve limit of the
         # others only without colliders and self-collision, whose stages follow it
-        inside = getattr(self.integrator, "contact_inside", False)
+        inside = self.integrator.contact_inside_for(self.model)
         within = info.strain_held and (inside or (not colliders and self.self_collision is None))
         if split and (not finite or (not within and self._went_wrong(work, trouble))):
             work.x[...], work.v[...] = start.x, start.v
@@ -537,7 +537,7 @@ class Simulator:
     def _push(self, work: State, step: StepColliders, ext: np.ndarray | None, h: float) -> None:
         """The colliders' push from the last step acts in this solve (:meth:`.contact.Support.kick`),
         for the integrators whose contact is a post-solve stage."""
-        if not len(step) or getattr(self.integrator, "contact_inside", False):
+        if not len(step) or self.integrator.contact_inside_for(self.model):
             return
         model = self.model
         load = model.masses[:, None] * model.gravity - F.spring_gradient(model, work.x)
@@ -553,7 +553,7 @@ class Simulator:
         kw: dict[str, Any] = {} if ext is None else {"external": ext}
         if self.tolerance is not None:
             kw["tolerance"] = self.tolerance
-        if self.self_collision is not None and getattr(self.integrator, "self_contact_inside", False):
+        if self.self_collision is not None and self.integrator.contact_inside_for(self.model):
             kw["self_collision"] = self.self_collision
         return self.integrator.step(self.model, work, h, pins=target, iterations=self.iterations,
                                     colliders=step, **kw)
@@ -634,7 +634,10 @@ class Simulator:
     def _inside_contacts(self) -> int:
         """The self-contact pairs in force at the end of the last step of an integrator with
         self-contact inside its solve (its own count; 0 when it keeps none)."""
-        return int(getattr(self.integrator, "self_contacts", 0))
+        solver = self.integrator
+        if not hasattr(solver, "self_contacts"):  # the contact solver that finished its step
+            solver = solver.contact_solver
+        return int(solver.self_contacts)
 
     def _self_collide(self, step: StepColliders, x_start: np.ndarray, work: State, h: float,
                       split: bool = False) -> tuple[int, int]:
@@ -658,7 +661,7 @@ class Simulator:
         sc = self.self_collision
         if sc is None or not np.all(np.isfinite(work.x)):
             return 0, 0
-        if getattr(self.integrator, "self_contact_inside", False):
+        if self.integrator.contact_inside_for(self.model):
             return self._inside_contacts(), 0
         model = self.model
         found = step.found

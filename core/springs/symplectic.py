@@ -48,7 +48,8 @@ class SymplecticEuler(Integrator):
 
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 1, colliders: Sequence[Any] = (),
-             external: np.ndarray | None = None, tolerance: float | None = None) -> StepInfo:
+             external: np.ndarray | None = None, tolerance: float | None = None,
+             self_collision: Any = None) -> StepInfo:
         targets = pin_targets(model, state, pins)
         x0 = state.x.copy()
         f = total_force(model, x0, state.v, targets)
@@ -57,5 +58,5 @@ class SymplecticEuler(Integrator):
         a = f / model.masses[:, None]
         v1 = state.v + h * a
         x1 = x0 + h * v1
-        limited = self._finish(model, state, x1, v1, x0, h, targets, colliders)
-        return StepInfo(1, float("nan"), limited, strain_held=limited)
+        return self._finish(model, state, x1, v1, x0, h, targets, colliders, StepInfo(1, float("nan")),
+                            external=external, tolerance=tolerance, self_collision=self_collision)

@@ -544,11 +544,10 @@ class VertexBlockDescent(Integrator):
                    "contact, friction and the strain limit inside the solve; "
                    "penetration-free at any step")
     implicit = True
-    #: Contact is part of the solve: the simulator runs no contact stage after it.
+    #: Contact and self-contact are part of the solve on every model
+    #: (:meth:`contact_inside_for`): the simulator runs no contact or self-collision stage
+    #: after it, and hands the step its self-collision.
     contact_inside = True
-    #: So is self-contact: the simulator hands the step its self-collision and runs no
-    #: self-collision stage after it.
-    self_contact_inside = True
 
     def __init__(self, tolerance: float | None = None, check_every: int = 0,
                  threads: int | None = None, global_start: int | None = None) -> None:
@@ -574,6 +573,10 @@ class VertexBlockDescent(Integrator):
         self.self_contacts = 0
         #: Self detections of the last step.
         self.self_detections = 0
+
+    def contact_inside_for(self, model: Model) -> bool:
+        """Always: contact is part of VBD's solve (:meth:`~.base.Integrator.contact_inside_for`)."""
+        return True
 
     def layout(self, model: Model) -> _Layout:
         """The model's adjacency and colours (built once per model)."""
@@ -608,9 +611,18 @@ class VertexBlockDescent(Integrator):
     def step(self, model: Model, state: State, h: float, *, pins: np.ndarray | None = None,
              iterations: int = 10, colliders: Sequence[Any] = (),
              external: np.ndarray | None = None, tolerance: float | None = None,
-             self_collision: SelfCollision | None = None) -> StepInfo:
+             self_collision: SelfCollision | None = None,
+             start: tuple[np.ndarray, np.ndarray] | None = None, explicit: bool = False) -> StepInfo:
         """One step (:class:`~.base.Integrator`); with ``self_collision``, the cloth's contact
-        with itself is inside the solve as well (:class:`_SelfStep`, ``src/selfcontact.h``)."""
+        with itself is inside the solve as well (:class:`_SelfStep`, ``src/selfcontact.h``).
+
+        With ``start`` ``(x, v)``, each ``(n, 3)``, another integrator's solve of the step
+        without contact (:meth:`~.base.Integrator._finish`): the iterations start from ``x``
+        (the hard pins at their targets) and the velocities are ``v`` plus what the contact
+        iterations moved over ``h``. With ``explicit`` that solve took the springs' forces
+        explicitly (EXPLICIT, SYMPLECTIC): the iterations then minimise
+        ``½ Σ mᵢ/h² ‖xᵢ − startᵢ‖²`` plus the strain limit, contact and friction (the
+        springs, their damping, drag and fields are in ``start`` already)."""
         tol = self.tolerance if tolerance is None else float(tolerance)
         lay = self.layout(model)
         targets = pin_targets(model, state, pins)
@@ -625,10 +637,21 @@ class VertexBlockDescent(Integrator):
                eps_u=STATIC_SPEED * h)
         pb.set(dir0=lay.directions(pb.get("x_prev"), self._workers))  # (x₀ checked)
         # the residual's reference is x₀ + h v₀ with the pins at their targets, as for NEWTON
-        # and FAST; the iterations start from _guess (pinned cloth: _global_guess), pushed back
-        # out of the colliders' thickness near them, through the guard
+        # and FAST; the iterations start from _guess (pinned cloth: _global_guess; another
+        # integrator's contact: its solve), pushed back out of the colliders' thickness near
+        # them, through the guard
         reference = obj.start(targets)
-        if self.global_start and (len(pi) or len(model.anchor_index)) and model.spring_count:
+        given = v_given = None
+        if start is not None:
+            v_given = kernels.array(start[1], np.float64, (n, 3), "start velocities")
+            given = kernels.array(start[0], np.float64, (n, 3), "start positions").copy()
+            given[pi] = hard
+            x = given.copy()
+            if explicit:
+                reference = given.copy()
+                pb.set(w=model.masses / (h * h), y=given, k=np.zeros_like(lay.adj_k),
+                       kd=np.zeros_like(lay.adj_kd))
+        elif self.global_start and (len(pi) or len(model.anchor_index)) and model.spring_count:
             x = self._global_guess(model, obj, reference, hard)
         else:
             x = self._guess(model, state, obj, reference, h)
@@ -687,8 +710,8 @@ class VertexBlockDescent(Integrator):
             x[pi] = hard
         if soup is not None:
             self._report(lay, x, soup, contacts, colliders)
+        state.v[...] = (x - x0) / h if given is None else v_given + (x - given) / h
         state.x[...] = x
-        state.v[...] = (x - x0) / h
         self._motion = (model.uid, x.copy(), obj.v0.copy())
         rel = r / force_scale(model, r0)
         ok = bool(rel <= tol) if tol > 0 else True

@@ -21,11 +21,66 @@ def test_cloth_on_ground_plane(solver):
     m = flat_cloth(z=0.3)
     ground = Plane((0, 0, 0), (0, 0, 1), thickness=0.01, friction=0.5)
     sim = Simulator(m, solver, fps=24, substeps=20 if solver == "SYMPLECTIC" else 2, iterations=10)
+    # the post-solve stage puts a vertex at the thickness; SYMPLECTIC's contact solve (VBD's
+    # barrier) keeps it out of the surface and lets it rest within the thickness
+    floor = 0.0 if sim.integrator.contact_inside_for(m) else 0.01 - 1e-9
     for _ in range(30):
         sim.advance(colliders=[ground])
-        assert ground.signed_distance(sim.state.x).min() >= 0.01 - 1e-9
+        assert ground.signed_distance(sim.state.x).min() > floor
     assert np.abs(sim.state.x[:, 2] - 0.01).max() < 1e-3  # lying on the ground
     assert np.abs(sim.state.v).max() < 0.05  # friction and contact stopped it
+
+
+def _lone_vertex(z, vz, mu=0.0):
+    """One free vertex of 10 g (no springs, no drag) at height ``z`` moving down at ``vz``
+    m/s, and a ground plane 1 cm thick with friction ``mu``."""
+    from core.springs import State
+
+    ss = build_springs(1, np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                       np.zeros(0, np.int64))
+    m = build_model(np.array([[0.0, 0.0, z]]), ss, stiffness=1.0, shear_stiffness=0.0, bending_stiffness=0.0,
+                    vertex_mass=0.01, damping=0.0, air_drag=0.0)
+    state = State(m.rest_positions.copy(), np.array([[0.3, 0.0, -vz]]))
+    return m, state, Plane((0, 0, 0), (0, 0, 1), thickness=0.01, friction=mu)
+
+
+@pytest.mark.parametrize("solver", ["SYMPLECTIC", "EXPLICIT"])
+def test_explicit_step_into_a_collider_ends_at_the_barriers_minimiser(solver):
+    """An explicit integrator's contact is VBD's, implicit over the step: the vertex ends
+    where the inertia of its explicit prediction ``y`` balances the barrier, ``m/h² (d − y)
+    = k_c r (r − d)/d`` with ``k_c = m/h²`` (VBD's contact stiffness with no springs), i.e.
+    ``d² + (r − y) d − r² = 0``; along the frictionless ground it keeps its prediction, and
+    its velocity is the prediction's plus what contact moved it over ``h``."""
+    from core.springs.vbd import CONTACT_STIFFNESS
+
+    m, state, ground = _lone_vertex(0.02, 2.0)
+    sim = Simulator(m, solver, fps=24, substeps=1, iterations=1, state=state)
+    assert sim.integrator.contact_inside_for(m) and CONTACT_STIFFNESS == 1.0
+    h, g = 1 / 24, -9.81
+    v1 = -2.0 + h * g  # both methods' velocity after the step without contact
+    y = 0.02 + h * (v1 if solver == "SYMPLECTIC" else -2.0)
+    assert y < 0.0  # the prediction is below the ground
+    sim.advance(colliders=[ground])
+    r = 0.01
+    d = 0.5 * (-(r - y) + np.sqrt((r - y) ** 2 + 4 * r * r))
+    x, v = sim.state.x[0], sim.state.v[0]
+    assert x[2] == pytest.approx(d, rel=1e-6) and 0 < x[2] < r
+    assert x[0] == pytest.approx(0.3 * h, abs=1e-12) and x[1] == 0.0
+    assert v[2] == pytest.approx(v1 + (d - y) / h, rel=1e-6)
+    assert v[0] == pytest.approx(0.3, abs=1e-12)
+
+
+def test_explicit_step_with_every_collider_out_of_reach_is_the_explicit_step():
+    """A collider far beyond where the step can take the cloth leaves SYMPLECTIC's bake as
+    it is without it, bit for bit (no contact solve runs)."""
+    out = []
+    for cols in ([], [Sphere((0.0, 0.0, -5.0), 0.5, thickness=0.01)]):
+        m = flat_cloth(n=6, size=0.6, z=0.5)
+        sim = Simulator(m, "SYMPLECTIC", fps=24, substeps=20, iterations=1)
+        for _ in range(6):
+            sim.advance(colliders=cols)
+        out.append(sim.state.x.copy())
+    assert np.array_equal(out[0], out[1])
 
 
 def test_cloth_dropped_on_sphere_and_sphere_mesh():

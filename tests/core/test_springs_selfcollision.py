@@ -226,8 +226,8 @@ def test_fast_vertex_through_a_triangle_is_caught_at_one_substep(solver: str) ->
     normal = np.cross(x[1] - x[0], x[2] - x[0])
     normal /= np.linalg.norm(normal)
     assert normal[2] > 0.9
-    if getattr(sim.integrator, "self_contact_inside", False):
-        # a barrier inside the solve (VBD): caught on its own side, within the distance (the
+    if sim.integrator.contact_inside_for(model):
+        # a barrier inside the solve (VBD's): caught on its own side, within the distance (the
         # barrier's force at 0.35 mm is what stops 30 m/s in one step)
         assert (x[3] - x[0]) @ normal > 0
     else:  # the post-solve stage projects the gap
