@@ -147,17 +147,33 @@ def self_problem(x, tris, edges, r, k, bound=None, w=1.0):
 
 
 def barrier_energy(x, tris, edges, found, r, k):
-    """The listed pairs' barrier energy at x, distances by brute force."""
+    """The listed pairs' barrier energy at x, distances by brute force, each constraint once:
+    the pairs whose closest features (the vertices of nonzero weight on either side: a point,
+    an edge, a face) are the same two count once (a point over the edge two faces share)."""
+    from core.springs.selfcollision import _closest
+
     e = 0.0
+    seen = set()
     for j, (a, b) in enumerate(found.pair.tolist()):
         if j < found.vf:
             t = tris[b]
             d = float(point_triangle_distance(x[a], x[t[0]], x[t[1]], x[t[2]]))
+            verts = [a, *t]
         else:
             d = float(segment_distance(x[edges[a, 0]][None], x[edges[a, 1]][None],
                                        x[edges[b, 0]][None], x[edges[b, 1]][None])[0])
-        if d < r:
-            e += k * r * (r * np.log(r / d) - (r - d))
+            verts = [*edges[a], *edges[b]]
+        if d >= r:
+            continue
+        alpha = _closest(x[verts][None], np.array([j < found.vf]))[0][0]
+        split = 1 if j < found.vf else 2
+        sides = (frozenset(v for v, w in zip(verts[:split], alpha[:split]) if abs(w) > 1e-9),
+                 frozenset(v for v, w in zip(verts[split:], alpha[split:]) if abs(w) > 1e-9))
+        key = frozenset(sides)
+        if key in seen:
+            continue
+        seen.add(key)
+        e += k * r * (r * np.log(r / d) - (r - d))
     return e
 
 

@@ -9,7 +9,8 @@
  * pair and (1 - s, s, -(1 - t), -t) for an edge-edge pair at its closest points; its
  * distance d the separation's length, n its direction. The barrier is the colliders' one,
  * E = k r (r ln(r/d) - (r - d)) for d < r: vertex k of the pair feels the force lam w_k n
- * (lam = k r (r - d)/d) and the Gauss-Newton stiffness w_k^2 E'' n n^T.
+ * (lam = k r (r - d)/d) and the Gauss-Newton stiffness w_k^2 E'' n n^T, once per constraint
+ * between two features (self_key).
  *
  * In Gauss-Seidel one vertex moves at a time, the others held: a move of vertex i from a to
  * b is a straight path of i alone. Against a pair it belongs to, the signed volume of the
@@ -99,7 +100,51 @@ static inline double self_weight(const SelfPair *g, int64_t i) {
     return w;
 }
 
+/* The closest features of a pair in force, as a constraint between two sets of vertices
+ * (those of nonzero weight: a point, an edge's two ends or a face's three corners), ordered
+ * so that the same two features give the same key from any pair: a point above the edge two
+ * faces share is one point-edge constraint, whether its pairs with either face or an
+ * edge-edge pair of one of its edges found it. */
+typedef struct SelfKey {
+    int64_t v[5];
+    int na, nb;
+} SelfKey;
+
+static inline void self_key(const SelfPair *g, int vf, SelfKey *key) {
+    int64_t a[3], b[3];
+    int na = 0, nb = 0, split = vf ? 1 : 2;
+    for (int k = 0; k < 4; ++k) {
+        if (g->w[k] == 0.0) continue;
+        if (k < split) a[na++] = g->v[k];
+        else b[nb++] = g->v[k];
+    }
+    /* each side ascending, then the smaller side first (ties: the lower first vertex) */
+    for (int x = 1; x < na; ++x)
+        for (int y = x; y > 0 && a[y] < a[y - 1]; --y) { int64_t t = a[y]; a[y] = a[y - 1]; a[y - 1] = t; }
+    for (int x = 1; x < nb; ++x)
+        for (int y = x; y > 0 && b[y] < b[y - 1]; --y) { int64_t t = b[y]; b[y] = b[y - 1]; b[y - 1] = t; }
+    int swap = na > nb || (na == nb && na > 0 && a[0] > b[0]);
+    const int64_t *first = swap ? b : a, *second = swap ? a : b;
+    key->na = swap ? nb : na;
+    key->nb = swap ? na : nb;
+    for (int k = 0; k < key->na; ++k) key->v[k] = first[k];
+    for (int k = 0; k < key->nb; ++k) key->v[key->na + k] = second[k];
+}
+
+static inline int self_key_equal(const SelfKey *p, const SelfKey *q) {
+    if (p->na != q->na || p->nb != q->nb) return 0;
+    for (int k = 0; k < p->na + p->nb; ++k)
+        if (p->v[k] != q->v[k]) return 0;
+    return 1;
+}
+
+/* Constraints a vertex's terms keep apart from one another, at most (beyond: counted again). */
+#define SELF_KEYS 64
+
 /* Adds vertex i's self-contact terms at x (i at xi) to f and H; returns the pairs in force.
+ * Each constraint between two features counts once (self_key), however many listed pairs
+ * find it: summed per pair, a point sliding over the cloth met the barrier twice over every
+ * edge and more over every vertex (IPC's constraints are its features' pairs, each once).
  * gap receives the smaller of itself and the pairs' least d - r (a lower bound when positive).
  * With cluster (n,), a pair whose vertices are all in i's cluster is left out (a cluster's
  * translation does not change it), and a pair within r of the edge of the radius adds the
@@ -109,7 +154,8 @@ static inline int self_terms(const SinewVbdProblem *pb, int64_t i, const double 
     if (!(pb->self_r > 0.0) || !pb->inc_off) return 0;
     double r = pb->self_r, k = pb->self_k;
     double reach = (cluster ? 2.0 : 1.0) * r, mi = self_move_of(pb, i, xi);
-    int active = 0;
+    int active = 0, kept = 0;
+    SelfKey keys[SELF_KEYS];
     for (int64_t e = pb->inc_off[i]; e < pb->inc_off[i + 1]; ++e) {
         int64_t pair = pb->inc[e];
         double floor_d = pb->pair_dist[pair] - self_pair_slack(pb, pair, i, mi);
@@ -135,6 +181,12 @@ static inline int self_terms(const SinewVbdProblem *pb, int64_t i, const double 
             }
             continue;
         }
+        SelfKey key;
+        self_key(&g, pair < pb->self_vf, &key);
+        int seen = 0;
+        for (int q = 0; q < kept && !seen; ++q) seen = self_key_equal(&keys[q], &key);
+        if (seen) continue;
+        if (kept < SELF_KEYS) keys[kept++] = key;
         double d = g.d > 0.01 * r ? g.d : 0.01 * r;
         double lam = k * r * (r - g.d) / d;
         double stiff = k * r * r / (d * d) * w * w;
