@@ -21,6 +21,7 @@ import ctypes
 import os
 import platform
 import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -337,19 +338,23 @@ def block(n: int, part: int, parts: int) -> tuple[int, int]:
     return n * part // parts, n * (part + 1) // parts
 
 
-#: Team calls that run on one thread after a team was found contended (a thread waited at
-#: a barrier for a partner that had no core: ``TEAM_CONTENDED`` in ``src/team.h``); then
-#: the threads are tried again. A run found contended again at once doubles the next spell,
-#: up to :data:`SOLO_CALLS_MAX`; each run that meets at once shortens it by
-#: :data:`SOLO_DECAY`, down to this. (A fixed 256 put a 160² landing beside nothing but
-#: Blender's own threads on one thread for six of its eight frames after one preempted
-#: barrier; 16, doubled and halved, let a 40² tablecloth beside a busy process spin twice
-#: as long as 256 did: docs/CONTACT.md, *Threads*.)
-SOLO_CALLS = 64
+#: Seconds of team calls that run on one thread after a team was found contended (a thread
+#: waited at a barrier for a partner that had no core: ``TEAM_CONTENDED`` in
+#: ``src/team.h``), times the barriers of that run where it happened; then the threads are
+#: tried again. A run found contended again at once doubles the next spell, up to
+#: :data:`SOLO_SECONDS_MAX`; each run that meets at once shortens it by :data:`SOLO_DECAY`,
+#: down to this. The spell is time, not calls: 64 calls (the twenty-second session's) were a
+#: tenth of a second of a 40² tablecloth's short calls but seconds of a 160² landing's, and
+#: one preempted barrier on an idle machine cost that landing a third of its speed; 0.1 s
+#: let a 100² tablecloth beside a busy process probe its threads too often (docs/CONTACT.md,
+#: *Threads*).
+SOLO_SECONDS = 0.25
 #: The longest spell on one thread (a machine that stays busy).
-SOLO_CALLS_MAX = 512
-#: How much shorter each team run that meets at once makes the next spell.
-SOLO_DECAY = 16
+SOLO_SECONDS_MAX = 3.2
+#: How much shorter each team run that meets at once makes the next spell, s.
+SOLO_DECAY = 0.0625
+#: The clock the spells are timed by (a test may set another).
+_clock = time.perf_counter
 
 
 class Workers:
@@ -359,19 +364,20 @@ class Workers:
     others come from a pool kept between calls. One thread: the call runs here alone.
 
     The threads spin at the barriers. When a run finds a thread waiting there for longer than
-    a scheduler's time slice (another process had its partner's core), the next
-    :data:`SOLO_CALLS` calls run on one thread (:meth:`now` says how many a call gets), twice
-    as many each time the threads are found contended again right after, up to
-    :data:`SOLO_CALLS_MAX`, and :data:`SOLO_DECAY` fewer after each run that met at once:
-    spinning against a busy machine cost a 40² tablecloth four times the time, and the result
-    is the same bit for bit at any count."""
+    a scheduler's time slice (another process had its partner's core), the calls of the next
+    :data:`SOLO_SECONDS` run on one thread (:meth:`now` says how many a call gets), as many
+    times that as the run had such barriers (a busy machine takes a partner's core at many,
+    a preempted thread at one), twice as long each time the threads are found contended
+    again right after, up to :data:`SOLO_SECONDS_MAX`, and :data:`SOLO_DECAY` shorter after
+    each run that met at once: spinning against a busy machine cost a 40² tablecloth four
+    times the time, and the result is the same bit for bit at any count."""
 
     def __init__(self, threads: int) -> None:
         self.threads = max(int(threads), 1)
         self._pool: ThreadPoolExecutor | None = None
         self._team: np.ndarray | None = None
-        self._solo = 0
-        self._spell = SOLO_CALLS  # the next spell on one thread
+        self._solo = 0.0  # s of calls left to run on one thread
+        self._spell = SOLO_SECONDS  # the next spell on one thread, s
         #: Team runs found contended so far.
         self.contended = 0
 
@@ -395,14 +401,16 @@ class Workers:
         next barrier), and its exception is raised here."""
         lib = library()
         threads = self.now(threads)
-        if self._solo > 0:
-            self._solo -= 1
         if self._team is None:
             self._team = np.zeros(int(lib.sinew_team_size()) // 8 + 1, np.int64)
         buf = self._team.ctypes.data
         check_status(lib.sinew_team_init(buf, threads), what)
         if threads == 1:
-            return check_status(call(buf, 0), what)
+            start = _clock()
+            try:
+                return check_status(call(buf, 0), what)
+            finally:
+                self._solo -= _clock() - start
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="sinew-kernels")
         def guarded(t: int) -> int:  # (a thread that raises before its call stops the others)
@@ -423,12 +431,13 @@ class Workers:
                 f.exception()
             raise
         codes = [code] + [f.result() for f in futures]
-        if lib.sinew_team_contended(buf):
+        marked = int(lib.sinew_team_contended(buf))
+        if marked:
             self.contended += 1
-            self._solo = self._spell
-            self._spell = min(2 * self._spell, SOLO_CALLS_MAX)
-        elif threads > 1:
-            self._spell = max(SOLO_CALLS, self._spell - SOLO_DECAY)
+            self._solo = min(self._spell * marked, SOLO_SECONDS_MAX)
+            self._spell = min(2 * self._spell, SOLO_SECONDS_MAX)
+        else:
+            self._spell = max(SOLO_SECONDS, self._spell - SOLO_DECAY)
         for c in codes:
             check_status(c, what)
         return int(code)

@@ -1239,14 +1239,25 @@ def test_team_iterations_are_the_stages_in_order_at_any_thread_count(lib):
         assert np.array_equal(x, want), threads
 
 
-def test_team_found_contended_runs_on_one_thread_for_a_while(lib):
+def test_team_found_contended_runs_on_one_thread_for_a_while(lib, monkeypatch):
     """A team whose thread 0 waits at a barrier far longer than a time slice (thread 1 starts
-    late, as a thread without a core would) is marked contended: Workers then gives the next
-    SOLO_CALLS calls one thread, with the same positions bit for bit, and the threads again
-    after them; found contended again at once, twice as many; a run that meets at once
-    shortens the next spell by SOLO_DECAY. A team that meets at once is not marked."""
+    late, as a thread without a core would) is marked contended: Workers then gives the calls
+    of the next SOLO_SECONDS one thread, with the same positions bit for bit, and the threads
+    again after them; found contended again at once, twice as long; a run that meets at once
+    shortens the next spell by SOLO_DECAY. A team that meets at once is not marked. (A clock
+    of the test's: each call on one thread lasts an eighth of a spell.)"""
     import time
 
+    monkeypatch.setattr(kernels, "SOLO_SECONDS", 1.0)
+    monkeypatch.setattr(kernels, "SOLO_SECONDS_MAX", 8.0)
+    monkeypatch.setattr(kernels, "SOLO_DECAY", 0.25)
+    reads = [0]
+
+    def clock():  # each call on one thread reads it before and after: 0.125 s a call
+        reads[0] += 1
+        return 0.125 * reads[0]
+
+    monkeypatch.setattr(kernels, "_clock", clock)
     pb, phase_off, sweeps, stages, keep = _chain_iteration()
     x0 = c64(pb.get("x_prev") + [0.01, 0.0, 0.0])
 
@@ -1267,23 +1278,22 @@ def test_team_found_contended_runs_on_one_thread_for_a_while(lib):
     workers = kernels.Workers(2)
     assert np.array_equal(run(workers, 2), alone) and workers.contended == 0 and workers.now(2) == 2
 
-    def solo_spell(length):
-        for _ in range(length):
+    def solo_spell(calls):
+        for _ in range(calls):
             assert workers.now(2) == 1 and workers.parts(1000, 1) == 1
             assert np.array_equal(run(workers, 2), alone)
         assert workers.now(2) == 2 and workers.parts(1000, 1) == 2
 
     assert np.array_equal(run(workers, 2, late=0.1), alone)
     assert workers.contended == 1
-    solo_spell(kernels.SOLO_CALLS)
+    solo_spell(8)  # 1 s of calls of 0.125 s
     assert np.array_equal(run(workers, 2, late=0.1), alone)  # contended again at once
     assert workers.contended == 2
-    solo_spell(2 * kernels.SOLO_CALLS)
+    solo_spell(16)
     assert np.array_equal(run(workers, 2), alone) and workers.contended == 2  # met at once
-    assert 4 * kernels.SOLO_CALLS <= kernels.SOLO_CALLS_MAX
     assert np.array_equal(run(workers, 2, late=0.1), alone)
     assert workers.contended == 3
-    solo_spell(4 * kernels.SOLO_CALLS - kernels.SOLO_DECAY)
+    solo_spell(30)  # 4 s less the decay of 0.25 s
     workers.close()
     team = np.zeros(int(lib.sinew_team_size()) // 8 + 1, np.int64)
     assert lib.sinew_team_init(team.ctypes.data, 2) == 0 and lib.sinew_team_contended(team.ctypes.data) == 0

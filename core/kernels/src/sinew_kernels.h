@@ -39,8 +39,8 @@ SINEW_API int sinew_team_init(SinewTeam *team, int64_t threads);
 /* Makes every thread of a running team leave at its next barrier with SINEW_E_CANCELLED
  * (for a caller that could not start all of them). */
 SINEW_API void sinew_team_cancel(SinewTeam *team);
-/* 1 when a thread of the team's last run waited at a barrier longer than TEAM_CONTENDED
- * (team.h: the thread it waited for had no core), else 0; cleared by sinew_team_init. */
+/* The barriers of the team's last run at which a thread waited longer than TEAM_CONTENDED
+ * (team.h: the thread it waited for had no core), 0 for none; cleared by sinew_team_init. */
 SINEW_API int sinew_team_contended(const SinewTeam *team);
 
 /* ---- colour.c: greedy graph colouring (vertex sets with no edge inside one set) ---- */

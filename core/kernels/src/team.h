@@ -2,10 +2,11 @@
  * team has no more threads than the machine has CPUs (kernels.thread_count; more, set by
  * SINEW_THREADS, is slow, not wrong), and the work between two barriers is a sweep's slab
  * or a coarse stage, a fraction of a millisecond. A thread that waits at one barrier for
- * longer than TEAM_CONTENDED seconds marks the team contended: the thread it waits for had
- * no core (another process has it), and C11's standard library has no way to give this
- * one's up on every platform; the caller then runs its next calls on one thread
- * (kernels.Workers). */
+ * longer than TEAM_CONTENDED seconds marks the team contended, once per such barrier: the
+ * thread it waits for had no core (another process has it), and C11's standard library has
+ * no way to give this one's up on every platform; the caller then runs its next calls on one
+ * thread, the longer the more barriers were marked (kernels.Workers): one preempted
+ * barrier, or a busy machine that takes a partner's core at every one. */
 #ifndef SINEW_TEAM_H
 #define SINEW_TEAM_H
 
@@ -22,7 +23,7 @@ struct SinewTeam {
     atomic_llong arrived;    /* threads at the current barrier */
     atomic_llong generation; /* barriers passed */
     atomic_int stop;         /* 0, or the error code that stops every thread at its next barrier */
-    atomic_int contended;    /* a thread waited longer than TEAM_CONTENDED at a barrier */
+    atomic_int contended;    /* barriers at which a thread waited longer than TEAM_CONTENDED */
     /* each thread's row of values handed to the others (team_exchange), by the parity of
      * the exchange */
     double rows[2][SINEW_MAX_THREADS][TEAM_ROW];
@@ -59,13 +60,16 @@ static inline int team_wait(SinewTeam *tm) {
         } else {
             long long spins = 0;
             double since = -1.0;
+            int marked = 0;
             while (atomic_load_explicit(&tm->generation, memory_order_acquire) == gen) {
                 if (atomic_load_explicit(&tm->stop, memory_order_relaxed)) break;
-                if ((++spins & (TEAM_CLOCK_SPINS - 1)) == 0) {
+                if (!marked && (++spins & (TEAM_CLOCK_SPINS - 1)) == 0) {
                     double now = team_clock();
                     if (since < 0.0) since = now;
-                    else if (now - since > TEAM_CONTENDED)
-                        atomic_store_explicit(&tm->contended, 1, memory_order_relaxed);
+                    else if (now - since > TEAM_CONTENDED) {
+                        atomic_fetch_add_explicit(&tm->contended, 1, memory_order_relaxed);
+                        marked = 1;
+                    }
                 }
             }
         }
