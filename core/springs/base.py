@@ -363,23 +363,19 @@ class Integrator:
         return limited
 
 
-#: m: how far beyond the box of a step's start and solve a collider's box may lie and still
-#: take part in its contact solve (:func:`_within_reach`; VBD's region has the same margin).
-_REACH_MARGIN = 0.1
-
-
 def _within_reach(colliders: Sequence[Any], x0: np.ndarray, x1: np.ndarray, targets: np.ndarray) -> bool:
     """Whether any of ``colliders`` may touch the cloth within the step: a plane, a moving
     mesh not cut to the step (a :class:`~.colliders.TriangleMesh` with ``previous``), or a
     collider whose box over the step (thickness included, :func:`~.detection.collider_box`)
-    comes within :data:`_REACH_MARGIN` plus the longest move of the box of the step's start
+    comes within VBD's ``REGION_MARGIN`` plus the longest move of the box of the step's start
     ``x0``, its solve without contact ``x1`` and the pins' ``targets`` (every straight path
     from one to the other lies in that box)."""
-    from .detection import collider_box  # late: detection builds on this module's neighbours
+    from .detection import collider_box  # late: these modules build on this one
+    from .vbd import REGION_MARGIN
 
     lo, hi = points_box(*([x0, x1] + ([targets] if len(targets) else [])))
     d = x1 - x0
-    grow = _REACH_MARGIN + float(np.sqrt(np.einsum("ij,ij->i", d, d).max(initial=0.0)))
+    grow = REGION_MARGIN + float(np.sqrt(np.einsum("ij,ij->i", d, d).max(initial=0.0)))
     lo, hi = lo - grow, hi + grow
     for col in colliders:
         if isinstance(col, TriangleMesh) and col.previous is not None:

@@ -635,7 +635,6 @@ class VertexBlockDescent(Integrator):
         pb = lay.problem.copy(h)
         pb.set(x_prev=x0, w=obj.w, y=obj.y, kc=CONTACT_STIFFNESS * (obj.w + lay.spring_stiffness),
                eps_u=STATIC_SPEED * h)
-        pb.set(dir0=lay.directions(pb.get("x_prev"), self._workers))  # (x₀ checked)
         # the residual's reference is x₀ + h v₀ with the pins at their targets, as for NEWTON
         # and FAST; the iterations start from _guess (pinned cloth: _global_guess; another
         # integrator's contact: its solve), pushed back out of the colliders' thickness near
@@ -655,6 +654,8 @@ class VertexBlockDescent(Integrator):
             x = self._global_guess(model, obj, reference, hard)
         else:
             x = self._guess(model, state, obj, reference, h)
+        # the damping's start directions (x₀ checked); an explicit start has no damping term
+        pb.set(dir0=lay.dir0 if given is not None and explicit else lay.directions(pb.get("x_prev"), self._workers))
         contacts = Contacts.empty(n)  # detection fills it in place: the kernels keep its addresses
         pb.set(c_id=contacts.ids, c_count=contacts.count, anchor=contacts.anchor,
                bound=contacts.bound, c_dist=contacts.slot_distance)
