@@ -31,11 +31,11 @@ import numpy as np
 from ..errors import SinewError
 
 __all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_path", "array",
-           "address", "VbdProblem", "VbdStage", "VbdSweep", "check_status", "Workers", "block",
+           "address", "SpringRows", "VbdProblem", "VbdStage", "VbdSweep", "check_status", "Workers", "block",
            "thread_count"]
 
 #: Must equal ``SINEW_ABI_VERSION`` in ``src/sinew_kernels.h``.
-ABI_VERSION = 10
+ABI_VERSION = 11
 #: The most contact slots per vertex the kernels take (``SINEW_MAX_SLOTS`` in src/sinew_kernels.h).
 MAX_SLOTS = 16
 #: The most threads used by default (a sweep's phase has at most 8 slabs: ``vbd._MAX_SLABS``).
@@ -74,13 +74,19 @@ _I64 = ctypes.c_int64
 _F64 = ctypes.c_double
 
 
+class _SpringsStruct(ctypes.Structure):
+    """``SinewVbdSprings`` of ``src/sinew_kernels.h``, field for field."""
+
+    _fields_ = [("off", _P), ("row", _P), ("other", _P), ("k", _P), ("rest", _P), ("kd", _P),
+                ("rest_dir", _P), ("limit", _P)]
+
+
 class _VbdStruct(ctypes.Structure):
     """``SinewVbdProblem`` of ``src/sinew_kernels.h``, field for field."""
 
     _fields_ = [
         ("n", _I64), ("h", _F64), ("x_prev", _P), ("w", _P), ("y", _P),
-        ("adj_off", _P), ("adj_spring", _P), ("adj_other", _P),
-        ("k", _P), ("rest", _P), ("kd", _P), ("dir0", _P), ("limit", _P), ("k_limit", _F64),
+        ("springs", _SpringsStruct), ("elastic", _I64), ("k_limit", _F64),
         ("cv", _P), ("cdisp", _P), ("tris", _P), ("closed_tri", _P), ("tri_normal", _P), ("tri_radius", _P),
         ("tri_mu", _P), ("np", _I64), ("prim_type", _P), ("prim", _P),
         ("kslots", _I64), ("c_id", _P), ("c_count", _P), ("c_dist", _P), ("kc", _P), ("eps_u", _F64),
@@ -95,7 +101,7 @@ class VbdStage(ctypes.Structure):
     """``SinewVbdStage`` of ``src/sinew_kernels.h``, field for field."""
 
     _fields_ = [
-        ("groups", _I64), ("off", _P), ("vertices", _P), ("cluster", _P), ("interior", _P),
+        ("groups", _I64), ("off", _P), ("vertices", _P), ("cluster", _P), ("leave", _P),
         ("sums", _P), ("whole", _I64), ("terms", _P),
     ]
 
@@ -129,7 +135,6 @@ _SIGNATURES = {
     "sinew_vbd_iterate": (_I64, [ctypes.POINTER(_VbdStruct), _P, _I64, _I64, _P, _P, _I64, _P, _I64, _P, _P]),
     "sinew_vbd_forces": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
     "sinew_vbd_carry": (ctypes.c_int, [_I64, _P, _I64, _P, _P, _P, _P, _I64, _P, _P, _I64, _P, _P, _P, _P]),
-    "sinew_vbd_directions": (ctypes.c_int, [_I64, _P, _P, _P, _P, _I64, _I64, _P]),
     "sinew_self_query": (_I64, [_I64, _P, _P, _F64, _F64, _I64, _P, _I64, _P, _F64, _I64, _P, _P, _P, _P,
                                 _P, _P, _P, _P, _P, _P, _P, _P, _P, _I64, _I64, _I64, _P, _P, _P]),
     "sinew_crossing_pairs": (_I64, [_I64, _P, _I64, _P, _F64, _I64, _P, _P, _I64, _P, _P, _P, _P, _I64, _P]),
@@ -226,36 +231,70 @@ def address(a: np.ndarray | None) -> int | None:
     return a.ctypes.data
 
 
+class SpringRows:
+    """The springs each of ``n`` vertices feels, as ``SinewVbdSprings`` in
+    ``src/sinew_kernels.h`` takes them: one row of entries per vertex, each entry a spring
+    seen from that vertex (its other end, stiffness, rest length, damping, rest direction and
+    strain-limit length), the rows laid out in the order a pass of the kernels visits the
+    vertices. Every array is checked here, once: shapes, dtypes, finite values, the rows'
+    offsets rising from 0 to the entries' count and each vertex's row and other end in
+    range."""
+
+    def __init__(self, n: int, off, row, other, k, rest, kd, rest_dir, limit) -> None:
+        self.n = int(n)
+        self.off = array(off, np.int64, (-1,), "row offsets")
+        rows = len(self.off) - 1
+        if rows < 0 or self.off[0] != 0 or np.any(np.diff(self.off) < 0):
+            raise SinewError("row offsets must rise from 0")
+        e = int(self.off[-1])
+        self.row = array(row, np.int64, (self.n,), "rows")
+        self.other = array(other, np.int64, (e,), "other ends")
+        for name, a in (("rows", self.row), ("other ends", self.other)):
+            top = rows if name == "rows" else self.n
+            if len(a) and not (a.min() >= 0 and a.max() < top):
+                raise SinewError(f"{name} out of range")
+        self.k = array(k, np.float64, (e,), "stiffness")
+        self.rest = array(rest, np.float64, (e,), "rest lengths")
+        self.kd = array(kd, np.float64, (e,), "damping")
+        self.rest_dir = array(rest_dir, np.float64, (e, 3), "rest directions")
+        self.limit = array(limit, np.float64, (e,), "limits")
+        self.struct = _SpringsStruct(*(a.ctypes.data for a in (
+            self.off, self.row, self.other, self.k, self.rest, self.kd, self.rest_dir, self.limit)))
+
+    def entries(self, i: int) -> slice:
+        """The entries of vertex ``i``'s row."""
+        r = int(self.row[i])
+        return slice(int(self.off[r]), int(self.off[r + 1]))
+
+
 class VbdProblem:
     """The arrays of one Vertex Block Descent problem and the C struct that points at them.
 
     Arrays are set by attribute (:meth:`set`); each is checked (dtype, shape, contiguity)
     when set, and the struct's pointer to it updated, so the sweeps pass one pointer.
-    Attribute names and shapes are those of ``SinewVbdProblem`` in ``src/sinew_kernels.h``.
+    Attribute names and shapes are those of ``SinewVbdProblem`` in ``src/sinew_kernels.h``;
+    ``springs`` is a :class:`SpringRows` for ``n`` vertices.
     """
 
-    _FLOAT = {"x_prev": (-1, 3), "w": (-1,), "y": (-1, 3), "k": (-1,), "rest": (-1,),
-              "kd": (-1,), "dir0": (-1, 3), "limit": (-1,), "cv": (-1, 3), "cdisp": (-1, 3),
+    _FLOAT = {"x_prev": (-1, 3), "w": (-1,), "y": (-1, 3), "cv": (-1, 3), "cdisp": (-1, 3),
               "tri_radius": (-1,), "tri_mu": (-1,), "tri_normal": (-1, 3), "prim": (-1, 8), "kc": (-1,),
               "anchor": (-1, 3), "bound": (-1,), "c_dist": (-1, -1), "self_anchor": (-1, 3),
               "self_bound": (-1,), "pair_dist": (-1,), "self_moved": (-1,)}
-    _INT = {"adj_off": (-1,), "adj_spring": (-1,), "adj_other": (-1,), "tris": (-1, 3),
-            "c_id": (-1, -1), "c_count": (-1,), "faces": (-1, 3), "edges": (-1, 2), "pair": (-1, 2),
-            "inc_off": (-1,), "inc": (-1,)}
-    #: Arrays read for every vertex: their length is n (adj_off n + 1), else the kernels
+    _INT = {"tris": (-1, 3), "c_id": (-1, -1), "c_count": (-1,), "faces": (-1, 3), "edges": (-1, 2),
+            "pair": (-1, 2), "inc_off": (-1,), "inc": (-1,)}
+    #: Arrays read for every vertex: their length is n (inc_off n + 1), else the kernels
     #: would read past their end.
     _ROWS = {"x_prev": 0, "w": 0, "y": 0, "kc": 0, "anchor": 0, "bound": 0, "c_id": 0,
-             "c_count": 0, "c_dist": 0, "adj_off": 1, "self_anchor": 0, "self_bound": 0,
-             "inc_off": 1, "self_moved": 0}
-    #: Arrays read for every adjacency entry: their length is ``adj_off[n]``.
-    _ENTRIES = ("adj_spring", "adj_other", "k", "rest", "kd", "dir0", "limit")
+             "c_count": 0, "c_dist": 0, "self_anchor": 0, "self_bound": 0, "inc_off": 1, "self_moved": 0}
 
     def __init__(self, n: int, h: float) -> None:
         self.lib = library()
         self.struct = _VbdStruct()
         self.struct.n = int(n)
         self.struct.h = float(h)
+        self.struct.elastic = 1
         self._keep: dict[str, np.ndarray] = {}
+        self.springs: SpringRows | None = None
 
     def copy(self, h: float) -> VbdProblem:
         """A new problem holding this one's arrays and scalars (checked when they were set),
@@ -265,15 +304,26 @@ class VbdProblem:
         out.lib = self.lib
         out.struct = _VbdStruct.from_buffer_copy(self.struct)
         out._keep = dict(self._keep)
+        out.springs = self.springs
         out.set(h=h)
         return out
 
     def set(self, **arrays) -> None:
         """Set arrays (``None`` clears an optional one) and scalars (``h``, ``k_limit``,
-        ``eps_u``, ``self_r``, ``self_k``; ``self_vf`` an int)."""
+        ``eps_u``, ``self_r``, ``self_k``; ``self_vf`` an int; ``elastic`` a bool) and the
+        ``springs`` (a :class:`SpringRows`)."""
         for name, value in arrays.items():
             if name == "self_vf":
                 self.struct.self_vf = int(value)
+                continue
+            if name == "elastic":
+                self.struct.elastic = 1 if value else 0
+                continue
+            if name == "springs":
+                if not isinstance(value, SpringRows) or value.n != self.struct.n:
+                    raise SinewError(f"springs must be SpringRows for {self.struct.n} vertices")
+                self.springs = value
+                self.struct.springs = value.struct
                 continue
             if name in ("h", "k_limit", "eps_u", "self_r", "self_k"):
                 v = float(value)
@@ -299,13 +349,6 @@ class VbdProblem:
             if rows is not None and a.shape[0] != self.struct.n + rows:
                 raise SinewError(f"{name} must have {self.struct.n + rows} rows (one per vertex"
                                  f"{', and one more' if rows else ''}), got {a.shape[0]}")
-            if name in self._ENTRIES:
-                off = self._keep.get("adj_off")
-                if off is None:
-                    raise SinewError(f"set adj_off before {name}")
-                if a.shape[0] != int(off[-1]):
-                    raise SinewError(f"{name} must have {int(off[-1])} rows (one per adjacency "
-                                     f"entry), got {a.shape[0]}")
             if name == "c_id" and a.shape[1] > MAX_SLOTS:
                 raise SinewError(f"c_id has {a.shape[1]} contact slots per vertex; the kernels take "
                                  f"at most {MAX_SLOTS}")

@@ -107,9 +107,6 @@ CLUSTER_SIZE = 64
 #: after the iterations instead of 25,000-28,000 (the projection after them: 6-8 ms a step
 #: instead of 140-150); a 100² one (160 cells) would be 5-10 % slower with them.
 COARSER_AFTER = 256
-#: Vertices per block of the start directions on a thread of its own, at least
-#: (:meth:`_Layout.directions`).
-DIRECTIONS_PART = 4096
 #: Vertices per part of the all-free-vertices cluster, whose sums are added in order (the
 #: parts go to the threads; 256 took 4 % off the 40² tablecloth, within this machine's noise,
 #: and changed the order of the sums, so every bake's round-off: docs/CONTACT.md, *Threads*).
@@ -152,13 +149,15 @@ class _Stage(NamedTuple):
 class _Level(NamedTuple):
     """One level of the coarse correction: clusters of free vertices that translate together
     (``cluster`` ``(n,)``: each vertex's cluster, -1 for pinned ones, numbered colour by
-    colour; the clusters' vertices ``vertices`` in order; ``interior`` ``(n,)`` uint8: no
-    spring leaves the vertex's cluster), in ``stages`` run one after the other."""
+    colour; the clusters' vertices ``vertices`` in order; ``leave``: the springs at each
+    vertex whose other end is in another cluster or pinned, the springs a translation of its
+    cluster stretches, a row per vertex in the order of ``vertices``), in ``stages`` run one
+    after the other."""
 
     count: int
     cluster: np.ndarray
     vertices: np.ndarray
-    interior: np.ndarray
+    leave: kernels.SpringRows
     stages: list[_Stage]
 
 
@@ -168,16 +167,15 @@ def _stage(off: np.ndarray, whole: bool) -> _Stage:
     return _Stage(off, np.zeros((groups, 9)), whole, np.zeros((off[-1] if whole else 0, 9)))
 
 
-def _level(cluster: np.ndarray, springs: np.ndarray) -> _Level:
+def _level(cluster: np.ndarray, springs: np.ndarray, rows: kernels.SpringRows, owner: np.ndarray) -> _Level:
     """A level from each free vertex's cluster: the clusters coloured so that no spring joins
     two of one colour, renumbered colour by colour; the one cluster of all free vertices
-    (count 1) cut into parts of :data:`_PART` vertices."""
+    (count 1) cut into parts of :data:`_PART` vertices. ``rows``: every spring at each
+    vertex (:class:`_Layout`), ``owner`` each entry's vertex, for the entries that leave a
+    cluster."""
     lib = kernels.library()
     count = int(cluster.max(initial=-1)) + 1
     ca, cb = cluster[springs[:, 0]], cluster[springs[:, 1]]
-    leaving = springs[ca != cb]
-    interior = np.ones(len(cluster), np.uint8)
-    interior[leaving.reshape(-1)] = 0
     if count > 1:
         # the clusters' graph: two clusters are neighbours when a spring joins them
         # (the springs leaving a cluster between two free ones, both ways, as sorted keys)
@@ -206,7 +204,18 @@ def _level(cluster: np.ndarray, springs: np.ndarray) -> _Level:
                   for a, b in zip(colour_off[:-1], colour_off[1:])]
     else:
         stages = [_stage(np.r_[np.arange(0, len(vertices), _PART), len(vertices)], True)]
-    return _Level(count, np.ascontiguousarray(cluster, np.int64), vertices, interior, stages)
+    # the entries leaving each vertex's cluster, a row per vertex in the stages' order (the
+    # vertices' own order within a row), then the pinned vertices' empty rows
+    n = len(cluster)
+    visit = np.r_[vertices, np.flatnonzero(cluster < 0)].astype(np.int64)
+    place = np.empty(n, np.int64)
+    place[visit] = np.arange(n)
+    out = np.flatnonzero(cluster[owner] != cluster[rows.other])
+    out = out[np.argsort(place[owner[out]], kind="stable")]
+    leave = kernels.SpringRows(
+        n, np.r_[0, np.cumsum(np.bincount(place[owner[out]], minlength=n))], place, rows.other[out],
+        rows.k[out], rows.rest[out], rows.kd[out], rows.rest_dir[out], rows.limit[out])
+    return _Level(count, np.ascontiguousarray(cluster, np.int64), vertices, leave, stages)
 
 
 def _slabs(model: Model, free: np.ndarray, springs: np.ndarray) -> np.ndarray:
@@ -240,19 +249,20 @@ def _slabs(model: Model, free: np.ndarray, springs: np.ndarray) -> np.ndarray:
     return one
 
 
-def _clusters(model: Model, free: np.ndarray) -> list[_Level]:
+def _clusters(model: Model, free: np.ndarray, rows: kernels.SpringRows, owner: np.ndarray) -> list[_Level]:
     """The coarse levels: all free vertices as one cluster, then cells of a grid over the rest
     shape holding about :data:`CLUSTER_SIZE` vertices each (when that makes more than one),
     then, while the last level has more than :data:`COARSER_AFTER` cells, cells four times
     as large (a large cloth: Gauss–Seidel over small cells carries a landing's stop across
-    the cloth a cell per iteration)."""
+    the cloth a cell per iteration). ``rows``: every spring at each vertex, ``owner`` each
+    entry's vertex (:class:`_Layout`)."""
     n = model.vertex_count
     if len(free) == 0:
         return []
     whole = np.full(n, -1, np.int64)
     whole[free] = 0
     sp = np.asarray(model.springs, dtype=np.int64).reshape(-1, 2)
-    levels = [_level(whole, sp)]
+    levels = [_level(whole, sp, rows, owner)]
     e = model.structural_count
     size = CLUSTER_SIZE
     while len(free) > 2 * size and e:
@@ -263,7 +273,7 @@ def _clusters(model: Model, free: np.ndarray) -> list[_Level]:
         cells[free] = ids.reshape(-1)
         if cells.max() < 1:
             break
-        levels.append(_level(cells, sp))
+        levels.append(_level(cells, sp, rows, owner))
         if cells.max() + 1 <= COARSER_AFTER:
             break
         size *= 4
@@ -281,21 +291,20 @@ class _Layout:
         ends = np.concatenate([sp[:, 0], sp[:, 1]])
         others = np.concatenate([sp[:, 1], sp[:, 0]])
         ids = np.concatenate([np.arange(s), np.arange(s)])
-        order = np.argsort(ends, kind="stable")
-        self.adj_off = np.ascontiguousarray(np.searchsorted(ends[order], np.arange(n + 1)), np.int64)
-        self.adj_spring = np.ascontiguousarray(ids[order], np.int64)
-        self.adj_other = np.ascontiguousarray(others[order], np.int64)
+        by_end = np.argsort(ends, kind="stable")
+        # each vertex's springs (CSR by vertex), for the colouring
+        vertex_off = np.ascontiguousarray(np.searchsorted(ends[by_end], np.arange(n + 1)), np.int64)
+        neighbour = np.ascontiguousarray(others[by_end], np.int64)
         free = np.ones(n, np.uint8)
         free[model.pinned_index] = 0
-        degree = int(np.diff(self.adj_off).max(initial=0))
+        degree = int(np.diff(vertex_off).max(initial=0))
         color = np.empty(n, np.int64)
         scratch = np.zeros(degree + 2, np.uint8)
         ncolors = kernels.check_status(lib.sinew_color_greedy(
-            n, self.adj_off.ctypes.data, self.adj_other.ctypes.data, free.ctypes.data,
+            n, vertex_off.ctypes.data, neighbour.ctypes.data, free.ctypes.data,
             color.ctypes.data, scratch.ctypes.data, len(scratch)), "colouring")
         self.free = np.flatnonzero(free).astype(np.int64)
         self.movable = free.astype(bool)
-        self.levels = _clusters(model, self.free)
         # the sweep: slab by slab (even slabs, then odd ones), colour by colour within each
         slab = _slabs(model, self.free, sp)
         self.slab_count = int(slab.max(initial=0)) + 1
@@ -305,6 +314,8 @@ class _Layout:
         key = rank[slab] * (ncolors + 1) + color[self.free]
         order = np.argsort(key, kind="stable")
         self.color_vertices = np.ascontiguousarray(self.free[order], np.int64)
+        #: each of color_vertices' place in free
+        self.sweep_rank = order
         starts = (np.arange(self.slab_count)[:, None] * (ncolors + 1) + np.arange(ncolors + 1)[None, :])
         bounds = np.searchsorted(key[order], starts)
         # per slab in visiting order: (ncolors + 1) offsets into color_vertices
@@ -324,11 +335,21 @@ class _Layout:
         if model.max_stretch > 0:
             limit[:e] = (1.0 + model.max_stretch) * model.rest_lengths[:e]
         self.limit = limit
-        # the springs' constants per adjacency entry (each vertex's springs side by side)
-        self.adj_k = np.ascontiguousarray(model.stiffness[self.adj_spring])
-        self.adj_rest = np.ascontiguousarray(model.rest_lengths[self.adj_spring])
-        self.adj_kd = np.ascontiguousarray(np.broadcast_to(model.damping, (s,))[self.adj_spring])
-        self.adj_limit = np.ascontiguousarray(limit[self.adj_spring])
+        # the springs at each vertex, a row each, the rows in the sweep's visiting order (then
+        # the pinned vertices): a sweep reads them from one end to the other
+        rows = np.r_[self.color_vertices, model.pinned_index].astype(np.int64)
+        count = np.diff(vertex_off)[rows]
+        row = np.empty(n, np.int64)
+        row[rows] = np.arange(n)
+        entry = by_end[np.repeat(vertex_off[rows] - np.r_[0, np.cumsum(count)][:-1], count) + np.arange(2 * s)]
+        #: each entry's spring and vertex
+        self.adj_spring = ids[entry]
+        self.adj_owner = np.repeat(rows, count)
+        self.springs = kernels.SpringRows(
+            n, np.r_[0, np.cumsum(count)], row, others[entry], model.stiffness[self.adj_spring],
+            model.rest_lengths[self.adj_spring], np.broadcast_to(model.damping, (s,))[self.adj_spring],
+            model.rest_directions[self.adj_spring], limit[self.adj_spring])
+        self.levels = _clusters(model, self.free, self.springs, self.adj_owner)
         # the strain limit's projection goes slab by slab as well (sinew_strain_project): a
         # structural spring joining two slabs goes with the lower one, one with a pinned end
         # with its free end's, so the springs of slabs of one parity share no vertex that moves
@@ -349,35 +370,10 @@ class _Layout:
         self.k_limit = LIMIT_STIFFNESS * float(np.max(model.stiffness[:e], initial=0.0))
         self._table: ctypes.Array | None = None
         self.stage_count = 0
-        # each adjacency entry's rest direction (where its ends meet) and the step's start
-        # directions, rewritten every step (directions)
-        self.adj_rest_dir = np.ascontiguousarray(model.rest_directions[self.adj_spring])
-        self.dir0 = np.zeros((len(self.adj_spring), 3))
-        self.damped = s > 0 and bool(np.any(model.damping))
-        #: the problem's constants (the springs by adjacency entry), set once: each step's
-        #: problem is a copy (:meth:`~core.kernels.VbdProblem.copy`)
+        #: the problem's constants (the springs), set once: each step's problem is a copy
+        #: (:meth:`~core.kernels.VbdProblem.copy`)
         self.problem = kernels.VbdProblem(n, 1.0)
-        self.problem.set(adj_off=self.adj_off, adj_spring=self.adj_spring, adj_other=self.adj_other,
-                         k=self.adj_k, rest=self.adj_rest, kd=self.adj_kd, limit=self.adj_limit,
-                         k_limit=self.k_limit)
-
-    def directions(self, x0: np.ndarray, workers: kernels.Workers) -> np.ndarray:
-        """The springs' unit directions at ``x0`` ``(n, 3)`` per adjacency entry, from the
-        entry's other end to its vertex (``sinew_vbd_directions``, in blocks on the threads):
-        the damping's start directions, ``dir0`` (zeros without damping)."""
-        if not self.damped:
-            return self.dir0
-        lib, n = kernels.library(), len(self.adj_off) - 1
-
-        def block(team: int, t: int) -> int:
-            lo, hi = kernels.block(n, t, parts)
-            return lib.sinew_vbd_directions(n, x0.ctypes.data, self.adj_off.ctypes.data,
-                                            self.adj_other.ctypes.data, self.adj_rest_dir.ctypes.data,
-                                            lo, hi, self.dir0.ctypes.data)
-
-        parts = workers.parts(n, DIRECTIONS_PART)
-        workers.team(block, parts, "VBD directions")
-        return self.dir0
+        self.problem.set(springs=self.springs, k_limit=self.k_limit)
 
     def stage_table(self) -> ctypes.Array:
         """The coarse correction's stages as ``sinew_vbd_iterate`` takes them (one group range
@@ -388,7 +384,7 @@ class _Layout:
                 for st in level.stages:
                     rows.append(kernels.VbdStage(
                         len(st.off) - 1, st.off.ctypes.data, level.vertices.ctypes.data,
-                        level.cluster.ctypes.data, level.interior.ctypes.data, st.sums.ctypes.data,
+                        level.cluster.ctypes.data, ctypes.addressof(level.leave.struct), st.sums.ctypes.data,
                         int(st.whole), st.terms.ctypes.data))
             self._table = (kernels.VbdStage * max(len(rows), 1))(*rows)
             self.stage_count = len(rows)
@@ -648,14 +644,11 @@ class VertexBlockDescent(Integrator):
             x = given.copy()
             if explicit:
                 reference = given.copy()
-                pb.set(w=model.masses / (h * h), y=given, k=np.zeros_like(lay.adj_k),
-                       kd=np.zeros_like(lay.adj_kd))
+                pb.set(w=model.masses / (h * h), y=given, elastic=False)
         elif self.global_start and (len(pi) or len(model.anchor_index)) and model.spring_count:
             x = self._global_guess(model, obj, reference, hard)
         else:
             x = self._guess(model, state, obj, reference, h)
-        # the damping's start directions (x₀ checked); an explicit start has no damping term
-        pb.set(dir0=lay.dir0 if given is not None and explicit else lay.directions(pb.get("x_prev"), self._workers))
         contacts = Contacts.empty(n)  # detection fills it in place: the kernels keep its addresses
         pb.set(c_id=contacts.ids, c_count=contacts.count, anchor=contacts.anchor,
                bound=contacts.bound, c_dist=contacts.slot_distance)
@@ -862,9 +855,9 @@ class VertexBlockDescent(Integrator):
             # (forces only read the positions: their blocks go to the threads, self-contact or not)
             parts = self._workers.now(lay.threads)
 
-            def block(team: int, t: int) -> int:
+            def block(team: int, t: int) -> int:  # (in the sweep's order: the springs' rows')
                 lo, hi = kernels.block(m, t, parts)
-                return lib.sinew_vbd_forces(pb.struct, hi - lo, lay.free.ctypes.data + 8 * lo, at,
+                return lib.sinew_vbd_forces(pb.struct, hi - lo, lay.color_vertices.ctypes.data + 8 * lo, at,
                                             force.ctypes.data + 24 * lo, cforce.ctypes.data + 24 * lo)
 
             self._workers.team(block, parts, "VBD forces")
@@ -896,7 +889,8 @@ class VertexBlockDescent(Integrator):
                 if tol > 0 and r <= tol * scale:
                     break
         self.residual_history = history
-        self.contact_force = cforce
+        self.contact_force = np.empty_like(cforce)  # (by lay.free)
+        self.contact_force[lay.sweep_rank] = cforce
         return its, r, r0
 
     def _limit(self, model: Model, lay: _Layout, pb: kernels.VbdProblem, x: np.ndarray,

@@ -175,8 +175,22 @@ def adjacency(n, springs):
     return i64(off), i64(sid), i64(oth)
 
 
+def leaving(pb, cluster):
+    """The SpringRows of the springs at each vertex whose other end is in another cluster (or
+    pinned, -1), one by one, each vertex's row in its own order, the rows in vertex order."""
+    sp = pb.springs
+    off, keep = [0], []
+    for i in range(pb.struct.n):
+        r = sp.entries(i)
+        keep += [e for e in range(r.start, r.stop) if cluster[sp.other[e]] != cluster[i]]
+        off.append(len(keep))
+    keep = np.asarray(keep, np.int64)
+    return kernels.SpringRows(pb.struct.n, off, np.arange(pb.struct.n), sp.other[keep], sp.k[keep],
+                              sp.rest[keep], sp.kd[keep], sp.rest_dir[keep], sp.limit[keep])
+
+
 def vbd_problem(x_prev, springs, *, h=0.05, w=None, y=None, k=None, rest=None, kd=None,
-                dir0=None, limit=None, k_limit=0.0, cv=None, cdisp=None, tris=None, closed=None,
+                rest_dir=None, limit=None, k_limit=0.0, cv=None, cdisp=None, tris=None, closed=None,
                 tri_radius=None, tri_mu=None, prim_type=(), prim=None, c_id=None, c_count=None,
                 kc=None, eps_u=1e-4, anchor=None, bound=None):
     """A VbdProblem with every array set (defaults: no damping, no limit, no colliders,
@@ -185,6 +199,13 @@ def vbd_problem(x_prev, springs, *, h=0.05, w=None, y=None, k=None, rest=None, k
     n = len(x_prev)
     springs = np.asarray(springs, np.int64).reshape(-1, 2)
     off, sid, oth = adjacency(n, springs)
+    # the rows in reverse vertex order (the solver lays them out in its visiting order)
+    rows = np.arange(n)[::-1]
+    entry = np.concatenate([np.arange(off[i], off[i + 1]) for i in rows] + [np.zeros(0, np.int64)])
+    off = i64(np.r_[0, np.cumsum(np.diff(off)[rows])])
+    sid, oth = i64(sid[entry]), i64(oth[entry])
+    row = np.empty(n, np.int64)
+    row[rows] = np.arange(n)
     pb = kernels.VbdProblem(n, h)
     nt = 0 if tris is None else len(tris)
 
@@ -192,9 +213,9 @@ def vbd_problem(x_prev, springs, *, h=0.05, w=None, y=None, k=None, rest=None, k
         return np.zeros((len(sid),) + shape) if per_spring is None else np.asarray(per_spring)[sid]
 
     pb.set(x_prev=x_prev, w=np.ones(n) if w is None else w, y=x_prev if y is None else y,
-           adj_off=off, adj_spring=sid, adj_other=oth,
-           k=entries(k, ()), rest=entries(rest, ()), kd=entries(kd, ()), dir0=entries(dir0, (3,)),
-           limit=entries(limit, ()), k_limit=k_limit,
+           springs=kernels.SpringRows(n, off, row, oth, entries(k, ()), entries(rest, ()), entries(kd, ()),
+                                      entries(rest_dir, (3,)), entries(limit, ())),
+           k_limit=k_limit,
            cv=np.zeros((0, 3)) if cv is None else cv, cdisp=cdisp,
            tris=np.zeros((0, 3), np.int64) if tris is None else tris,
            closed_tri=np.zeros(nt, np.uint8) if closed is None else closed,
@@ -223,22 +244,25 @@ def energy(x, pb):
     x = x.reshape(-1, 3)
     xp, w, y = g("x_prev"), g("w"), g("y")
     E = 0.5 * np.sum(w * np.sum((x - y) ** 2, axis=1))
-    off, sid, oth = g("adj_off"), g("adj_spring"), g("adj_other")
+    sp = pb.springs
     h, k_lim = pb.struct.h, pb.struct.k_limit
-    seen = set()
     for i in range(len(x)):
-        for e in range(off[i], off[i + 1]):
-            s, o = int(sid[e]), int(oth[e])
-            if s in seen:
+        r = sp.entries(i)
+        for e in range(r.start, r.stop):
+            o = int(sp.other[e])
+            if o < i:  # (each spring once: from its lower end)
                 continue
-            seen.add(s)
             l = np.linalg.norm(x[i] - x[o])
-            E += 0.5 * g("k")[e] * (l - g("rest")[e]) ** 2  # (per adjacency entry)
-            lim = g("limit")[e]
+            E += 0.5 * sp.k[e] * (l - sp.rest[e]) ** 2  # (per adjacency entry)
+            lim = sp.limit[e]
             if lim > 0 and l > lim:
                 E += 0.5 * k_lim * (l - lim) ** 2
             rel = (x[i] - xp[i]) - (x[o] - xp[o])
-            E += 0.5 / h * g("kd")[e] * float(g("dir0")[e] @ rel) ** 2
+            # along the spring at the step's start, its rest direction where its ends met
+            d0 = xp[i] - xp[o]
+            l0 = np.linalg.norm(d0)
+            u0 = d0 / l0 if l0 > 1e-12 else sp.rest_dir[e]
+            E += 0.5 / h * sp.kd[e] * float(u0 @ rel) ** 2
     cv, tris, rad = g("cv"), g("tris"), g("tri_radius")
     cid, cnt, kc = g("c_id"), g("c_count"), g("kc")
     for i in range(len(x)):
@@ -651,9 +675,10 @@ def _fd_problem(rng, mu=0.0, n=4):
     L = np.linalg.norm(x[springs[:, 0]] - x[springs[:, 1]], axis=1)
     rest = L * rng.uniform(0.6, 1.4, s)
     limit = np.where(rng.random(s) < 0.6, L * rng.uniform(0.6, 0.9, s), 0.0)  # some active
-    dir0 = rng.normal(size=(s, 3))
-    dir0 /= np.linalg.norm(dir0, axis=1)[:, None]
+    rest_dir = rng.normal(size=(s, 3))
+    rest_dir /= np.linalg.norm(rest_dir, axis=1)[:, None]
     x_prev = x + rng.normal(0, 0.05, (n, 3))
+    x_prev[n - 1] = x_prev[0]  # the spring (0, n - 1) starts at zero length: its rest direction
     # collider triangle under vertex 0 at height r/2, plane and sphere within their thickness
     r = 0.1
     cv = c64([[-1, -1, -0.05], [1, -1, -0.05], [0, 1.5, -0.05]])
@@ -665,7 +690,7 @@ def _fd_problem(rng, mu=0.0, n=4):
     prim[0, :3], prim[0, 3:6], prim[0, 6], prim[0, 7] = [0, 0, -0.03], [0.0, 0.0, 1.0], 0.1, mu
     prim[1, :3], prim[1, 3], prim[1, 6], prim[1, 7] = [0.1, 0.05, 0.8], 0.75, 0.12, mu
     pb = vbd_problem(x_prev, springs, h=0.04, w=rng.uniform(1, 20, n), y=x + rng.normal(0, 0.1, (n, 3)),
-                     k=rng.uniform(10, 100, s), rest=rest, kd=rng.uniform(0, 2, s), dir0=dir0,
+                     k=rng.uniform(10, 100, s), rest=rest, kd=rng.uniform(0, 2, s), rest_dir=rest_dir,
                      limit=limit, k_limit=75.0, cv=cv, tris=tris, closed=np.zeros(1, np.uint8),
                      tri_radius=c64([r]), tri_mu=c64([mu]), prim_type=[0, 1], prim=prim,
                      c_id=c_id, c_count=c_count, kc=rng.uniform(100, 1000, n), eps_u=1e-3)
@@ -844,11 +869,11 @@ def test_newton_step_uses_the_finite_difference_hessian(lib, seed):
     x = rng.normal(0, 0.5, (n, 3))
     springs = np.array([(0, 1), (0, 2), (0, 3)])
     L = np.linalg.norm(x[1:] - x[0], axis=1)
-    dir0 = rng.normal(size=(3, 3))
-    dir0 /= np.linalg.norm(dir0, axis=1)[:, None]
+    rest_dir = rng.normal(size=(3, 3))
+    rest_dir /= np.linalg.norm(rest_dir, axis=1)[:, None]
     pb = vbd_problem(x + rng.normal(0, 0.05, (n, 3)), springs, h=0.05, w=rng.uniform(0.5, 5, n),
                      y=x + rng.normal(0, 0.2, (n, 3)), k=rng.uniform(10, 50, 3),
-                     rest=L * rng.uniform(0.5, 0.9, 3), kd=rng.uniform(0, 1, 3), dir0=dir0,
+                     rest=L * rng.uniform(0.5, 0.9, 3), kd=rng.uniform(0, 1, 3), rest_dir=rest_dir,
                      limit=L * c64([0.8, 2.0, 0.0]), k_limit=40.0)
     x = c64(x)
     eps = 1e-4
@@ -1130,9 +1155,10 @@ def test_shift_is_the_clusters_newton_translation(lib, seed):
     k = rng.uniform(10, 50, 2)
     pb = vbd_problem(x, [(0, 1), (1, 2)], w=w, y=y, k=k, rest=c64([0.3, 0.5]))
     cluster = i64([0, 0, -1])
+    leave = leaving(pb, cluster)
     sums = np.full((1, 9), np.nan)
     assert lib.sinew_vbd_cluster_sums(pb.struct, 1, P(i64([0, 2])), P(i64([0, 1])), P(cluster),
-                                      None, P(x), P(sums)) == 0
+                                      ctypes.addressof(leave.struct), P(x), P(sums)) == 0
     # along x: f = sum w (y - x) + k1 (l - L) (spring 1-2 stretched 0.7 > 0.5); H = sum w + k1
     F = np.sum(w[:2] * (y[:2, 0] - x[:2, 0])) + k[1] * (0.7 - 0.5)
     Hs = w[0] + w[1] + k[1]
@@ -1140,7 +1166,7 @@ def test_shift_is_the_clusters_newton_translation(lib, seed):
     assert np.allclose(sums[0], [F, 0, 0, Hs, side, side, 0, 0, 0], atol=1e-12)
     parts = np.full((2, 9), np.nan)
     assert lib.sinew_vbd_cluster_sums(pb.struct, 2, P(i64([0, 1, 2])), P(i64([0, 1])), P(cluster),
-                                      None, P(x), P(parts)) == 0
+                                      ctypes.addressof(leave.struct), P(x), P(parts)) == 0
     assert np.allclose(parts.sum(axis=0), sums[0], atol=1e-12)
     xs = x.copy()
     held = np.zeros(1, np.int64)
@@ -1153,8 +1179,8 @@ def test_shift_is_the_clusters_newton_translation(lib, seed):
                                    P(i64([0, 0])), P(xp), P(held)) == 0
     assert np.array_equal(xp, xs)
     bad = i64([0, 2])            # vertex 2 is pinned (cluster -1)
-    assert lib.sinew_vbd_cluster_sums(pb.struct, 1, P(i64([0, 2])), P(bad), P(cluster), None,
-                                      P(x), P(sums)) == -1
+    assert lib.sinew_vbd_cluster_sums(pb.struct, 1, P(i64([0, 2])), P(bad), P(cluster),
+                                      ctypes.addressof(leave.struct), P(x), P(sums)) == -1
     assert lib.sinew_vbd_translate(pb.struct, 1, P(i64([0, 1])), P(i64([3])), P(sums), None,
                                    P(xs), P(held)) == -1
 
@@ -1188,15 +1214,17 @@ def _chain_iteration(n=13, seed=0):
     sweeps = (kernels.VbdSweep * 4)(*sweeps)
     whole = i64(np.r_[-1, np.zeros(n - 1, np.int64)])
     cells = i64(np.r_[-1, (free - 1) // 3])
-    interior_whole = np.r_[1, np.ones(n - 1)].astype(np.uint8)
-    edge = np.zeros(n, np.uint8)
+    leave_whole, leave_cells = leaving(pb, whole), leaving(pb, cells)
+    keep += [leave_whole, leave_cells]
     stages = [kernels.VbdStage(3, keep_(i64([0, 4, 8, 12])), keep_(i64(free)), keep_(whole),
-                               keep_(interior_whole), keep_(np.zeros((3, 9))), 1, keep_(np.zeros((12, 9))))]
+                               ctypes.addressof(leave_whole.struct), keep_(np.zeros((3, 9))), 1,
+                               keep_(np.zeros((12, 9))))]
     for first in (0, 1):
         ids = np.arange(first, 4, 2)
         verts = i64(np.concatenate([free[3 * c:3 * c + 3] for c in ids]))
         stages.append(kernels.VbdStage(len(ids), keep_(i64(3 * np.arange(len(ids) + 1))), keep_(verts),
-                                       keep_(cells), keep_(edge), keep_(np.zeros((len(ids), 9))), 0, None))
+                                       keep_(cells), ctypes.addressof(leave_cells.struct),
+                                       keep_(np.zeros((len(ids), 9))), 0, None))
     stages = (kernels.VbdStage * 3)(*stages)
     return pb, i64([0, 2, 4]), sweeps, stages, keep
 
@@ -1219,7 +1247,7 @@ def test_team_iterations_are_the_stages_in_order_at_any_thread_count(lib):
         for st_ in stages:
             sums = np.zeros((st_.groups, 9))
             assert lib.sinew_vbd_cluster_sums(pb.struct, st_.groups, st_.off, st_.vertices, st_.cluster,
-                                              st_.interior, P(want), P(sums)) == 0
+                                              st_.leave, P(want), P(sums)) == 0
             rows = sums.sum(axis=0, keepdims=True) if st_.whole else sums
             if st_.whole:   # (in the kernel's order: part 0, then 1, then 2)
                 rows = c64([sums[0] + sums[1] + sums[2]])
@@ -1590,14 +1618,16 @@ def test_vbd_problem_set_refuses_before_any_c(name, shape, bad):
     pb = vbd_problem(np.zeros((2, 3)), [(0, 1)])
     rows = kernels.VbdProblem._ROWS
     table = {**kernels.VbdProblem._FLOAT, **kernels.VbdProblem._INT}
-    before = {f: getattr(pb.struct, f) for f, _ in pb.struct._fields_}
+    def fields():
+        return {f: getattr(pb.struct, f) for f, _ in pb.struct._fields_ if f != "springs"}
+
+    before = fields()
     value = np.ones(shape)
     if bad and value.size and name in kernels.VbdProblem._FLOAT:
         value.flat[0] = np.nan
     spec = table.get(name)
     fits = spec is not None and len(spec) == len(shape) and all(s in (-1, d) for s, d in zip(spec, shape))
     fits = fits and (name not in rows or shape[0] == 2 + rows[name])   # one row per vertex
-    fits = fits and (name not in kernels.VbdProblem._ENTRIES or shape[0] == 2)  # per entry
     nonfinite = bad and value.size and name in kernels.VbdProblem._FLOAT and name != "bound"
     if fits and not nonfinite:
         pb.set(**{name: value})
@@ -1606,7 +1636,7 @@ def test_vbd_problem_set_refuses_before_any_c(name, shape, bad):
         with pytest.raises(SinewError):
             pb.set(**{name: value})
         # nothing changed in the struct the kernels read
-        assert {f: getattr(pb.struct, f) for f, _ in pb.struct._fields_} == before
+        assert fields() == before
 
 
 def test_vbd_problem_scalars_and_clearing():
@@ -1622,49 +1652,42 @@ def test_vbd_problem_scalars_and_clearing():
     assert pb.struct.kslots == 5 and pb.struct.np == 3
 
 
+def test_spring_rows_are_checked_before_any_c_runs():
+    """SpringRows refuses offsets that do not rise from 0, rows or other ends out of range,
+    arrays of the wrong length and NaN; a problem takes rows for its own vertex count only."""
+    def rows(**change):
+        a = dict(off=[0, 1, 2], row=[1, 0], other=[0, 1], k=[1.0, 1.0], rest=[1.0, 1.0],
+                 kd=[0.0, 0.0], rest_dir=[[1.0, 0, 0], [-1.0, 0, 0]], limit=[0.0, 0.0])
+        a.update(change)
+        return kernels.SpringRows(2, **a)
+
+    rows()
+    for bad in (dict(off=[1, 1, 2]), dict(off=[0, 2, 1]), dict(row=[0, 2]), dict(row=[-1, 0]),
+                dict(other=[0, 2]), dict(k=[1.0]), dict(rest=[1.0, np.nan]), dict(rest_dir=[[1.0, 0, 0]]),
+                dict(row=[0, 1, 1])):
+        with pytest.raises(SinewError):
+            rows(**bad)
+    pb = vbd_problem(np.zeros((3, 3)), [(0, 1)])
+    with pytest.raises(SinewError):
+        pb.set(springs=rows())
+
+
 def test_vbd_problem_copy_keeps_the_arrays_and_takes_its_own_step():
     """A copy holds the same arrays (the struct points at them) and its own time step; setting
     an array on the copy leaves the original as it was."""
     pb = vbd_problem(np.zeros((2, 3)), [(0, 1)], h=0.05)
     out = pb.copy(0.01)
     assert out.struct.h == 0.01 and pb.struct.h == 0.05
-    assert {f: getattr(out.struct, f) for f, _ in out.struct._fields_ if f != "h"} == \
-        {f: getattr(pb.struct, f) for f, _ in pb.struct._fields_ if f != "h"}
-    assert out.get("adj_off") is pb.get("adj_off")
+    def fields(st):
+        return {f: getattr(st, f) for f, _ in st._fields_ if f not in ("h", "springs")}
+
+    assert fields(out.struct) == fields(pb.struct)
+    assert fields(out.struct.springs) == fields(pb.struct.springs)
+    assert out.springs is pb.springs and out.get("x_prev") is pb.get("x_prev")
     out.set(w=np.full(2, 3.0))
     assert np.array_equal(pb.get("w"), np.ones(2)) and pb.struct.w != out.struct.w
     with pytest.raises(SinewError):
         pb.copy(float("nan"))
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_directions_are_each_entrys_unit_vector_or_its_rest_direction(lib, seed):
-    """sinew_vbd_directions against numpy: the unit vector from each adjacency entry's other
-    end to its vertex, the fallback where the two ends coincide, written for the listed
-    vertices' entries only; an other end out of range is refused."""
-    rng = np.random.default_rng(seed)
-    n = 12
-    x = rng.normal(size=(n, 3))
-    x[5] = x[4]  # a spring of zero length
-    springs = np.unique(np.sort(rng.integers(0, n, (30, 2)), axis=1), axis=0)
-    springs = np.vstack([springs[springs[:, 0] != springs[:, 1]], [[4, 5]]])
-    off, sid, oth = adjacency(n, springs)
-    vertex = np.repeat(np.arange(n), np.diff(off))
-    fallback = c64(rng.normal(size=(len(sid), 3)))
-    d = x[vertex] - x[oth]
-    length = np.linalg.norm(d, axis=1)
-    want = np.where(length[:, None] > 1e-12, d / np.where(length > 1e-12, length, 1.0)[:, None], fallback)
-    out = np.full((len(sid), 3), 7.0)
-    lo, hi = 3, 9
-    assert lib.sinew_vbd_directions(n, P(c64(x)), P(off), P(oth), P(fallback), lo, hi, P(out)) == 0
-    mine = slice(off[lo], off[hi])
-    np.testing.assert_allclose(out[mine], want[mine], rtol=0, atol=1e-15)
-    assert np.all(out[:off[lo]] == 7.0) and np.all(out[off[hi]:] == 7.0)
-    assert (length[mine] <= 1e-12).any()  # (the zero-length spring's entries are among them)
-    bad = oth.copy()
-    bad[off[lo]] = n
-    assert lib.sinew_vbd_directions(n, P(c64(x)), P(off), P(bad), P(fallback), lo, hi, P(out)) == -1
-    assert lib.sinew_vbd_directions(n, P(c64(x)), P(off), P(oth), P(fallback), 5, 3, P(out)) == -1
 
 
 @pytest.mark.parametrize("seed", range(4))

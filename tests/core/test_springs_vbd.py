@@ -143,8 +143,9 @@ def test_coarse_levels_grow_fourfold_while_a_level_has_many_cells(monkeypatch):
     """The coarse correction's levels on a 31 × 31 sheet with cells of 4 and another level
     while one has more than 16 cells: the whole cloth, then cells of 4, 16 and 64
     vertices; each level's clusters hold every free vertex once (pins in none), about four
-    times fewer clusters a level, and no spring joins two clusters that translate in one
-    stage (clusters of one colour)."""
+    times fewer clusters a level, no spring joins two clusters that translate in one
+    stage (clusters of one colour), and each vertex's listed leaving springs are those of
+    its springs with the other end in another cluster or pinned, in adjacency order."""
     import core.springs.vbd as vbd
 
     monkeypatch.setattr(vbd, "CLUSTER_SIZE", 4)
@@ -166,6 +167,38 @@ def test_coarse_levels_grow_fourfold_while_a_level_has_many_cells(monkeypatch):
             ca, cb = lev.cluster[sp[:, 0]], lev.cluster[sp[:, 1]]
             inside = np.isin(ca, members) & np.isin(cb, members)
             assert np.all(ca[inside] == cb[inside])
+        rows, leave = lay.springs, lev.leave
+        for i in range(m.vertex_count):
+            mine = rows.entries(i)
+            want = [e for e in range(mine.start, mine.stop) if lev.cluster[rows.other[e]] != lev.cluster[i]]
+            got = leave.entries(i)
+            assert np.array_equal(leave.other[got], rows.other[want])
+            assert np.array_equal(leave.k[got], rows.k[want]) and np.array_equal(leave.limit[got], rows.limit[want])
+        # the rows in the order of the level's vertices
+        assert np.array_equal(leave.row[lev.vertices], np.arange(len(lev.vertices)))
+
+
+def test_each_vertexs_springs_are_a_row_in_the_sweeps_order():
+    """The layout's adjacency: vertex i's row holds each spring at i once, with its other
+    end; the rows run in the order the sweep visits the free vertices, then the pinned ones."""
+    import core.springs.vbd as vbd
+
+    pinned = np.zeros(13 * 13, bool)
+    pinned[[0, 12]] = True
+    m = cotton(12, 1.2, 0.8, pinned=pinned)
+    lay = vbd._Layout(m, 1)
+    sp = np.asarray(m.springs).reshape(-1, 2)
+    rows = lay.springs
+    assert np.array_equal(rows.row[lay.color_vertices], np.arange(len(lay.free)))
+    assert np.array_equal(np.sort(rows.row[m.pinned_index]), np.arange(len(lay.free), m.vertex_count))
+    for i in range(m.vertex_count):
+        mine = rows.entries(i)
+        at = np.flatnonzero((sp[:, 0] == i) | (sp[:, 1] == i))
+        s = lay.adj_spring[mine]
+        assert np.array_equal(np.sort(s), at)
+        assert np.array_equal(rows.other[mine], np.where(sp[s, 0] == i, sp[s, 1], sp[s, 0]))
+        assert np.array_equal(rows.k[mine], m.stiffness[s]) and np.array_equal(rows.rest[mine], m.rest_lengths[s])
+        assert np.all(lay.adj_owner[mine] == i)
 
 
 def test_fast_cloth_never_passes_through_a_thin_plate():

@@ -19,7 +19,7 @@
 #endif
 
 /* Bumped whenever an entry point's arguments change; the loader checks it. */
-#define SINEW_ABI_VERSION 10
+#define SINEW_ABI_VERSION 11
 
 #define SINEW_OK 0
 #define SINEW_E_ARGUMENT (-1) /* an index out of range or a size that does not fit */
@@ -73,21 +73,29 @@ SINEW_API int sinew_collider_query(
 /* The most contact slots a vertex may have (SinewVbdProblem.kslots). */
 #define SINEW_MAX_SLOTS 16
 
+/* The springs each vertex feels, one row of entries per vertex, the rows laid out in the
+ * order a pass visits the vertices (it reads the entries from one end to the other). An
+ * entry is a spring seen from one of its ends. */
+typedef struct SinewVbdSprings {
+    const int64_t *off;      /* (rows+1) the rows' offsets into the entries */
+    const int64_t *row;      /* (n,) each vertex's row */
+    const int64_t *other;    /* (e,) the spring's other end */
+    const double *k;         /* (e,) stiffness N/m */
+    const double *rest;      /* (e,) rest length m */
+    const double *kd;        /* (e,) damping N s/m, along the spring's direction at x_prev */
+    const double *rest_dir;  /* (e,3) the damping's direction where the ends meet at x_prev */
+    const double *limit;     /* (e,) strain-limit length (0 = none) */
+} SinewVbdSprings;
+
 typedef struct SinewVbdProblem {
     int64_t n;              /* vertices */
     double h;               /* step, s */
     const double *x_prev;   /* (n,3) start of the step */
     const double *w;        /* (n,) inertia weight m(1/h^2 + c/h) (+ soft-pin stiffness) */
     const double *y;        /* (n,3) inertial target */
-    const int64_t *adj_off; /* (n+1) CSR over the springs at each vertex: entries e */
-    const int64_t *adj_spring; /* spring index per entry */
-    const int64_t *adj_other;  /* other end per entry */
-    /* the entry's spring, per entry (a vertex's springs side by side in memory): */
-    const double *k;        /* (e,) stiffness N/m */
-    const double *rest;     /* (e,) rest length m */
-    const double *kd;       /* (e,) damping N s/m (along dir0) */
-    const double *dir0;     /* (e,3) spring directions at the start of the step */
-    const double *limit;    /* (e,) strain-limit length (0 = none) */
+    SinewVbdSprings springs; /* every spring at each vertex, the rows in the sweep's order */
+    int64_t elastic;        /* 0: the springs' stiffness and damping are left out (their
+                               strain limits stay), as in an explicit step's contact solve */
     double k_limit;         /* stiffness of the strain-limit term, N/m */
     /* colliders: triangle soup and analytic primitives */
     const double *cv;       /* (nv,3) collider vertices at the end of the step */
@@ -134,7 +142,7 @@ SINEW_API int sinew_vbd_guard(const SinewVbdProblem *pb, double *x, const double
                               int64_t *clipped);
 SINEW_API int sinew_vbd_cluster_sums(const SinewVbdProblem *pb, int64_t nclusters,
                                      const int64_t *cluster_off, const int64_t *cluster_vertices,
-                                     const int64_t *cluster, const uint8_t *interior,
+                                     const int64_t *cluster, const SinewVbdSprings *leave,
                                      const double *x, double *sums);
 SINEW_API int sinew_vbd_translate(const SinewVbdProblem *pb, int64_t nclusters,
                                   const int64_t *cluster_off, const int64_t *cluster_vertices,
@@ -150,7 +158,8 @@ typedef struct SinewVbdStage {
     const int64_t *off;        /* (groups+1) into vertices */
     const int64_t *vertices;
     const int64_t *cluster;    /* (n,) */
-    const uint8_t *interior;   /* (n,) */
+    const SinewVbdSprings *leave; /* the springs leaving each vertex's cluster, the rows in
+                                     the stage's order */
     double *sums;              /* (groups,9) scratch */
     int64_t whole;
     double *terms;             /* (off[groups],9) scratch, when whole */
@@ -173,9 +182,6 @@ SINEW_API int sinew_vbd_carry(int64_t n, const double *x0, int64_t k, const int6
                               const double *slot_distance, int64_t nv, const double *cv0,
                               const double *cdisp, int64_t nt, const int64_t *tris,
                               const uint8_t *closed_tri, const double *radius, double *out);
-SINEW_API int sinew_vbd_directions(int64_t n, const double *x, const int64_t *adj_off,
-                                   const int64_t *adj_other, const double *fallback, int64_t first,
-                                   int64_t last, double *dir);
 SINEW_API int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
                                const double *x, double *force, double *contact_force);
 

@@ -96,23 +96,24 @@ static inline double slot_floor(const SinewVbdProblem *pb, int64_t i, int64_t j,
 
 /* The local force f and Hessian H of vertex i at positions x; the collider normal force
  * summed into cf (may be NULL). Returns the number of contacts in force. Slots out of reach
- * for sure are skipped (slot_floor). With cluster (n,),
- * the springs to vertices of i's own cluster are left out: what i feels when its whole
- * cluster translates (inertia, pins, contact, friction, the springs leaving the cluster);
- * interior (n,), may be NULL, marks the vertices with no spring leaving their cluster. gap
- * (may be NULL) receives thickness_gap's value at x[i], computed on the way. */
-static int assemble(const SinewVbdProblem *pb, int64_t i, const double *x, double *f, double *H,
-                     double *cf, const int64_t *cluster, const uint8_t *interior, double *gap) {
+ * for sure are skipped (slot_floor). The springs are the row of i in sp: every spring at i
+ * (pb->springs), or with cluster (n,) the springs leaving i's cluster, for what i feels when
+ * its whole cluster translates (inertia, pins, contact, friction, the springs leaving the
+ * cluster). gap (may be NULL) receives thickness_gap's value at x[i], computed on the way. */
+static int assemble(const SinewVbdProblem *pb, const SinewVbdSprings *sp, int64_t i, const double *x,
+                    double *f_out, double *H_out, double *cf, const int64_t *cluster, double *gap) {
+    /* (summed in locals and written out at the end: through the pointers, which may alias
+     * the problem's arrays for all the compiler knows, every term was a store and a reload) */
+    double f[3], H[6];
     const double *xi = x + 3 * i, *yi = pb->y + 3 * i, *xpi = pb->x_prev + 3 * i;
     double w = pb->w[i];
     f[0] = -w * (xi[0] - yi[0]); f[1] = -w * (xi[1] - yi[1]); f[2] = -w * (xi[2] - yi[2]);
     H[0] = H[1] = H[2] = w;
     H[3] = H[4] = H[5] = 0.0;
-    double inv_h = 1.0 / pb->h;
-    int64_t e_end = (cluster && interior && interior[i]) ? pb->adj_off[i] : pb->adj_off[i + 1];
-    for (int64_t e = pb->adj_off[i]; e < e_end; ++e) {
-        int64_t o = pb->adj_other[e];
-        if (cluster && cluster[o] == cluster[i]) continue; /* moves with i in its cluster's translation */
+    double inv_h = 1.0 / pb->h, elastic = pb->elastic ? 1.0 : 0.0;
+    int64_t row = sp->row[i];
+    for (int64_t e = sp->off[row]; e < sp->off[row + 1]; ++e) {
+        int64_t o = sp->other[e];
         const double *xo = x + 3 * o;
         double d[3];
         sub3(xi, xo, d);
@@ -120,18 +121,32 @@ static int assemble(const SinewVbdProblem *pb, int64_t i, const double *x, doubl
         if (l > 1e-300) {
             double inv_l = 1.0 / l;
             double u[3] = {d[0] * inv_l, d[1] * inv_l, d[2] * inv_l};
-            spring_term(f, H, u, l, inv_l, pb->k[e], pb->rest[e]);
-            double lim = pb->limit[e];
+            spring_term(f, H, u, l, inv_l, elastic * sp->k[e], sp->rest[e]);
+            double lim = sp->limit[e];
             if (lim > 0.0 && l > lim) spring_term(f, H, u, l, inv_l, pb->k_limit, lim);
         }
-        double kd = pb->kd[e];
+        double kd = elastic * sp->kd[e];
         if (kd > 0.0) {
-            const double *a = pb->dir0 + 3 * e, *xpo = pb->x_prev + 3 * o;
+            /* along the spring's direction u at the step's start, d0/|d0|, its rest direction
+             * where its ends met there (the term is the same for either sign): kd/h (u.rel) u
+             * and kd/h u u^T, taken as kd/h (d0.rel) d0/|d0|^2 and kd/h d0 d0^T/|d0|^2 (one
+             * division, no square root: the divider was the spring loop's bottleneck) */
+            const double *xpo = pb->x_prev + 3 * o;
+            double d0[3];
+            sub3(xpi, xpo, d0);
+            double ll0 = dot3(d0, d0), s;
+            if (ll0 > 1e-24) {
+                s = kd * inv_h / ll0;
+            } else {
+                const double *r = sp->rest_dir + 3 * e;
+                d0[0] = r[0]; d0[1] = r[1]; d0[2] = r[2];
+                s = kd * inv_h;
+            }
             double rel[3] = {(xi[0] - xpi[0]) - (xo[0] - xpo[0]), (xi[1] - xpi[1]) - (xo[1] - xpo[1]),
                              (xi[2] - xpi[2]) - (xo[2] - xpo[2])};
-            double sd = kd * inv_h * dot3(rel, a);
-            f[0] -= sd * a[0]; f[1] -= sd * a[1]; f[2] -= sd * a[2];
-            add_outer(H, a, kd * inv_h);
+            double sd = s * dot3(rel, d0);
+            f[0] -= sd * d0[0]; f[1] -= sd * d0[1]; f[2] -= sd * d0[2];
+            add_outer(H, d0, s);
         }
     }
     /* A cluster's translation moves every vertex of it by the same step, which may carry a
@@ -205,6 +220,8 @@ static int assemble(const SinewVbdProblem *pb, int64_t i, const double *x, doubl
     }
     active += self_terms(pb, i, x, xi, f, H, cluster, &least);
     if (gap) *gap = least;
+    for (int a = 0; a < 3; ++a) f_out[a] = f[a];
+    for (int a = 0; a < 6; ++a) H_out[a] = H[a];
     return active;
 }
 
@@ -217,9 +234,10 @@ static inline int solve3(const double *H, const double *f, double *dx) {
     double scale = a * b * c;
     if (!(det > 1e-12 * scale) || !isfinite(det)) { dx[0] = dx[1] = dx[2] = 0.0; return 0; }
     double c11 = a * c - e * e, c12 = d * e - a * g, c22 = a * b - d * d;
-    dx[0] = (c00 * f[0] + c01 * f[1] + c02 * f[2]) / det;
-    dx[1] = (c01 * f[0] + c11 * f[1] + c12 * f[2]) / det;
-    dx[2] = (c02 * f[0] + c12 * f[1] + c22 * f[2]) / det;
+    double inv = 1.0 / det;
+    dx[0] = (c00 * f[0] + c01 * f[1] + c02 * f[2]) * inv;
+    dx[1] = (c01 * f[0] + c11 * f[1] + c12 * f[2]) * inv;
+    dx[2] = (c02 * f[0] + c12 * f[1] + c22 * f[2]) * inv;
     return 1;
 }
 
@@ -276,7 +294,7 @@ int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *c
             double *xi = x + 3 * i;
             int stopped = 0;
             double f[3], H[6], dx[3], gap;
-            assemble(pb, i, x, f, H, NULL, NULL, NULL, &gap);
+            assemble(pb, &pb->springs, i, x, f, H, NULL, NULL, &gap);
             int touchable = pb->np > 0 || (pb->c_count && pb->c_count[i] > 0)
                             || (pb->inc_off && pb->inc_off[i + 1] > pb->inc_off[i]);
             for (int it = 0; it < LOCAL_NEWTON; ++it) {
@@ -309,7 +327,7 @@ int sinew_vbd_sweep(const SinewVbdProblem *pb, int64_t ncolors, const int64_t *c
                  * alone, before assembling the springs again) */
                 if (isnan(gap1)) gap1 = thickness_gap(pb, i, x, xi, 0);
                 if (gap1 >= 0.0) break;
-                assemble(pb, i, x, f, H, NULL, NULL, NULL, &gap);
+                assemble(pb, &pb->springs, i, x, f, H, NULL, NULL, &gap);
             }
             held += stopped;
         }
@@ -374,32 +392,6 @@ int sinew_vbd_carry(int64_t n, const double *x0, int64_t k, const int64_t *ids, 
     return SINEW_OK;
 }
 
-/* The unit direction of each adjacency entry of vertices first .. last-1 at x (n,3), the
- * spring from its other end to the vertex: dir (adj_off[n],3) rows adj_off[first] ..
- * adj_off[last]-1, or the entry's row of fallback (its rest direction) where the two ends
- * are closer than 1e-12 m (the damping's start directions, dir0: its term is the same for
- * either sign). */
-int sinew_vbd_directions(int64_t n, const double *x, const int64_t *adj_off, const int64_t *adj_other,
-                         const double *fallback, int64_t first, int64_t last, double *dir) {
-    if (first < 0 || last > n || first > last) return SINEW_E_ARGUMENT;
-    for (int64_t i = first; i < last; ++i) {
-        for (int64_t e = adj_off[i]; e < adj_off[i + 1]; ++e) {
-            int64_t o = adj_other[e];
-            if (o < 0 || o >= n) return SINEW_E_ARGUMENT;
-            double d[3];
-            sub3(x + 3 * i, x + 3 * o, d);
-            double l = sqrt(dot3(d, d));
-            double *u = dir + 3 * e;
-            if (l > 1e-12) {
-                u[0] = d[0] / l; u[1] = d[1] / l; u[2] = d[2] / l;
-            } else {
-                u[0] = fallback[3 * e]; u[1] = fallback[3 * e + 1]; u[2] = fallback[3 * e + 2];
-            }
-        }
-    }
-    return SINEW_OK;
-}
-
 /* The force (minus the objective's gradient) on each listed vertex at x, force (m,3), and
  * the collider normal force alone, contact_force (m,3). */
 int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
@@ -410,7 +402,7 @@ int sinew_vbd_forces(const SinewVbdProblem *pb, int64_t m, const int64_t *vertic
         double H[6];
         double *cf = contact_force + 3 * j;
         cf[0] = cf[1] = cf[2] = 0.0;
-        assemble(pb, i, x, force + 3 * j, H, cf, NULL, NULL, NULL);
+        assemble(pb, &pb->springs, i, x, force + 3 * j, H, cf, NULL, NULL);
     }
     return SINEW_OK;
 }
@@ -458,14 +450,14 @@ int sinew_vbd_push_out(const SinewVbdProblem *pb, int64_t m, const int64_t *vert
 }
 
 /* What each of the m listed vertices adds to its cluster's sums at x, terms (m,9): f (3)
- * and H (xx, yy, zz, xy, xz, yz), the springs inside its cluster left out (assemble). */
+ * and H (xx, yy, zz, xy, xz, yz), with the springs leaving its cluster only (assemble). */
 static int cluster_terms(const SinewVbdProblem *pb, int64_t m, const int64_t *vertices,
-                         const int64_t *cluster, const uint8_t *interior, const double *x,
+                         const int64_t *cluster, const SinewVbdSprings *leave, const double *x,
                          double *terms) {
     for (int64_t j = 0; j < m; ++j) {
         int64_t i = vertices[j];
         if (i < 0 || i >= pb->n || cluster[i] < 0) return SINEW_E_ARGUMENT;
-        assemble(pb, i, x, terms + 9 * j, terms + 9 * j + 3, NULL, cluster, interior, NULL);
+        assemble(pb, leave, i, x, terms + 9 * j, terms + 9 * j + 3, NULL, cluster, NULL);
     }
     return SINEW_OK;
 }
@@ -480,19 +472,19 @@ static int cluster_terms(const SinewVbdProblem *pb, int64_t m, const int64_t *ve
  *
  * sinew_vbd_cluster_sums: for each of nclusters groups of vertices (cluster_off
  * (nclusters+1) into cluster_vertices), sums (nclusters, 9) receives sum f (3) and sum H (xx,
- * yy, zz, xy, xz, yz) at x; cluster (n,) gives every vertex's cluster (-1 for pinned ones:
- * springs to a vertex of the same cluster are left out); interior (n,), may be NULL, marks
- * vertices whose springs all stay in their cluster (their springs are not visited). A group
- * may be a whole cluster or a part of one (the caller adds the parts). */
+ * yy, zz, xy, xz, yz) at x; cluster (n,) gives every vertex's cluster (-1 for pinned ones),
+ * and leave the springs at each vertex whose other end is not in its cluster: the springs a
+ * translation of the cluster stretches. A group may be a whole cluster or a part of one (the
+ * caller adds the parts). */
 int sinew_vbd_cluster_sums(const SinewVbdProblem *pb, int64_t nclusters, const int64_t *cluster_off,
                            const int64_t *cluster_vertices, const int64_t *cluster,
-                           const uint8_t *interior, const double *x, double *sums) {
+                           const SinewVbdSprings *leave, const double *x, double *sums) {
     for (int64_t c = 0; c < nclusters; ++c) {
         double *S = sums + 9 * c;
         for (int a = 0; a < 9; ++a) S[a] = 0.0;
         for (int64_t j = cluster_off[c]; j < cluster_off[c + 1]; ++j) {
             double fH[9];
-            int status = cluster_terms(pb, 1, cluster_vertices + j, cluster, interior, x, fH);
+            int status = cluster_terms(pb, 1, cluster_vertices + j, cluster, leave, x, fH);
             if (status != SINEW_OK) return status;
             for (int a = 0; a < 9; ++a) S[a] += fH[a];
         }
@@ -570,7 +562,7 @@ int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t th
             if (!st->whole) {
                 team_share(st->groups, thread, T, &lo, &hi);
                 status = sinew_vbd_cluster_sums(pb, hi - lo, st->off + lo, st->vertices, st->cluster,
-                                                st->interior, x, st->sums + 9 * lo);
+                                                st->leave, x, st->sums + 9 * lo);
                 if (status != SINEW_OK) team_fail(team, status);
                 if ((status = team_wait(team)) != 0) return status;
                 status = sinew_vbd_translate(pb, hi - lo, st->off + lo, st->vertices, st->sums + 9 * lo,
@@ -582,7 +574,7 @@ int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t th
             }
             int64_t first = st->off[0], count = st->off[st->groups] - first;
             team_share(count, thread, T, &lo, &hi);
-            status = cluster_terms(pb, hi - lo, st->vertices + first + lo, st->cluster, st->interior, x,
+            status = cluster_terms(pb, hi - lo, st->vertices + first + lo, st->cluster, st->leave, x,
                                    st->terms + 9 * lo);
             if (status != SINEW_OK) team_fail(team, status);
             if ((status = team_wait(team)) != 0) return status;
