@@ -28,17 +28,6 @@ static inline void add_outer(double *H, const double *u, double s) {
 }
 static inline void add_identity(double *H, double s) { H[0] += s; H[1] += s; H[2] += s; }
 
-/* A spring of length l along unit u with stiffness k and rest length L: force on the vertex
- * (f -= k (l - L) u) and the projected Hessian k [u u^T + max(0, 1 - L/l)(I - u u^T)]. */
-static inline void spring_term(double *f, double *H, const double *u, double l, double inv_l,
-                               double k, double L) {
-    double fs = k * (l - L);
-    f[0] -= fs * u[0]; f[1] -= fs * u[1]; f[2] -= fs * u[2];
-    double t = l > L ? k * (1.0 - L * inv_l) : 0.0;
-    add_outer(H, u, k - t);
-    add_identity(H, t);
-}
-
 /* Contact of normal direction dir at signed distance sd against radius r, with Coulomb
  * coefficient mu and the collider's displacement over the step at the contact point (disp,
  * may be NULL). Adds to f and H; the normal force to cf (may be NULL). */
@@ -77,6 +66,76 @@ static inline int contact_term(const SinewVbdProblem *pb, int64_t i, const doubl
     return 1;
 }
 
+/* Entries a spring pass takes at a time: gathered first, then their terms worked out in a
+ * loop with no branch and no gather (which the compiler turns into paired SIMD arithmetic:
+ * the square roots and divisions, one each per spring, bound the pass), then summed. */
+#define SPRING_CHUNK 16
+
+/* Adds the terms of the springs of entries first .. last-1 of sp at vertex i (at xi, xpi at
+ * the step's start; the other ends at x) to f and H: per spring of length l along u = d/l
+ * (d = x_i - x_o), stiffness k and rest length L, the force -k (l - L) u and the projected
+ * Hessian k [u u^T + max(0, 1 - L/l)(I - u u^T)] (the compressive term dropped, seed 004),
+ * taken as -c d with c = k (1 - L/l) and (k - t)/l^2 d d^T + t I with t = max(c, 0); the
+ * same with k_limit past the strain-limit length; and the damping kd/h (u0 . rel) u0 along
+ * the spring's direction at the step's start u0 = d0/|d0| (rel = d - d0: the two ends'
+ * relative move over the step), taken as
+ * kd/h (d0 . rel) d0/|d0|^2 and kd/h d0 d0^T/|d0|^2 (no square root), u0 the entry's rest
+ * direction where the ends met there (the term is the same for either sign). Without
+ * pb->elastic only the strain-limit terms. */
+static inline void spring_sums(const SinewVbdProblem *pb, const SinewVbdSprings *sp, int64_t first,
+                               int64_t last, const double *xi, const double *xpi, const double *x,
+                               double *f, double *H) {
+    double elastic = pb->elastic ? 1.0 : 0.0, kd_h = elastic / pb->h, kl = pb->k_limit;
+    double dx[SPRING_CHUNK], dy[SPRING_CHUNK], dz[SPRING_CHUNK], ex[SPRING_CHUNK], ey[SPRING_CHUNK],
+        ez[SPRING_CHUNK], ll0[SPRING_CHUNK], rx[SPRING_CHUNK], ry[SPRING_CHUNK], rz[SPRING_CHUNK],
+        c[SPRING_CHUNK], a[SPRING_CHUNK], t[SPRING_CHUNK], s[SPRING_CHUNK], sd[SPRING_CHUNK];
+    for (int64_t base = first; base < last; base += SPRING_CHUNK) {
+        int m = last - base < SPRING_CHUNK ? (int)(last - base) : SPRING_CHUNK;
+        const double *k = sp->k + base, *L = sp->rest + base, *lim = sp->limit + base, *kd = sp->kd + base;
+        for (int j = 0; j < m; ++j) {
+            int64_t o = sp->other[base + j];
+            const double *xo = x + 3 * o, *xpo = pb->x_prev + 3 * o;
+            dx[j] = xi[0] - xo[0]; dy[j] = xi[1] - xo[1]; dz[j] = xi[2] - xo[2];
+            ex[j] = xpi[0] - xpo[0]; ey[j] = xpi[1] - xpo[1]; ez[j] = xpi[2] - xpo[2];
+            rx[j] = dx[j] - ex[j]; ry[j] = dy[j] - ey[j]; rz[j] = dz[j] - ez[j];
+            ll0[j] = ex[j] * ex[j] + ey[j] * ey[j] + ez[j] * ez[j];
+            if (!(ll0[j] > 1e-24)) { /* the ends met at the step's start */
+                const double *r = sp->rest_dir + 3 * (base + j);
+                ex[j] = r[0]; ey[j] = r[1]; ez[j] = r[2];
+                ll0[j] = 1.0;
+            }
+        }
+        for (int j = 0; j < m; ++j) {
+            double ll = dx[j] * dx[j] + dy[j] * dy[j] + dz[j] * dz[j];
+            double l = sqrt(ll);
+            int on = l > 1e-300;
+            double inv = 1.0 / (on ? l : 1.0);
+            double kj = elastic * k[j];
+            double cj = on ? kj * (1.0 - L[j] * inv) : 0.0;
+            double tj = l > L[j] ? cj : 0.0;
+            double aj = on ? (kj - tj) * inv * inv : 0.0;
+            int past = on && lim[j] > 0.0 && l > lim[j];
+            double c2 = past ? kl * (1.0 - lim[j] * inv) : 0.0;
+            c[j] = cj + c2;
+            t[j] = tj + c2;
+            a[j] = aj + (past ? (kl - c2) * inv * inv : 0.0);
+            s[j] = kd_h * kd[j] / ll0[j];
+            sd[j] = s[j] * (rx[j] * ex[j] + ry[j] * ey[j] + rz[j] * ez[j]);
+        }
+        for (int j = 0; j < m; ++j) {
+            f[0] -= c[j] * dx[j] + sd[j] * ex[j];
+            f[1] -= c[j] * dy[j] + sd[j] * ey[j];
+            f[2] -= c[j] * dz[j] + sd[j] * ez[j];
+            H[0] += a[j] * dx[j] * dx[j] + s[j] * ex[j] * ex[j] + t[j];
+            H[1] += a[j] * dy[j] * dy[j] + s[j] * ey[j] * ey[j] + t[j];
+            H[2] += a[j] * dz[j] * dz[j] + s[j] * ez[j] * ez[j] + t[j];
+            H[3] += a[j] * dx[j] * dy[j] + s[j] * ex[j] * ey[j];
+            H[4] += a[j] * dx[j] * dz[j] + s[j] * ex[j] * ez[j];
+            H[5] += a[j] * dy[j] * dz[j] + s[j] * ey[j] * ez[j];
+        }
+    }
+}
+
 /* A lower bound of slot j's (sd - r) for vertex i at p, from the slot's distance at detection
  * and how far i has moved from its anchor since (moved, computed on first use; negative until
  * then), or -1 when there is none to give (no slot distances, or i was inside a collider at
@@ -110,45 +169,8 @@ static int assemble(const SinewVbdProblem *pb, const SinewVbdSprings *sp, int64_
     f[0] = -w * (xi[0] - yi[0]); f[1] = -w * (xi[1] - yi[1]); f[2] = -w * (xi[2] - yi[2]);
     H[0] = H[1] = H[2] = w;
     H[3] = H[4] = H[5] = 0.0;
-    double inv_h = 1.0 / pb->h, elastic = pb->elastic ? 1.0 : 0.0;
     int64_t row = sp->row[i];
-    for (int64_t e = sp->off[row]; e < sp->off[row + 1]; ++e) {
-        int64_t o = sp->other[e];
-        const double *xo = x + 3 * o;
-        double d[3];
-        sub3(xi, xo, d);
-        double l = sqrt(dot3(d, d));
-        if (l > 1e-300) {
-            double inv_l = 1.0 / l;
-            double u[3] = {d[0] * inv_l, d[1] * inv_l, d[2] * inv_l};
-            spring_term(f, H, u, l, inv_l, elastic * sp->k[e], sp->rest[e]);
-            double lim = sp->limit[e];
-            if (lim > 0.0 && l > lim) spring_term(f, H, u, l, inv_l, pb->k_limit, lim);
-        }
-        double kd = elastic * sp->kd[e];
-        if (kd > 0.0) {
-            /* along the spring's direction u at the step's start, d0/|d0|, its rest direction
-             * where its ends met there (the term is the same for either sign): kd/h (u.rel) u
-             * and kd/h u u^T, taken as kd/h (d0.rel) d0/|d0|^2 and kd/h d0 d0^T/|d0|^2 (one
-             * division, no square root: the divider was the spring loop's bottleneck) */
-            const double *xpo = pb->x_prev + 3 * o;
-            double d0[3];
-            sub3(xpi, xpo, d0);
-            double ll0 = dot3(d0, d0), s;
-            if (ll0 > 1e-24) {
-                s = kd * inv_h / ll0;
-            } else {
-                const double *r = sp->rest_dir + 3 * e;
-                d0[0] = r[0]; d0[1] = r[1]; d0[2] = r[2];
-                s = kd * inv_h;
-            }
-            double rel[3] = {(xi[0] - xpi[0]) - (xo[0] - xpo[0]), (xi[1] - xpi[1]) - (xo[1] - xpo[1]),
-                             (xi[2] - xpi[2]) - (xo[2] - xpo[2])};
-            double sd = s * dot3(rel, d0);
-            f[0] -= sd * d0[0]; f[1] -= sd * d0[1]; f[2] -= sd * d0[2];
-            add_outer(H, d0, s);
-        }
-    }
+    spring_sums(pb, sp, sp->off[row], sp->off[row + 1], xi, xpi, x, f, H);
     /* A cluster's translation moves every vertex of it by the same step, which may carry a
      * vertex just outside a thickness deep into it (no contact term in the sums stops it:
      * the sweep's cut at the edge is per vertex), and the next sweep out again: a
