@@ -19,16 +19,30 @@
 /* Fraction of the way to a surface a stopped move goes. */
 #define GUARD_STOP 0.9
 
+/* m: a path whose ends are both farther than this on one side of a triangle's plane does
+ * not meet the triangle (tested before the segment test). */
+#define GUARD_SIDE 1e-12
+
 /* The first fraction of the straight path from vertex i's anchor to p at which it meets a
  * listed collider triangle or a primitive, or -1 when it meets none. Slots farther from the
- * anchor than reach (their distance at detection) cannot be met and are skipped. */
+ * anchor than reach (their distance at detection) cannot be met and are skipped, and so are
+ * triangles whose plane (with the precomputed normals) has both ends on one side. */
 static inline double collider_first(const SinewVbdProblem *pb, int64_t i, const double *p, double reach) {
     const double *an = pb->anchor + 3 * i;
     double first = -1.0;
     int64_t nc = pb->c_count ? pb->c_count[i] : 0;
     for (int64_t j = 0; j < nc; ++j) {
         if (pb->c_dist && pb->c_dist[pb->kslots * i + j] > reach) continue;
-        const int64_t *tv = pb->tris + 3 * pb->c_id[pb->kslots * i + j];
+        int64_t tri = pb->c_id[pb->kslots * i + j];
+        const int64_t *tv = pb->tris + 3 * tri;
+        if (pb->tri_normal) {
+            const double *nrm = pb->tri_normal + 3 * tri, *a = pb->cv + 3 * tv[0];
+            double ra[3], rb[3];
+            sub3(an, a, ra);
+            sub3(p, a, rb);
+            double sa = dot3(ra, nrm), sb = dot3(rb, nrm);
+            if ((sa > GUARD_SIDE && sb > GUARD_SIDE) || (sa < -GUARD_SIDE && sb < -GUARD_SIDE)) continue;
+        }
         double t = segment_triangle(an, p, pb->cv + 3 * tv[0], pb->cv + 3 * tv[1], pb->cv + 3 * tv[2]);
         if (t >= 0.0 && (first < 0.0 || t < first)) first = t;
     }
@@ -39,14 +53,22 @@ static inline double collider_first(const SinewVbdProblem *pb, int64_t i, const 
     return first;
 }
 
-/* Clips p to the ball of radius b about an (along the line to an); returns 1 when it did. */
-static inline int clip_to_ball(const double *an, double b, double *p) {
+/* Clips p to the ball of radius b about an (along the line to an); returns 1 when it did.
+ * length (may be NULL) receives p's distance from an, after the clip. */
+static inline int clip_to_ball(const double *an, double b, double *p, double *length) {
     double r[3];
     sub3(p, an, r);
     double l = sqrt(dot3(r, r));
-    if (!(l > b)) return 0;
+    if (!(l > b)) {
+        if (length) *length = l;
+        return 0;
+    }
     double s = b / l;
     p[0] = an[0] + s * r[0]; p[1] = an[1] + s * r[1]; p[2] = an[2] + s * r[2];
+    if (length) {
+        sub3(p, an, r);
+        *length = sqrt(dot3(r, r));
+    }
     return 1;
 }
 
@@ -60,14 +82,12 @@ static inline int clip_to_ball(const double *an, double b, double *p) {
 static inline int guard_move(const SinewVbdProblem *pb, int64_t i, const double *x, double *nx) {
     int held = 0;
     int selfish = pb->self_r > 0.0 && pb->inc_off && pb->self_bound;
-    if (selfish) held |= clip_to_ball(pb->self_anchor + 3 * i, pb->self_bound[i], nx);
+    if (selfish) held |= clip_to_ball(pb->self_anchor + 3 * i, pb->self_bound[i], nx, NULL);
     double b = pb->bound[i];
     if (isfinite(b)) {
         const double *an = pb->anchor + 3 * i;
-        double r[3];
-        held |= clip_to_ball(an, b, nx);
-        sub3(nx, an, r);
-        double l = sqrt(dot3(r, r));
+        double r[3], l;
+        held |= clip_to_ball(an, b, nx, &l);
         /* the move's length from the anchor: a slot triangle farther from the anchor than
          * that (its distance at detection) cannot be reached */
         double t = collider_first(pb, i, nx, l);
