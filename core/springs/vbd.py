@@ -210,7 +210,7 @@ def _level(cluster: np.ndarray, springs: np.ndarray, rows: kernels.SpringRows, o
     visit = np.r_[vertices, np.flatnonzero(cluster < 0)].astype(np.int64)
     place = np.empty(n, np.int64)
     place[visit] = np.arange(n)
-    out = np.flatnonzero(cluster[owner] != cluster[rows.other])
+    out = np.flatnonzero((cluster[owner] >= 0) & (cluster[owner] != cluster[rows.other]))
     out = out[np.argsort(place[owner[out]], kind="stable")]
     leave = kernels.SpringRows(
         n, np.r_[0, np.cumsum(np.bincount(place[owner[out]], minlength=n))], place, rows.other[out],
