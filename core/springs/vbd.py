@@ -66,7 +66,7 @@ from .. import kernels
 from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, force_scale, pin_targets, split_targets
 from .detection import ColliderSoup, Contacts, SelfDetection, SelfPairs, split_near
-from .fast import LocalGlobal, _Anderson
+from .fast import LocalGlobal
 from .model import Model, State
 from .proximity import points_box
 from .selfcollision import SelfCollision, _closest
@@ -534,14 +534,6 @@ class VertexBlockDescent(Integrator):
     global_start : int, optional
         Local/global iterations of the start of pinned cloth, hard or soft pins (default
         :data:`GLOBAL_START`; 0: VBD's own start for all cloth).
-    acceleration : {"NONE", "ANDERSON"}
-        ``"ANDERSON"``: the iterations (each a sweep and the coarse correction, a map
-        ``G``) are Anderson-accelerated (``fast._Anderson``, memory ``memory``), each
-        extrapolated iterate moved through the guard, so it stays penetration-free; not with
-        self-contact (its iterations stay plain). The iterations then run one call at a time.
-        Off by default (docs/CONTACT.md, *Anderson acceleration of the iterations*).
-    memory : int
-        Anderson's memory (the last differences it combines).
     """
 
     name = "VBD"
@@ -556,14 +548,7 @@ class VertexBlockDescent(Integrator):
     contact_inside = True
 
     def __init__(self, tolerance: float | None = None, check_every: int = 0,
-                 threads: int | None = None, global_start: int | None = None,
-                 acceleration: str = "NONE", memory: int = 5) -> None:
-        if acceleration not in ("NONE", "ANDERSON"):
-            raise ValueError(f"acceleration must be 'NONE' or 'ANDERSON', got {acceleration!r}")
-        if int(memory) < 1:
-            raise ValueError(f"memory must be at least 1, got {memory!r}")
-        self.acceleration = acceleration
-        self.memory = int(memory)
+                 threads: int | None = None, global_start: int | None = None) -> None:
         self.tolerance = CONVERGENCE_RTOL if tolerance is None else float(tolerance)
         self.global_start = GLOBAL_START if global_start is None else max(int(global_start), 0)
         self._local_global: LocalGlobal | None = None
@@ -885,27 +870,11 @@ class VertexBlockDescent(Integrator):
         scale = force_scale(model, r0)
         r = r0
         its = 0
-        free = lay.free
-        aa = _Anderson(self.memory, (m, 3)) if self.acceleration == "ANDERSON" and own is None and m else None
-        target = np.empty_like(x) if aa is not None else None
         while its < iterations:
             chunk = iterations - its
             if self.check_every:
                 chunk = min(chunk, self.check_every - its % self.check_every)
-            if aa is not None:  # one iteration, then Anderson's iterate through the guard
-                before = x.take(free, axis=0)
-                its += run(1)
-                if not held[0]:
-                    after = x.take(free, axis=0)
-                    guess, _ = aa.extrapolate(after, after - before, None)
-                    if guess is not after:
-                        np.copyto(target, x)
-                        target[free] = guess
-                        lib.sinew_vbd_guard(pb.struct, ptr, target.ctypes.data, held.ctypes.data)
-                if held[0]:
-                    aa.clear()  # (detection again below: another map from here)
-            else:
-                its += run(chunk)
+            its += run(chunk)
             if held[0] and own is not None:
                 own.again(x)
             if held[0] and soup is not None:  # (every thread wrote the same count)
