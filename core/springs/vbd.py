@@ -336,19 +336,19 @@ class _Layout:
         limit = np.zeros(s)
         if model.max_stretch > 0:
             limit[:e] = (1.0 + model.max_stretch) * model.rest_lengths[:e]
-        self.limit = limit
         # the springs at each vertex, a row each, the rows in the sweep's visiting order (then
         # the pinned vertices): a sweep reads them from one end to the other
         rows = np.r_[self.color_vertices, model.pinned_index].astype(np.int64)
         count = np.diff(vertex_off)[rows]
         row = np.empty(n, np.int64)
         row[rows] = np.arange(n)
-        entry = by_end[np.repeat(vertex_off[rows] - np.r_[0, np.cumsum(count)][:-1], count) + np.arange(2 * s)]
+        row_off = np.r_[0, np.cumsum(count)]
+        entry = by_end[np.repeat(vertex_off[rows] - row_off[:-1], count) + np.arange(2 * s)]
         #: each entry's spring and vertex
         self.adj_spring = ids[entry]
         self.adj_owner = np.repeat(rows, count)
         self.springs = kernels.SpringRows(
-            n, np.r_[0, np.cumsum(count)], row, others[entry], model.stiffness[self.adj_spring],
+            n, row_off, row, others[entry], model.stiffness[self.adj_spring],
             model.rest_lengths[self.adj_spring], np.broadcast_to(model.damping, (s,))[self.adj_spring],
             model.rest_directions[self.adj_spring], limit[self.adj_spring])
         self.levels = _clusters(model, self.free, self.springs, self.adj_owner)
