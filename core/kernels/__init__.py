@@ -31,13 +31,17 @@ import numpy as np
 from ..errors import SinewError
 
 __all__ = ["ABI_VERSION", "KernelsMissing", "library", "platform_tag", "library_path", "array",
-           "address", "SpringRows", "VbdProblem", "VbdStage", "VbdSweep", "check_status", "Workers", "block",
+           "address", "Anderson", "SpringRows", "VbdProblem", "VbdStage", "VbdSweep", "check_status", "Workers", "block",
            "thread_count"]
 
 #: Must equal ``SINEW_ABI_VERSION`` in ``src/sinew_kernels.h``.
-ABI_VERSION = 11
+ABI_VERSION = 12
 #: The most contact slots per vertex the kernels take (``SINEW_MAX_SLOTS`` in src/sinew_kernels.h).
 MAX_SLOTS = 16
+#: The most differences an Anderson history holds (``SINEW_ANDERSON_MEMORY``).
+ANDERSON_MEMORY = 16
+#: Entries per block of Anderson's dot products (``SINEW_ANDERSON_BLOCK``).
+ANDERSON_BLOCK = 768
 #: The most threads used by default (a sweep's phase has at most 8 slabs: ``vbd._MAX_SLABS``).
 MAX_THREADS = 8
 
@@ -106,6 +110,74 @@ class VbdStage(ctypes.Structure):
     ]
 
 
+class AndersonStruct(ctypes.Structure):
+    """``SinewAnderson`` of ``src/sinew_kernels.h``, field for field."""
+
+    _fields_ = [("size", _I64), ("memory", _I64), ("state", _P), ("move", _P), ("hist_f", _P),
+                ("hist_g", _P), ("gram", _P), ("last", _P), ("before", _P), ("partial", _P)]
+
+
+class Anderson:
+    """Anderson acceleration of a fixed-point iteration ``x ← G(x)`` on iterates of
+    ``shape`` (``src/anderson.h``: Anderson 1965; Walker & Ni 2011), its history in arrays
+    held here, memory ``memory`` (1 to :data:`ANDERSON_MEMORY`). :meth:`extrapolate` takes
+    one iterate (``sinew_anderson``: FAST's local/global iterations); VBD's iterations run
+    the same method inside ``sinew_vbd_iterate``, given :attr:`struct`.
+
+    With ``fₖ = G(xₖ) − xₖ`` and the last ``m`` differences ``ΔFᵢ = fᵢ₊₁ − fᵢ``,
+    ``ΔGᵢ = G(xᵢ₊₁) − G(xᵢ)``, the next iterate is ``xₖ₊₁ = G(xₖ) − Σᵢ γᵢ ΔGᵢ`` with ``γ``
+    minimising ``‖fₖ − Σᵢ γᵢ ΔFᵢ‖`` (an ``m × m`` normal-equation solve, slightly
+    regularised). A second vector may be combined with the same weights (FAST's ``S G(x)``,
+    which ``S xₖ₊₁`` follows from without a product)."""
+
+    def __init__(self, memory: int, shape: tuple[int, ...]) -> None:
+        if not 1 <= int(memory) <= ANDERSON_MEMORY:
+            raise ValueError(f"Anderson's memory must be 1 to {ANDERSON_MEMORY}, got {memory!r}")
+        self.memory = int(memory)
+        self.shape = tuple(int(s) for s in shape)
+        size = int(np.prod(self.shape))
+        self.size = size
+        self.state = np.zeros(2, np.int64)
+        self.move = np.full(1, np.inf)
+        self.hist_f = np.empty((self.memory, size))
+        self.hist_g = np.empty((self.memory, 2, size))
+        self.gram = np.zeros((self.memory, self.memory))
+        self.last = np.empty((3, size))
+        self.before = np.empty(size)
+        self.partial = np.empty((-(-size // ANDERSON_BLOCK), 1 + 2 * ANDERSON_MEMORY))
+        self.struct = AndersonStruct(size, self.memory, *(a.ctypes.data for a in (
+            self.state, self.move, self.hist_f, self.hist_g, self.gram, self.last, self.before, self.partial)))
+        self._kernel = library().sinew_anderson
+
+    def clear(self) -> None:
+        """Restarts the history: the next iterate is not extrapolated."""
+        self.state[0] = 0
+        self.move[0] = np.inf
+
+    def _flat(self, a: np.ndarray, name: str) -> np.ndarray:
+        v = a.ravel(order="F")  # (no copy for the callers' Fortran-ordered or (N, 1) arrays)
+        if v.dtype != np.float64 or v.size != self.size or not v.flags.c_contiguous:
+            raise SinewError(f"Anderson's {name} must be {self.shape} float64, got {a.shape} {a.dtype}")
+        return v
+
+    def extrapolate(self, g: np.ndarray, f: np.ndarray,
+                    sg: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Records ``G(xₖ)``, ``fₖ`` and ``S G(xₖ)`` (or ``None``, then on every call), each
+        of :attr:`shape`; returns ``(xₖ₊₁, S xₖ₊₁)``, Fortran-ordered, or ``(g, sg)``
+        themselves where there is nothing to extrapolate from (the first call since
+        :meth:`clear`, or weights that are not finite). The kernel copies what it keeps."""
+        gv, fv = self._flat(g, "G(x)"), self._flat(f, "f")
+        sv = None if sg is None else self._flat(sg, "S G(x)")
+        x = np.empty(self.size)
+        sx = None if sv is None else np.empty(self.size)
+        done = check_status(self._kernel(
+            ctypes.addressof(self.struct), gv.ctypes.data, fv.ctypes.data, address(sv), x.ctypes.data,
+            address(sx)), "Anderson")
+        if not done:
+            return g, sg
+        return x.reshape(self.shape, order="F"), None if sx is None else sx.reshape(self.shape, order="F")
+
+
 class VbdSweep(ctypes.Structure):
     """``SinewVbdSweep`` of ``src/sinew_kernels.h``, field for field."""
 
@@ -132,12 +204,13 @@ _SIGNATURES = {
     "sinew_vbd_guard": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _P, _P, _P]),
     "sinew_vbd_cluster_sums": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P, _P]),
     "sinew_vbd_translate": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P, _P, _P]),
-    "sinew_vbd_iterate": (_I64, [ctypes.POINTER(_VbdStruct), _P, _I64, _I64, _P, _P, _I64, _P, _I64, _P, _P]),
+    "sinew_vbd_iterate": (_I64, [ctypes.POINTER(_VbdStruct), _P, _I64, _I64, _P, _P, _I64, _P, _P, _I64, _P, _P]),
     "sinew_vbd_forces": (ctypes.c_int, [ctypes.POINTER(_VbdStruct), _I64, _P, _P, _P, _P]),
     "sinew_vbd_carry": (ctypes.c_int, [_I64, _P, _I64, _P, _P, _P, _P, _I64, _P, _P, _I64, _P, _P, _P, _P]),
     "sinew_self_query": (_I64, [_I64, _P, _P, _F64, _F64, _I64, _P, _I64, _P, _F64, _I64, _P, _P, _P, _P,
                                 _P, _P, _P, _P, _P, _P, _P, _P, _P, _I64, _I64, _I64, _P, _P, _P]),
     "sinew_crossing_pairs": (_I64, [_I64, _P, _I64, _P, _F64, _I64, _P, _P, _I64, _P, _P, _P, _P, _I64, _P]),
+    "sinew_anderson": (ctypes.c_int, [_P, _P, _P, _P, _P, _P]),
     "sinew_fast_local": (ctypes.c_int, [_I64, _I64, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P]),
     "sinew_strain_project": (_I64, [_P, _I64, _I64, _I64, _P, _P, _P, _I64, _P, _I64, _F64,
                                     ctypes.POINTER(_VbdStruct), _P]),

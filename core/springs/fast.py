@@ -26,7 +26,7 @@ transverse part ``T = Σ k_d (I − ûûᵀ)`` lagged by one iteration on the
 right-hand side. ``T ≤ L_d ⊗ I < W + L_k + L_d/h`` so the lagged iteration
 converges, to the same minimiser as NEWTON.
 
-Anderson acceleration (:class:`_Anderson`): each iterate extrapolates from the
+Anderson acceleration (:class:`~core.kernels.Anderson`): each iterate extrapolates from the
 last ``memory`` local/global iterates; an extrapolated iterate that increases
 ``g`` (evaluated with the local step's spring lengths at no extra pass) is
 replaced by the plain one and the history restarts (Peng 2018 §3.2), so it never
@@ -64,7 +64,6 @@ iterations unless given.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,7 +74,7 @@ from .. import kernels
 from ..errors import SinewError
 from . import forces as F
 from .base import CONVERGENCE_RTOL, Integrator, Objective, StepInfo, converged, force_scale, pin_targets, split_targets
-from .linsolve import FactorCache, SpringLaplacian, dot_for, matvec_add, product, solve_dense
+from .linsolve import FactorCache, SpringLaplacian, dot_for, matvec_add, product
 from .model import Model, State
 
 __all__ = ["LocalGlobal"]
@@ -189,89 +188,6 @@ class _Prefactored(SpringLaplacian):
         return out
 
 
-class _Anderson:
-    """Anderson acceleration (Anderson 1965; Walker & Ni 2011 "Anderson Acceleration for
-    Fixed-Point Iterations"; for local/global solvers Peng et al. 2018 "Anderson
-    Acceleration for Geometry Optimization and Physics Simulation") of the fixed-point map
-    ``G(x) = S⁻¹ b(x)`` (one local/global iteration).
-
-    With ``fₖ = G(xₖ) − xₖ`` and the last ``m`` differences ``ΔFᵢ = fᵢ₊₁ − fᵢ``,
-    ``ΔGᵢ = G(xᵢ₊₁) − G(xᵢ)``, the next iterate is ``xₖ₊₁ = G(xₖ) − Σᵢ γᵢ ΔGᵢ`` with ``γ``
-    minimising ``‖fₖ − Σᵢ γᵢ ΔFᵢ‖`` (an ``m × m`` normal-equation solve, slightly
-    regularised). Being a combination of solves, ``S xₖ₊₁`` follows from the right-hand
-    sides (``S G(xᵢ) = bᵢ``) without a product, as the residual check needs.
-
-    On the presets' 64² hanging sheet it reaches :data:`~.base.CONVERGENCE_RTOL` in ~12
-    iterations where Chebyshev (estimated ``ρ``) needed ~19 and plain iterations ~50; on
-    the demo's flag in wind in ~40 where Chebyshev needed 45–60 (with a hand-picked ``ρ``)
-    and was very sensitive to ``ρ`` (``docs/MATERIAL.md``).
-    """
-
-    def __init__(self, memory: int, shape: tuple[int, int]) -> None:
-        self.memory = memory
-        self.shape = shape
-        size = shape[0] * shape[1]
-        # ring buffers of flattened (column-major) differences: ΔFᵢ, and ΔGᵢ beside S ΔGᵢ
-        # (``d_gs[i, 0]``, ``d_gs[i, 1]``: one product combines both)
-        self.d_f = np.empty((memory, size))
-        self.d_gs = np.empty((memory, 2, size))
-        self.gram = np.zeros((memory, memory))  # ΔFᵢ·ΔFⱼ
-        self._pair = np.empty((2, size))  # fₖ and the newest ΔF, for one product with ΔF
-        self.count = 0
-        self.last: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
-
-    def clear(self) -> None:
-        self.count = 0
-        self.last = None
-
-    def extrapolate(self, g: np.ndarray, f: np.ndarray,
-                    sg: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-        """Record ``G(xₖ)`` ``(f, 3)``, ``fₖ`` and ``S G(xₖ)`` (or ``None``), all
-        Fortran-ordered and not modified afterwards; return ``(xₖ₊₁, S xₖ₊₁)``.
-
-        At 651 vertices numpy's per-call overhead is most of the cost, so the products
-        are grouped: one for the Gram row and ``ΔF·fₖ``, one for ``x`` and ``S x``, and
-        the ``m × m`` system is solved by :func:`~.linsolve.solve_dense`. The products are
-        BLAS's (``matmul``; ``m × 2N`` and ``2 × N``: well under OpenBLAS's thresholds for
-        threads, and measured as fast with both cores busy), 2–3× ``einsum``'s speed."""
-        gv, fv = g.ravel(order="F"), f.ravel(order="F")
-        sv = None if sg is None else sg.ravel(order="F")
-        last, self.last = self.last, (gv, fv, sv)
-        if last is None:
-            return g, sg
-        g0, f0, s0 = last
-        k = self.count % self.memory
-        pair = self._pair
-        np.subtract(fv, f0, out=self.d_f[k])
-        np.subtract(gv, g0, out=self.d_gs[k, 0])
-        both = sv is not None and s0 is not None
-        if both:
-            np.subtract(sv, s0, out=self.d_gs[k, 1])
-        self.count += 1
-        q = min(self.count, self.memory)
-        pair[0] = fv
-        pair[1] = self.d_f[k]
-        dots = self.d_f[:q] @ pair.T  # (q, 2): ΔFᵢ·fₖ, ΔFᵢ·ΔFₖ
-        self.gram[k, :q] = dots[:, 1]
-        self.gram[:q, k] = dots[:, 1]
-        gram = self.gram[:q, :q].copy()
-        gram.flat[::q + 1] += 1e-10 * float(gram.trace()) + 1e-300
-        try:
-            gam = solve_dense(gram, dots[:, 0])
-        except np.linalg.LinAlgError:
-            return g, sg
-        if not math.isfinite(float(gam.sum())):
-            return g, sg
-        cols, rows = self.shape[1], self.shape[0]
-        if both:
-            comb = (gam @ self.d_gs[:q].reshape(q, -1)).reshape(2, -1)
-            x = np.subtract(gv, comb[0], out=comb[0]).reshape(cols, rows).T
-            s = np.subtract(sv, comb[1], out=comb[1]).reshape(cols, rows).T
-            return x, s
-        x = (gv - gam @ self.d_gs[:q, 0]).reshape(cols, rows).T
-        return x, None
-
-
 #: m added to a step's motion when deciding whether a collider is near the cloth.
 _NEAR = 0.05
 
@@ -313,10 +229,11 @@ class LocalGlobal(Integrator):
     ----------
     acceleration : str
         ``'ANDERSON'`` (default): Anderson acceleration of the local/global map
-        (:class:`_Anderson`), Chebyshev in steps near a collider (module docstring);
+        (:class:`~core.kernels.Anderson`), Chebyshev in steps near a collider (module docstring);
         ``'CHEBYSHEV'``: Wang 2015; ``'NONE'``: plain iterations.
     memory : int
-        Anderson: how many earlier iterates the extrapolation combines.
+        Anderson: how many earlier iterates the extrapolation combines (1 to
+        :data:`~core.kernels.ANDERSON_MEMORY`; clamped).
     rho : float, optional
         Spectral radius estimate for Chebyshev; estimated if ``None``.
     gamma : float
@@ -349,7 +266,7 @@ class LocalGlobal(Integrator):
             raise ValueError(f"acceleration must be 'ANDERSON', 'CHEBYSHEV' or 'NONE', got {acceleration!r}")
         self.acceleration = acceleration
         self.chebyshev = acceleration == "CHEBYSHEV"
-        self.memory = max(int(memory), 1)
+        self.memory = min(max(int(memory), 1), kernels.ANDERSON_MEMORY)
         self.rho = rho
         self.gamma = float(gamma)
         self.chebyshev_start = max(int(chebyshev_start), 1)
@@ -496,7 +413,7 @@ class LocalGlobal(Integrator):
         sx_prev = sx
         its = iterations
         best_r, best_x = np.inf, xf  # the iterate with the smallest residual so far
-        aa = _Anderson(self.memory, xf.shape) if self.acceleration == "ANDERSON" and not contact else None
+        aa = kernels.Anderson(self.memory, xf.shape) if self.acceleration == "ANDERSON" and not contact else None
         self.restarts = 0
         pre.want_energy = aa is not None
         if aa is not None:

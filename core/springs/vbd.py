@@ -37,7 +37,12 @@ is swept in slabs (:func:`_slabs`), and a run of iterations is one ``sinew_vbd_i
 call per thread of a team (:meth:`~core.kernels.Workers.team`, ``src/team.h``): the threads
 take blocks of each phase's slabs (the slabs of one parity share no spring) and of each
 coarse stage's groups (the whole cloth's stage: of its vertices), and meet at barriers,
-with the same result as one thread. The iterations start from VBD's adaptive
+with the same result as one thread. Each iteration (the sweep and the coarse correction, a
+map ``G``) is Anderson-accelerated by default (``src/anderson.h``, :class:`~core.kernels.Anderson`,
+inside the same call): the next iterate combines the last few, and moves to it through the
+guard; the history restarts wherever an iteration moves the cloth farther than the one
+before (friction passing from sticking to sliding), and where the guard held a vertex at its
+ball. Not with self-contact. The iterations start from VBD's adaptive
 initialisation (:meth:`VertexBlockDescent._guess`), or for pinned cloth from FAST's
 local/global solve of the step without contact (:meth:`VertexBlockDescent._global_guess`),
 less the velocity along the surface of each vertex resting on a still collider whose
@@ -534,6 +539,17 @@ class VertexBlockDescent(Integrator):
     global_start : int, optional
         Local/global iterations of the start of pinned cloth, hard or soft pins (default
         :data:`GLOBAL_START`; 0: VBD's own start for all cloth).
+    acceleration : {"NONE", "ANDERSON"}
+        ``"ANDERSON"`` (default): the iterations (each a sweep and the coarse correction, a
+        map ``G``) are Anderson-accelerated inside ``sinew_vbd_iterate`` (memory
+        ``memory``), each extrapolated iterate reached through the guard, so it stays
+        penetration-free; Anderson's history restarts wherever an iteration moves the cloth
+        farther than the one before it. Not with self-contact (its iterations stay plain).
+        ``"NONE"``: plain iterations (docs/CONTACT.md, *Anderson acceleration of the
+        iterations*).
+    memory : int
+        Anderson's memory (the last differences it combines), 1 to
+        :data:`~core.kernels.ANDERSON_MEMORY`.
     """
 
     name = "VBD"
@@ -548,7 +564,15 @@ class VertexBlockDescent(Integrator):
     contact_inside = True
 
     def __init__(self, tolerance: float | None = None, check_every: int = 0,
-                 threads: int | None = None, global_start: int | None = None) -> None:
+                 threads: int | None = None, global_start: int | None = None,
+                 acceleration: str = "ANDERSON", memory: int = 5) -> None:
+        if acceleration not in ("NONE", "ANDERSON"):
+            raise ValueError(f"acceleration must be 'NONE' or 'ANDERSON', got {acceleration!r}")
+        if not 1 <= int(memory) <= kernels.ANDERSON_MEMORY:
+            raise ValueError(f"memory must be 1 to {kernels.ANDERSON_MEMORY}, got {memory!r}")
+        self.acceleration = acceleration
+        self.memory = int(memory)
+        self._anderson: kernels.Anderson | None = None
         self.tolerance = CONVERGENCE_RTOL if tolerance is None else float(tolerance)
         self.global_start = GLOBAL_START if global_start is None else max(int(global_start), 0)
         self._local_global: LocalGlobal | None = None
@@ -844,8 +868,16 @@ class VertexBlockDescent(Integrator):
         # (with self-contact a slab's sweep reads vertices another slab's thread moves: one thread)
         threads = 1 if own is not None else lay.threads
         iterate = partial(lib.sinew_vbd_iterate, pb.struct)
+        # Anderson's history (kernels.Anderson), run inside the iterations' kernel; not with
+        # self-contact (its guard reads other vertices' moves)
+        aa = None
+        if self.acceleration == "ANDERSON" and own is None and len(lay.free):
+            if self._anderson is None or self._anderson.size != x.size:
+                self._anderson = kernels.Anderson(self.memory, x.shape)
+            aa = self._anderson
+            aa.clear()
         sweep = (len(lay.phase_off) - 1, lay.phase_off.ctypes.data, ctypes.addressof(lay._sweeps),
-                 lay.stage_count, ctypes.addressof(table))
+                 lay.stage_count, ctypes.addressof(table), None if aa is None else ctypes.addressof(aa.struct))
 
         def run(k: int) -> int:
             return self._workers.team(lambda team, t: iterate(team, t, *sweep, k, ptr, held.ctypes.data + 8 * t),
@@ -885,6 +917,8 @@ class VertexBlockDescent(Integrator):
                 if len(at):
                     reach = np.linalg.norm(x[at] - pb.get("x_prev")[at], axis=1)
                     soup.detect_some(x, at, 1.5 * soup.max_radius + 3.0 * reach + 1e-6, contacts)
+            if held[0] and aa is not None:
+                aa.clear()  # (another map from here)
             if its == iterations or (self.check_every and its % self.check_every == 0):
                 r = residual()
                 history.append(r)

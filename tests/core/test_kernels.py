@@ -1229,6 +1229,26 @@ def _chain_iteration(n=13, seed=0):
     return pb, i64([0, 2, 4]), sweeps, stages, keep
 
 
+def _iteration_by_hand(lib, pb, sweeps, stages, x):
+    """One of sinew_vbd_iterate's iterations on x in place, by the single calls in turn: the
+    slabs' sweeps, then each stage's cluster sums (a whole chain's parts added in order) and
+    translations."""
+    held = np.zeros(1, np.int64)
+    for k in range(len(sweeps)):
+        sw = sweeps[k]
+        assert lib.sinew_vbd_sweep(pb.struct, sw.ncolors, sw.color_off, sw.color_vertices, P(x), P(held)) == 0
+    for st_ in stages:
+        sums = np.zeros((st_.groups, 9))
+        assert lib.sinew_vbd_cluster_sums(pb.struct, st_.groups, st_.off, st_.vertices, st_.cluster,
+                                          st_.leave, P(x), P(sums)) == 0
+        rows = sums
+        if st_.whole:   # (in the kernel's order: part 0, then 1, then 2)
+            rows = c64([sums[0] + sums[1] + sums[2]])
+        every = np.zeros(st_.groups, np.int64)  # (a whole chain's parts: each moves by the total)
+        assert lib.sinew_vbd_translate(pb.struct, st_.groups, st_.off, st_.vertices, P(rows),
+                                       P(every) if st_.whole else None, P(x), P(held)) == 0
+
+
 def test_team_iterations_are_the_stages_in_order_at_any_thread_count(lib):
     """sinew_vbd_iterate on a team of one does what the single calls do in turn (the slabs'
     sweeps, then each stage's cluster sums, the whole chain's parts added in order, and
@@ -1238,33 +1258,84 @@ def test_team_iterations_are_the_stages_in_order_at_any_thread_count(lib):
     x0[0] = pb.get("x_prev")[0]
     # by hand: four iterations of the single calls
     want = c64(x0.copy())
-    held = np.zeros(1, np.int64)
     for _ in range(4):
-        for k in range(4):
-            sw = sweeps[k]
-            assert lib.sinew_vbd_sweep(pb.struct, sw.ncolors, sw.color_off, sw.color_vertices,
-                                       P(want), P(held)) == 0
-        for st_ in stages:
-            sums = np.zeros((st_.groups, 9))
-            assert lib.sinew_vbd_cluster_sums(pb.struct, st_.groups, st_.off, st_.vertices, st_.cluster,
-                                              st_.leave, P(want), P(sums)) == 0
-            rows = sums.sum(axis=0, keepdims=True) if st_.whole else sums
-            if st_.whole:   # (in the kernel's order: part 0, then 1, then 2)
-                rows = c64([sums[0] + sums[1] + sums[2]])
-            every = np.zeros(st_.groups, np.int64)  # (a whole chain's parts: each moves by the total)
-            assert lib.sinew_vbd_translate(pb.struct, st_.groups, st_.off, st_.vertices, P(rows),
-                                           P(every) if st_.whole else None, P(want), P(held)) == 0
+        _iteration_by_hand(lib, pb, sweeps, stages, want)
     assert not np.array_equal(want, x0)
     for threads in (1, 2, 3, 4):
         x = c64(x0.copy())
         clipped = np.zeros(threads, np.int64)
         workers = kernels.Workers(threads)
         done = workers.team(lambda team, t, x=x, clipped=clipped: lib.sinew_vbd_iterate(
-            pb.struct, team, t, 2, P(phase_off), ctypes.addressof(sweeps), 3, ctypes.addressof(stages),
+            pb.struct, team, t, 2, P(phase_off), ctypes.addressof(sweeps), 3, ctypes.addressof(stages), None,
             4, P(x), clipped.ctypes.data + 8 * t), threads, "VBD iterations")
         workers.close()
         assert done == 4 and np.all(clipped == 0)
         assert np.array_equal(x, want), threads
+
+
+@pytest.mark.parametrize("memory", [1, 3])
+def test_team_iterations_with_anderson_are_its_steps_through_the_guard(lib, memory):
+    """sinew_vbd_iterate with an Anderson history: each iteration is the map G (the single
+    calls in turn), then Anderson's step written out in numpy (γ from the regularised normal
+    equations over the last ``memory`` differences of f = G(x) − x; the history restarts
+    where |f| grew) taken through the guard (sinew_vbd_guard); the same at every thread
+    count, bit for bit; refused with self-contact or a history of another size."""
+    pb, phase_off, sweeps, stages, keep = _chain_iteration()
+    n = len(pb.get("x_prev"))
+    x0 = pb.get("x_prev") + [0.01, 0.0, 0.0]
+    x0[0] = pb.get("x_prev")[0]
+    want = c64(x0.copy())
+    fs, gs, last, restarts = [], [], np.inf, 0
+    for _ in range(6):
+        before = want.copy()
+        _iteration_by_hand(lib, pb, sweeps, stages, want)
+        f = (want - before).ravel()
+        size = np.sqrt(f @ f)
+        if size > last or not fs:
+            restarts += bool(fs)
+            fs, gs = [f], [want.ravel().copy()]
+        else:
+            fs, gs = (fs + [f])[-memory - 1:], (gs + [want.ravel().copy()])[-memory - 1:]
+            d_f, d_g = np.diff(fs, axis=0), np.diff(gs, axis=0)
+            gram = d_f @ d_f.T
+            gram += (1e-10 * np.trace(gram) + 1e-300) * np.eye(len(d_f))
+            target = c64((gs[-1] - np.linalg.solve(gram, d_f @ fs[-1]) @ d_g).reshape(n, 3))
+            held = np.zeros(1, np.int64)
+            assert lib.sinew_vbd_guard(pb.struct, P(want), P(target), P(held)) == 0 and held[0] == 0
+        last = size
+    results = []
+    for threads in (1, 2, 3):
+        x = c64(x0.copy())
+        aa = kernels.Anderson(memory, x.shape)
+        clipped = np.zeros(threads, np.int64)
+        workers = kernels.Workers(threads)
+        done = workers.team(lambda team, t, x=x, clipped=clipped, aa=aa: lib.sinew_vbd_iterate(
+            pb.struct, team, t, 2, P(phase_off), ctypes.addressof(sweeps), 3, ctypes.addressof(stages),
+            ctypes.addressof(aa.struct), 6, P(x), clipped.ctypes.data + 8 * t), threads, "VBD iterations")
+        workers.close()
+        assert done == 6 and np.all(clipped == 0)
+        assert np.abs(x - want).max() <= 1e-12 * np.abs(want).max()
+        results.append(x)
+    assert all(np.array_equal(r, results[0]) for r in results)
+    assert not np.allclose(results[0], _plain_iterations(lib, pb, sweeps, stages, x0, 6), atol=1e-12)
+    workers = kernels.Workers(1)
+    for bad, selfish in ((kernels.Anderson(memory, (n + 1, 3)), False), (kernels.Anderson(memory, (n, 3)), True)):
+        if selfish:
+            pb.set(self_r=0.01)
+        x = c64(x0.copy())
+        with pytest.raises(SinewError, match="index out of range"):
+            workers.team(lambda team, t, x=x, bad=bad: lib.sinew_vbd_iterate(
+                pb.struct, team, t, 2, P(phase_off), ctypes.addressof(sweeps), 3, ctypes.addressof(stages),
+                ctypes.addressof(bad.struct), 1, P(x), clipped.ctypes.data), 1, "VBD iterations")
+        assert np.array_equal(x, x0)
+    workers.close()
+
+
+def _plain_iterations(lib, pb, sweeps, stages, x0, count):
+    x = c64(x0.copy())
+    for _ in range(count):
+        _iteration_by_hand(lib, pb, sweeps, stages, x)
+    return x
 
 
 def test_team_found_contended_runs_on_one_thread_for_a_while(lib, monkeypatch):
@@ -1297,7 +1368,7 @@ def test_team_found_contended_runs_on_one_thread_for_a_while(lib, monkeypatch):
             if t == 1 and late:
                 time.sleep(late)
             return lib.sinew_vbd_iterate(pb.struct, team, t, 2, P(phase_off), ctypes.addressof(sweeps), 3,
-                                         ctypes.addressof(stages), 4, P(x), clipped.ctypes.data + 8 * t)
+                                         ctypes.addressof(stages), None, 4, P(x), clipped.ctypes.data + 8 * t)
 
         assert workers.team(call, threads, "VBD iterations") == 4
         return x
@@ -1344,7 +1415,7 @@ def test_team_stops_together_on_a_bad_index_and_on_cancel(lib):
     clipped = np.zeros(2, np.int64)
     with pytest.raises(SinewError, match="index out of range"):
         workers.team(lambda team, t: lib.sinew_vbd_iterate(
-            pb.struct, team, t, 2, P(phase_off), ctypes.addressof(sweeps), 3, ctypes.addressof(stages),
+            pb.struct, team, t, 2, P(phase_off), ctypes.addressof(sweeps), 3, ctypes.addressof(stages), None,
             3, P(x), clipped.ctypes.data + 8 * t), 2, "VBD iterations")
     workers.close()
     # a thread that raises before its call (a Python error in it) cancels the others: thread 0
@@ -1355,7 +1426,7 @@ def test_team_stops_together_on_a_bad_index_and_on_cancel(lib):
         if t == 1:
             raise ValueError("thread 1 never calls")
         return lib.sinew_vbd_iterate(pb.struct, team, t, 2, P(phase_off), ctypes.addressof(sweeps), 3,
-                                     ctypes.addressof(stages), 3, P(x), clipped.ctypes.data)
+                                     ctypes.addressof(stages), None, 3, P(x), clipped.ctypes.data)
 
     with pytest.raises(ValueError, match="never calls"):
         workers.team(broken, 2, "VBD iterations")
@@ -1364,13 +1435,13 @@ def test_team_stops_together_on_a_bad_index_and_on_cancel(lib):
     assert lib.sinew_team_init(team.ctypes.data, 0) == -1
     assert lib.sinew_team_init(team.ctypes.data, 2) == 0
     assert lib.sinew_vbd_iterate(pb.struct, team.ctypes.data, 2, 2, P(phase_off), ctypes.addressof(sweeps),
-                                 3, ctypes.addressof(stages), 1, P(x), P(clipped)) == -1  # no thread 2 of 2
+                                 3, ctypes.addressof(stages), None, 1, P(x), P(clipped)) == -1  # no thread 2 of 2
     assert lib.sinew_team_init(team.ctypes.data, 2) == 0
     result = []
     held = np.zeros(1, np.int64)
     alone = threading.Thread(target=lambda: result.append(lib.sinew_vbd_iterate(
         pb.struct, team.ctypes.data, 0, 2, P(phase_off), ctypes.addressof(sweeps), 3,
-        ctypes.addressof(stages), 1, P(x), P(held))))
+        ctypes.addressof(stages), None, 1, P(x), P(held))))
     alone.start()
     lib.sinew_team_cancel(team.ctypes.data)
     alone.join(timeout=120)
@@ -1688,6 +1759,76 @@ def test_vbd_problem_copy_keeps_the_arrays_and_takes_its_own_step():
     assert np.array_equal(pb.get("w"), np.ones(2)) and pb.struct.w != out.struct.w
     with pytest.raises(SinewError):
         pb.copy(float("nan"))
+
+
+@pytest.mark.parametrize("memory,shape", [(4, (17, 3)), (1, (5, 1)), (3, (700, 3))])
+def test_anderson_against_its_formula(memory, shape):
+    """sinew_anderson (kernels.Anderson) against Anderson's type-II step written out in
+    numpy (Walker & Ni 2011) on random iterates: the weights γ solve the regularised normal
+    equations (ΔFᵀΔF + εI) γ = ΔFᵀ fₖ over the last ``memory`` differences (the ring wraps
+    around; 700 × 3 entries span three blocks of the dot products), and the iterate and the
+    second vector are G(xₖ) − Σ γᵢ ΔGᵢ and S G(xₖ) − Σ γᵢ S ΔGᵢ; the first call, and the
+    first after clear(), return G(xₖ) itself; the history starts again from there."""
+    rng = np.random.default_rng(memory)
+    aa = kernels.Anderson(memory, shape)
+    gs, fs, ss = [], [], []
+    for k in range(9):
+        if k == 5:
+            aa.clear()
+            gs, fs, ss = [], [], []
+        g = np.asfortranarray(rng.standard_normal(shape))
+        f = np.asfortranarray(rng.standard_normal(shape))
+        sg = np.asfortranarray(rng.standard_normal(shape))
+        gs.append(g.ravel(order="F"))
+        fs.append(f.ravel(order="F"))
+        ss.append(sg.ravel(order="F"))
+        x, sx = aa.extrapolate(g, f, sg)
+        if len(gs) == 1:
+            assert x is g and sx is sg
+            continue
+        n = len(gs) - 1
+        q = min(n, memory)
+        d_f = np.array([fs[i + 1] - fs[i] for i in range(n - q, n)])
+        d_g = np.array([gs[i + 1] - gs[i] for i in range(n - q, n)])
+        d_s = np.array([ss[i + 1] - ss[i] for i in range(n - q, n)])
+        gram = d_f @ d_f.T
+        gram += (1e-10 * np.trace(gram) + 1e-300) * np.eye(q)
+        gam = np.linalg.solve(gram, d_f @ fs[-1])
+        want_x = (gs[-1] - gam @ d_g).reshape(shape, order="F")
+        want_s = (ss[-1] - gam @ d_s).reshape(shape, order="F")
+        assert np.abs(x - want_x).max() <= 1e-9 * np.abs(want_x).max()
+        assert np.abs(sx - want_s).max() <= 1e-9 * np.abs(want_s).max()
+    # without the second vector, and the same iterates taken as one flat column
+    flat = kernels.Anderson(memory, (g.size, 1))
+    for gv, fv in zip(gs, fs):
+        x, none = flat.extrapolate(gv.reshape(-1, 1), fv.reshape(-1, 1), None)
+        assert none is None
+    assert np.abs(x.ravel() - want_x.ravel(order="F")).max() <= 1e-9 * np.abs(want_x).max()
+
+
+def test_anderson_refuses_what_does_not_fit(lib):
+    """A memory out of 1 .. ANDERSON_MEMORY, iterates of another shape or dtype are refused
+    before any C runs; the kernel itself refuses a second vector without its output and a
+    history out of range (nothing written)."""
+    with pytest.raises(ValueError):
+        kernels.Anderson(0, (4, 3))
+    with pytest.raises(ValueError):
+        kernels.Anderson(kernels.ANDERSON_MEMORY + 1, (4, 3))
+    aa = kernels.Anderson(3, (4, 3))
+    with pytest.raises(SinewError):
+        aa.extrapolate(np.zeros((5, 3)), np.zeros((4, 3)), None)
+    with pytest.raises(SinewError):
+        aa.extrapolate(np.zeros((4, 3), np.float32), np.zeros((4, 3)), None)
+    g = np.ones(12)
+    out = np.full(12, 7.0)
+    ptr = ctypes.addressof(aa.struct)
+    assert lib.sinew_anderson(ptr, P(g), P(g), P(g), P(out), None) == -1
+    aa.struct.memory = kernels.ANDERSON_MEMORY + 1
+    assert lib.sinew_anderson(ptr, P(g), P(g), None, P(out), None) == -1
+    aa.struct.memory = 3
+    aa.state[1] = -1
+    assert lib.sinew_anderson(ptr, P(g), P(g), None, P(out), None) == -1
+    assert np.all(out == 7.0) and aa.state[0] == 0
 
 
 @pytest.mark.parametrize("seed", range(4))

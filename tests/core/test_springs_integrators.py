@@ -426,40 +426,6 @@ def test_factor_cache_drops_the_least_recently_used():
     assert len(cache) == 2
 
 
-def test_anderson_weights_minimise_the_regularised_residual():
-    """_Anderson.extrapolate's weights γ solve the regularised normal equations
-    (ΔFᵀΔF + εI) γ = ΔFᵀ fₖ (Walker & Ni 2011) on random iterates, and the extrapolated
-    point and its S x are G(xₖ) − Σ γᵢ ΔGᵢ and S G(xₖ) − Σ γᵢ S ΔGᵢ."""
-    from core.springs.fast import _Anderson
-
-    rng = np.random.default_rng(3)
-    shape = (17, 3)
-    aa = _Anderson(4, shape)
-    gs, fs, ss = [], [], []
-    for k in range(7):
-        g = np.asfortranarray(rng.standard_normal(shape))
-        f = np.asfortranarray(rng.standard_normal(shape))
-        sg = np.asfortranarray(rng.standard_normal(shape))
-        gs.append(g.ravel(order="F"))
-        fs.append(f.ravel(order="F"))
-        ss.append(sg.ravel(order="F"))
-        x, sx = aa.extrapolate(g, f, sg)
-        if k == 0:
-            assert x is g and sx is sg
-            continue
-        q = min(k, 4)
-        d_f = np.array([fs[i + 1] - fs[i] for i in range(k - q, k)])
-        d_g = np.array([gs[i + 1] - gs[i] for i in range(k - q, k)])
-        d_s = np.array([ss[i + 1] - ss[i] for i in range(k - q, k)])
-        gram = d_f @ d_f.T
-        gram += (1e-10 * np.trace(gram) + 1e-300) * np.eye(q)
-        gam = np.linalg.solve(gram, d_f @ fs[-1])
-        want_x = (gs[-1] - gam @ d_g).reshape(3, -1).T
-        want_s = (ss[-1] - gam @ d_s).reshape(3, -1).T
-        assert np.abs(x - want_x).max() <= 1e-9 * np.abs(want_x).max()
-        assert np.abs(sx - want_s).max() <= 1e-9 * np.abs(want_s).max()
-
-
 def _superlu(matrix):
     from scipy.sparse.linalg import splu
 

@@ -19,7 +19,7 @@
 #endif
 
 /* Bumped whenever an entry point's arguments change; the loader checks it. */
-#define SINEW_ABI_VERSION 11
+#define SINEW_ABI_VERSION 12
 
 #define SINEW_OK 0
 #define SINEW_E_ARGUMENT (-1) /* an index out of range or a size that does not fit */
@@ -148,6 +148,26 @@ SINEW_API int sinew_vbd_translate(const SinewVbdProblem *pb, int64_t nclusters,
                                   const int64_t *cluster_off, const int64_t *cluster_vertices,
                                   const double *sums, const int64_t *step_row, double *x,
                                   int64_t *clipped);
+/* ---- anderson.c: Anderson acceleration of a fixed-point iteration (anderson.h): FAST's
+ * local/global iterations call it once per iterate; VBD's iterations run it inside
+ * sinew_vbd_iterate ---- */
+#define SINEW_ANDERSON_MEMORY 16 /* the most differences a history may hold */
+#define SINEW_ANDERSON_BLOCK 768 /* entries per block of the dot products (256 vertices) */
+typedef struct SinewAnderson {
+    int64_t size;    /* entries of an iterate */
+    int64_t memory;  /* differences kept, 1 .. SINEW_ANDERSON_MEMORY */
+    int64_t *state;  /* (2,): 1 when last holds an iterate, else 0; differences recorded since */
+    double *move;    /* (1,): |f| of the last iterate VBD's iterations recorded */
+    double *hist_f;  /* (memory, size): the ring of dF */
+    double *hist_g;  /* (memory, 2, size): the ring of dG and of the second vector's */
+    double *gram;    /* (memory, memory): dF_i . dF_j */
+    double *last;    /* (3, size): f, G(x) and the second vector of the last iterate */
+    double *before;  /* (size,): the iterate VBD's map started from */
+    double *partial; /* (blocks, 1 + 2 SINEW_ANDERSON_MEMORY): the blocks' dot products */
+} SinewAnderson;
+SINEW_API int sinew_anderson(const SinewAnderson *aa, const double *g, const double *f,
+                             const double *sg, double *out, double *sout);
+
 /* One stage of the coarse correction for sinew_vbd_iterate: the arguments of a
  * sinew_vbd_cluster_sums call and of the sinew_vbd_translate call after it. When whole, the
  * groups are parts of one cluster: their sums are added in order, and every vertex moves by
@@ -175,8 +195,8 @@ typedef struct SinewVbdSweep {
 SINEW_API int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t thread,
                                     int64_t nphases, const int64_t *phase_off,
                                     const SinewVbdSweep *sweeps, int64_t nstages,
-                                    const SinewVbdStage *stages, int64_t iterations, double *x,
-                                    int64_t *clipped);
+                                    const SinewVbdStage *stages, const SinewAnderson *aa,
+                                    int64_t iterations, double *x, int64_t *clipped);
 SINEW_API int sinew_vbd_carry(int64_t n, const double *x0, int64_t k, const int64_t *ids,
                               const int64_t *count, const double *distance,
                               const double *slot_distance, int64_t nv, const double *cv0,

@@ -15,6 +15,9 @@
  * holding its neighbours fixed: H dx = f with the 3x3 Hessian H and force f. The step then
  * goes through the displacement guard (guard.h), so no vertex can cross a collider surface
  * or the cloth itself. */
+#include <string.h>
+
+#include "anderson.h"
 #include "guard.h"
 #include "team.h"
 
@@ -559,12 +562,22 @@ int sinew_vbd_translate(const SinewVbdProblem *pb, int64_t nclusters, const int6
  * done, clipped the vertices held back in the last one (every thread returns the same). */
 int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t thread,
                           int64_t nphases, const int64_t *phase_off, const SinewVbdSweep *sweeps,
-                          int64_t nstages, const SinewVbdStage *stages, int64_t iterations,
-                          double *x, int64_t *clipped) {
-    int64_t T = team->threads, done = 0, all = 0;
-    if (thread < 0 || thread >= T) {
+                          int64_t nstages, const SinewVbdStage *stages, const SinewAnderson *aa,
+                          int64_t iterations, double *x, int64_t *clipped) {
+    int64_t T = team->threads, done = 0, all = 0, b0 = 0, b1 = 0, v0 = 0, v1 = 0;
+    if (thread < 0 || thread >= T ||
+        (aa && (aa->size != 3 * pb->n || aa->memory < 1 || aa->memory > SINEW_ANDERSON_MEMORY ||
+                aa->state[1] < 0 || pb->self_r > 0.0))) {
         team_fail(team, SINEW_E_ARGUMENT);
         return SINEW_E_ARGUMENT;
+    }
+    if (aa) { /* each thread keeps to its blocks of vertices; the map starts from x */
+        team_share(anderson_blocks(aa), thread, T, &b0, &b1);
+        v0 = b0 * (SINEW_ANDERSON_BLOCK / 3);
+        v1 = b1 * (SINEW_ANDERSON_BLOCK / 3) < pb->n ? b1 * (SINEW_ANDERSON_BLOCK / 3) : pb->n;
+        if (v1 > v0) memcpy(aa->before + 3 * v0, x + 3 * v0, (size_t)(3 * (v1 - v0)) * sizeof(double));
+        int status = team_wait(team);
+        if (status != 0) return status;
     }
     while (done < iterations) {
         int64_t mine = 0, h = 0, lo, hi;
@@ -620,8 +633,39 @@ int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t th
             mine += h;
             if ((status = team_wait(team)) != 0) return status;
         }
+        int restart = 0;
+        double sums[ANDERSON_PARTIAL], move = 0.0;
+        if (aa) {
+            /* the map took x_k (aa->before) to G(x_k) (x): Anderson's iterate from the last
+             * ones, each vertex's move to it through the guard. Where the map moved the cloth
+             * farther than the time before (friction passing between sticking and sliding),
+             * the history no longer describes it (extrapolated on, it stalls): it restarts
+             * from this iterate, which stays G(x_k). */
+            int64_t k, q;
+            double gamma[SINEW_ANDERSON_MEMORY];
+            anderson_slot(aa, &k, &q);
+            anderson_record(aa, b0, b1, x, NULL, aa->before, NULL);
+            if ((status = team_wait(team)) != 0) return status;
+            anderson_sums(aa, sums);
+            move = sqrt(sums[0]);
+            restart = move > aa->move[0];
+            if (!restart && anderson_weights(aa, sums, gamma)) {
+                anderson_combine(aa, 3 * v0, 3 * v1, q, gamma, x, NULL, aa->before, NULL);
+                for (int64_t i = v0; i < v1; ++i) {
+                    double *nx = aa->before + 3 * i;
+                    mine += guard_move(pb, i, x, nx);
+                    x[3 * i] = nx[0]; x[3 * i + 1] = nx[1]; x[3 * i + 2] = nx[2];
+                }
+            } else if (v1 > v0) {
+                memcpy(aa->before + 3 * v0, x + 3 * v0, (size_t)(3 * (v1 - v0)) * sizeof(double));
+            }
+        }
         double held = (double)mine;
         if ((status = team_exchange(team, thread, done, &held, 1)) != 0) return status;
+        if (aa && thread == 0) { /* (every thread has its weights: the history moves on) */
+            anderson_advance(aa, sums, restart);
+            aa->move[0] = move;
+        }
         all = 0;
         for (int64_t t = 0; t < T; ++t) all += (int64_t)team->rows[done & 1][t][0];
         ++done;
