@@ -40,9 +40,10 @@ coarse stage's groups (the whole cloth's stage: of its vertices), and meet at ba
 with the same result as one thread. Each iteration (the sweep and the coarse correction, a
 map ``G``) is Anderson-accelerated by default (``src/anderson.h``, :class:`~core.kernels.Anderson`,
 inside the same call): the next iterate combines the last few, and moves to it through the
-guard; the history restarts wherever an iteration moves the cloth farther than the one
-before (friction passing from sticking to sliding), and where the guard held a vertex at its
-ball. Not with self-contact. The iterations start from VBD's adaptive
+guard (a move the guard cuts short is only shorter: the sweeps' own moves call for detection
+again); the history restarts wherever an iteration moves the cloth farther than the one
+before (friction passing from sticking to sliding), and after detection again. With
+self-contact too (on its one thread). The iterations start from VBD's adaptive
 initialisation (:meth:`VertexBlockDescent._guess`), or for pinned cloth from FAST's
 local/global solve of the step without contact (:meth:`VertexBlockDescent._global_guess`),
 less the velocity along the surface of each vertex resting on a still collider whose
@@ -544,7 +545,8 @@ class VertexBlockDescent(Integrator):
         map ``G``) are Anderson-accelerated inside ``sinew_vbd_iterate`` (memory
         ``memory``), each extrapolated iterate reached through the guard, so it stays
         penetration-free; Anderson's history restarts wherever an iteration moves the cloth
-        farther than the one before it. Not with self-contact (its iterations stay plain).
+        farther than the one before it. With self-contact too (its iterations run on one
+        thread: its guard reads the other vertices' moves).
         ``"NONE"``: plain iterations (docs/CONTACT.md, *Anderson acceleration of the
         iterations*).
     memory : int
@@ -868,10 +870,10 @@ class VertexBlockDescent(Integrator):
         # (with self-contact a slab's sweep reads vertices another slab's thread moves: one thread)
         threads = 1 if own is not None else lay.threads
         iterate = partial(lib.sinew_vbd_iterate, pb.struct)
-        # Anderson's history (kernels.Anderson), run inside the iterations' kernel; not with
-        # self-contact (its guard reads other vertices' moves)
+        # Anderson's history (kernels.Anderson), run inside the iterations' kernel (with
+        # self-contact on one thread: its guard reads the other vertices' moves)
         aa = None
-        if self.acceleration == "ANDERSON" and own is None and len(lay.free):
+        if self.acceleration == "ANDERSON" and len(lay.free):
             if self._anderson is None or self._anderson.size != x.size:
                 self._anderson = kernels.Anderson(self.memory, x.shape)
             aa = self._anderson

@@ -1279,7 +1279,8 @@ def test_team_iterations_with_anderson_are_its_steps_through_the_guard(lib, memo
     calls in turn), then Anderson's step written out in numpy (γ from the regularised normal
     equations over the last ``memory`` differences of f = G(x) − x; the history restarts
     where |f| grew) taken through the guard (sinew_vbd_guard); the same at every thread
-    count, bit for bit; refused with self-contact or a history of another size."""
+    count, bit for bit; refused with a history of another size, and with self-contact on
+    more than one thread."""
     pb, phase_off, sweeps, stages, keep = _chain_iteration()
     n = len(pb.get("x_prev"))
     x0 = pb.get("x_prev") + [0.01, 0.0, 0.0]
@@ -1318,17 +1319,19 @@ def test_team_iterations_with_anderson_are_its_steps_through_the_guard(lib, memo
         results.append(x)
     assert all(np.array_equal(r, results[0]) for r in results)
     assert not np.allclose(results[0], _plain_iterations(lib, pb, sweeps, stages, x0, 6), atol=1e-12)
-    workers = kernels.Workers(1)
     for bad, selfish in ((kernels.Anderson(memory, (n + 1, 3)), False), (kernels.Anderson(memory, (n, 3)), True)):
-        if selfish:
+        if selfish:  # (self-contact's guard reads the other vertices' moves: one thread only)
             pb.set(self_r=0.01)
         x = c64(x0.copy())
+        workers = kernels.Workers(2 if selfish else 1)
+        clipped = np.zeros(2, np.int64)
         with pytest.raises(SinewError, match="index out of range"):
-            workers.team(lambda team, t, x=x, bad=bad: lib.sinew_vbd_iterate(
+            workers.team(lambda team, t, x=x, bad=bad, clipped=clipped: lib.sinew_vbd_iterate(
                 pb.struct, team, t, 2, P(phase_off), ctypes.addressof(sweeps), 3, ctypes.addressof(stages),
-                ctypes.addressof(bad.struct), 1, P(x), clipped.ctypes.data), 1, "VBD iterations")
+                ctypes.addressof(bad.struct), 1, P(x), clipped.ctypes.data + 8 * t), 2 if selfish else 1,
+                "VBD iterations")
+        workers.close()
         assert np.array_equal(x, x0)
-    workers.close()
 
 
 def _plain_iterations(lib, pb, sweeps, stages, x0, count):

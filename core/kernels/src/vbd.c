@@ -557,9 +557,14 @@ int sinew_vbd_translate(const SinewVbdProblem *pb, int64_t nclusters, const int6
  * part of the cloth (and of its cache). The threads meet after every phase and every half
  * stage, and what a block computes does not depend on the thread that takes it, so every
  * vertex sees the same positions, and the result is the same bit for bit, at any number of
- * threads. Stops after the iteration in which the guard's ball bound held a vertex back
- * (the caller runs detection again for it), or after iterations; returns the iterations
- * done, clipped the vertices held back in the last one (every thread returns the same). */
+ * threads. With aa (NULL: plain iterations), each iteration ends with Anderson's step from
+ * the iterate it started from to the one it reached (anderson.h: each thread takes blocks of
+ * 256 vertices), through the guard; with self-contact (pb->self_r > 0) only on a team of one,
+ * as its guard reads the other vertices. Stops after the iteration in which the sweep's or
+ * the coarse correction's moves met the guard's ball bound (the caller runs detection again
+ * for the vertex held back, and restarts the history), or after iterations; returns the
+ * iterations done, clipped the vertices held back in the last one (every thread returns the
+ * same). */
 int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t thread,
                           int64_t nphases, const int64_t *phase_off, const SinewVbdSweep *sweeps,
                           int64_t nstages, const SinewVbdStage *stages, const SinewAnderson *aa,
@@ -567,7 +572,7 @@ int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t th
     int64_t T = team->threads, done = 0, all = 0, b0 = 0, b1 = 0, v0 = 0, v1 = 0;
     if (thread < 0 || thread >= T ||
         (aa && (aa->size != 3 * pb->n || aa->memory < 1 || aa->memory > SINEW_ANDERSON_MEMORY ||
-                aa->state[1] < 0 || pb->self_r > 0.0))) {
+                aa->state[1] < 0 || (pb->self_r > 0.0 && T > 1)))) {
         team_fail(team, SINEW_E_ARGUMENT);
         return SINEW_E_ARGUMENT;
     }
@@ -653,7 +658,8 @@ int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t th
                 anderson_combine(aa, 3 * v0, 3 * v1, q, gamma, x, NULL, aa->before, NULL);
                 for (int64_t i = v0; i < v1; ++i) {
                     double *nx = aa->before + 3 * i;
-                    mine += guard_move(pb, i, x, nx);
+                    guard_move(pb, i, x, nx); /* (a move cut short is no reason to detect again:
+                                                 the next sweep's own moves are) */
                     x[3 * i] = nx[0]; x[3 * i + 1] = nx[1]; x[3 * i + 2] = nx[2];
                 }
             } else if (v1 > v0) {
