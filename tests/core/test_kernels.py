@@ -1279,8 +1279,8 @@ def test_team_iterations_with_anderson_are_its_steps_through_the_guard(lib, memo
     calls in turn), then Anderson's step written out in numpy (γ from the regularised normal
     equations over the last ``memory`` differences of f = G(x) − x; the history restarts
     where |f| grew) taken through the guard (sinew_vbd_guard); the same at every thread
-    count, bit for bit; refused with a history of another size, and with self-contact on
-    more than one thread."""
+    count, bit for bit; a hard pin outside its ball left at its target; refused with a
+    history of another size, and with self-contact on more than one thread."""
     pb, phase_off, sweeps, stages, keep = _chain_iteration()
     n = len(pb.get("x_prev"))
     x0 = pb.get("x_prev") + [0.01, 0.0, 0.0]
@@ -1319,6 +1319,20 @@ def test_team_iterations_with_anderson_are_its_steps_through_the_guard(lib, memo
         results.append(x)
     assert all(np.array_equal(r, results[0]) for r in results)
     assert not np.allclose(results[0], _plain_iterations(lib, pb, sweeps, stages, x0, 6), atol=1e-12)
+    # a hard pin (no sweep moves it) whose target lies outside its ball stays at its target
+    anchor = c64(pb.get("x_prev").copy())
+    anchor[0] += [1.0, 0.0, 0.0]
+    bound = np.full(n, np.inf)
+    bound[0] = 1e-3
+    pb.set(anchor=anchor, bound=bound)
+    x = c64(x0.copy())
+    aa = kernels.Anderson(memory, x.shape)
+    workers = kernels.Workers(1)
+    workers.team(lambda team, t: lib.sinew_vbd_iterate(
+        pb.struct, team, t, 2, P(phase_off), ctypes.addressof(sweeps), 3, ctypes.addressof(stages),
+        ctypes.addressof(aa.struct), 6, P(x), clipped.ctypes.data), 1, "VBD iterations")
+    workers.close()
+    assert np.array_equal(x[0], x0[0]) and np.array_equal(x, results[0])
     for bad, selfish in ((kernels.Anderson(memory, (n + 1, 3)), False), (kernels.Anderson(memory, (n, 3)), True)):
         if selfish:  # (self-contact's guard reads the other vertices' moves: one thread only)
             pb.set(self_r=0.01)

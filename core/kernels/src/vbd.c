@@ -657,10 +657,13 @@ int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t th
             if (!restart && anderson_weights(aa, sums, gamma)) {
                 anderson_combine(aa, 3 * v0, 3 * v1, q, gamma, x, NULL, aa->before, NULL);
                 for (int64_t i = v0; i < v1; ++i) {
-                    double *nx = aa->before + 3 * i;
+                    double *nx = aa->before + 3 * i, *xi = x + 3 * i;
+                    /* a vertex the map leaves where it is has no difference to combine: a
+                     * hard pin (at its target, which may lie outside its ball) stays put */
+                    if (nx[0] == xi[0] && nx[1] == xi[1] && nx[2] == xi[2]) continue;
                     guard_move(pb, i, x, nx); /* (a move cut short is no reason to detect again:
                                                  the next sweep's own moves are) */
-                    x[3 * i] = nx[0]; x[3 * i + 1] = nx[1]; x[3 * i + 2] = nx[2];
+                    xi[0] = nx[0]; xi[1] = nx[1]; xi[2] = nx[2];
                 }
             } else if (v1 > v0) {
                 memcpy(aa->before + 3 * v0, x + 3 * v0, (size_t)(3 * (v1 - v0)) * sizeof(double));
