@@ -89,8 +89,9 @@ def solve_dense(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a⁻¹ b`` for a small dense ``a`` ``(N, N)`` and ``b`` ``(N,)``: LAPACK's ``dgesv``
     (LU with partial pivoting, the routine ``numpy.linalg.solve`` runs) called directly.
 
-    On the strain limit's dense systems (up to 64 × 64) ``numpy.linalg.solve``'s own overhead (its generalised-ufunc wrapper,
-    error-state handling) is most of its time: 8 against 34 µs per call at 5 × 5.
+    On the strain limit's dense systems (up to 64 × 64) ``numpy.linalg.solve``'s own
+    overhead (its generalised-ufunc wrapper, error-state handling) is most of its time: 8
+    against 34 µs per call at 5 × 5.
 
     Raises
     ------
