@@ -13,13 +13,11 @@ int sinew_anderson(const SinewAnderson *aa, const double *g, const double *f, co
         !f || (!sg) != (!sout))
         return SINEW_E_ARGUMENT;
     double sums[ANDERSON_PARTIAL], gamma[SINEW_ANDERSON_MEMORY];
-    int64_t k, q;
-    anderson_slot(aa, &k, &q);
     anderson_record(aa, 0, anderson_blocks(aa), g, f, NULL, sg);
     anderson_sums(aa, sums);
-    int ok = anderson_weights(aa, sums, gamma);
+    int64_t q = anderson_weights(aa, sums, gamma);
     anderson_advance(aa, sums, 0);
-    if (!ok) return 0;
+    if (!q) return 0;
     anderson_combine(aa, 0, aa->size, q, gamma, g, sg, out, sout);
     return 1;
 }

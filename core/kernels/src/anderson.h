@@ -129,11 +129,11 @@ static inline int anderson_cholesky(int64_t q, double *a, double *b) {
     return 1;
 }
 
-/* The weights gamma (q values) from the summed partials, with the Gram matrix's row k
- * taken from them (the stored matrix is not written: anderson_advance does that); 0 where
- * there are none (no previous iterate, or a system that is singular or not finite). Every
- * thread of a team may call it: it reads shared state only. */
-static inline int anderson_weights(const SinewAnderson *aa, const double *sums, double *gamma) {
+/* The weights gamma from the summed partials, with the Gram matrix's row k taken from them
+ * (the stored matrix is not written: anderson_advance does that); returns their count q,
+ * or 0 where there are none (no previous iterate, or a system that is singular or not
+ * finite). Every thread of a team may call it: it reads shared state only. */
+static inline int64_t anderson_weights(const SinewAnderson *aa, const double *sums, double *gamma) {
     if (!aa->state[0]) return 0;
     int64_t k, q, m = aa->memory;
     anderson_slot(aa, &k, &q);
@@ -147,7 +147,7 @@ static inline int anderson_weights(const SinewAnderson *aa, const double *sums, 
         a[i * q + i] += 1e-10 * trace + 1e-300;
         gamma[i] = sums[1 + SINEW_ANDERSON_MEMORY + i];
     }
-    return anderson_cholesky(q, a, gamma);
+    return anderson_cholesky(q, a, gamma) ? q : 0;
 }
 
 /* Commits the iterate recorded (one thread, after every thread's anderson_weights): the

@@ -646,15 +646,14 @@ int64_t sinew_vbd_iterate(const SinewVbdProblem *pb, SinewTeam *team, int64_t th
              * farther than the time before (friction passing between sticking and sliding),
              * the history no longer describes it (extrapolated on, it stalls): it restarts
              * from this iterate, which stays G(x_k). */
-            int64_t k, q;
+            int64_t q;
             double gamma[SINEW_ANDERSON_MEMORY];
-            anderson_slot(aa, &k, &q);
             anderson_record(aa, b0, b1, x, NULL, aa->before, NULL);
             if ((status = team_wait(team)) != 0) return status;
             anderson_sums(aa, sums);
             move = sqrt(sums[0]);
             restart = move > aa->move[0];
-            if (!restart && anderson_weights(aa, sums, gamma)) {
+            if (!restart && (q = anderson_weights(aa, sums, gamma)) > 0) {
                 anderson_combine(aa, 3 * v0, 3 * v1, q, gamma, x, NULL, aa->before, NULL);
                 for (int64_t i = v0; i < v1; ++i) {
                     double *nx = aa->before + 3 * i, *xi = x + 3 * i;
