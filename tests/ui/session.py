@@ -4,8 +4,8 @@
 
 Registers Sinew from the source tree, then a generator driven by ``bpy.app.timers`` (one
 step per tick) shows every Sinew panel in each state (nothing configured, configured,
-baking, baked, failed, scipy missing), saves a screenshot of each, runs the IK and spring
-bakes modally from their operators, presses Esc mid-bake, Ctrl+Z / Ctrl+Shift+Z after a
+baking, baked, failed, scipy missing; a shipped preset on cloth beside a collider), saves
+a screenshot of each, runs the IK and spring bakes modally from their operators, presses Esc mid-bake, Ctrl+Z / Ctrl+Shift+Z after a
 finished bake, and records what it saw in RESULTS.json. It asserts nothing itself: the
 pytest side (``test_window.py``) does.
 
@@ -276,6 +276,22 @@ def capture(shot: str):
     _save()  # partial results survive a session that stalls later
 
 
+def show_top(shot: str):
+    """The springs panels scrolled to Sinew's top (its Presets menu and Solver sub-panel):
+    the Physics tab scrolled to its end, then back up while the Solver sub-panel's top
+    still lies below the editor's top edge."""
+    yield from prepare("springs")
+    props = area("PROPERTIES")
+    with bpy.context.temp_override(window=win(), area=props, region=region(props)):
+        for _ in range(8):
+            bpy.ops.view2d.scroll_up(page=True)
+    # (away from the 3D view and back: an error report's popup at the pointer closes)
+    for a in (area("PROPERTIES"), area("VIEW_3D")):
+        mouse_to(a)
+        yield 0.2
+    yield from capture(shot)
+
+
 def show(shot: str, kind: str):
     yield from prepare(kind)
     yield from capture(f"{shot}_{kind}")
@@ -493,6 +509,55 @@ def session():
     c["after"] = snapshot()
     yield from show_both("noscipy")
     deps._status, deps._checked = None, False
+
+    # 7. a shipped preset on cloth with a collider, as a user sets it up: the bake freed, a
+    # ball with a Collision modifier (its defaults) beside the hanging cloth, the COTTON
+    # preset from the Presets menu's operator, the Solver sub-panel shown, then a bake
+    activate("Cloth", "OBJECT")
+    with override():
+        bpy.ops.sinew.free_bake()
+    with override():
+        bpy.ops.mesh.primitive_uv_sphere_add(radius=0.3, location=(-2.0, 0.3, 1.15))
+    ball = bpy.context.active_object
+    ball.name = "Ball"
+    with override():
+        bpy.ops.object.modifier_add(type="COLLISION")
+    activate("Cloth", "OBJECT")
+    yield from set_context("PHYSICS")
+    props = area("PROPERTIES")
+    with bpy.context.temp_override(window=win(), area=props, region=region(props)):
+        bpy.ops.sinew.springs_preset(preset="COTTON")
+    sp = bpy.data.objects["Cloth"].sinew_springs
+    c = R["checks"]["springs_preset"] = {
+        "solver": sp.solver, "substeps": sp.substeps, "iterations": sp.iterations,
+        "tolerance": sp.tolerance, "baked": sp.baked}
+    undo_push("COTTON preset")
+    yield from show_top("preset_springs")
+    c["invoke"], since = start_bake("bake_springs", frame_start=1, frame_end=12)
+    yield from wait_until_done("bake_springs", since)
+    c["modal"] = modal_calls("bake_springs", since)
+    c["last_result"] = bakejob.read_report(bpy.context.view_layer.objects.active)
+    # the ball is convex: a point is inside it when it lies behind every face's plane
+    def world(ob, co: np.ndarray) -> np.ndarray:
+        mw = np.array(ob.matrix_world)
+        return co @ mw[:3, :3].T + mw[:3, 3]
+
+    me = ball.data
+    co = np.empty(3 * len(me.vertices))
+    me.vertices.foreach_get("co", co)
+    co = world(ball, co.reshape(-1, 3))
+    faces = [list(f.vertices) for f in me.polygons]
+    base = np.array([co[f[0]] for f in faces])
+    normal = np.array([np.cross(co[f[1]] - co[f[0]], co[f[2]] - co[f[0]]) for f in faces])
+    normal /= np.linalg.norm(normal, axis=1)[:, None]
+    cloth = bpy.data.objects["Cloth"]
+    xs = [world(cloth, cloth_coords(f)) for f in range(1, 13)]
+    ahead = [np.einsum("fk,vk->vf", normal, x) - np.einsum("fk,fk->f", normal, base)[None, :] for x in xs]
+    c["inside"] = [int(np.count_nonzero(np.all(a < 0.0, axis=1))) for a in ahead]
+    # cloth vertices within 5 cm of the ball's surface at the end (its Collision modifier's
+    # outer thickness is 2 cm): the contact was exercised
+    c["near"] = int(np.count_nonzero(np.max(ahead[-1], axis=1) < 0.05))
+    c["moved"] = float(np.abs(xs[-1] - xs[0]).max())
     R["finished"] = True
 
 

@@ -6,6 +6,7 @@ of what it recorded. Screenshots of every state land in out/ui/<state>_<ik|sprin
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -109,3 +110,31 @@ def test_failed_bake_reports_and_changes_nothing(window_session, name):
         assert c["invoke"] == ["CANCELLED"]
     if name == "springs_noscipy":
         assert "scipy" in c["last_result"]["error"]
+
+
+def test_preset_with_a_collider_shows_vbd_and_bakes_outside_it(window_session):
+    """The COTTON preset on the pinned cloth once a ball with a Collision modifier stands
+    beside it (step 7): the panel switches to VBD at the pinned contact preset's substeps and
+    iterations, the Solver sub-panel is drawn and captured, and a modal bake of 12 frames
+    keeps every cloth vertex out of the ball while the cloth rests against it."""
+    # (read from its file: the package around it imports bpy, which this process has not)
+    spec = importlib.util.spec_from_file_location(
+        "preset_table", Path(__file__).resolve().parents[2] / "blender_addon" / "springs" / "preset_table.py")
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    PINNED_CONTACT_SOLVER = table.PINNED_CONTACT_SOLVER
+    c = check(window_session, "springs_preset")
+    assert not c["baked"]
+    assert (c["solver"], c["substeps"], c["iterations"]) == (
+        PINNED_CONTACT_SOLVER["solver"], PINNED_CONTACT_SOLVER["substeps"], PINNED_CONTACT_SOLVER["iterations"])
+    assert c["tolerance"] > 0
+    drawn = window_session["draws"].get("preset_springs", {})
+    for panel in SPRINGS_PANELS:
+        assert drawn.get(panel, 0) > 0, f"{panel} was not drawn in preset_springs: {drawn}"
+    path = Path(window_session["shots"]["preset_springs"]["path"])
+    assert path.is_file() and path.stat().st_size > 20_000
+    assert c["invoke"] == ["RUNNING_MODAL"] and c["modal"][-1]["result"] == ["FINISHED"], c["modal"][-3:]
+    assert c["last_result"]["error"] == "" and "12 frames" in c["last_result"]["summary"], c["last_result"]
+    assert c["inside"] == [0] * 12
+    assert c["near"] > 0  # the cloth touches the ball: the contact was exercised
+    assert c["moved"] > 1e-3
