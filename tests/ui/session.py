@@ -5,9 +5,9 @@
 Registers Sinew from the source tree, then a generator driven by ``bpy.app.timers`` (one
 step per tick) shows every Sinew panel in each state (nothing configured, configured,
 baking, baked, failed, scipy missing; a shipped preset on cloth beside a collider), saves
-a screenshot of each, runs the IK and spring bakes modally from their operators, presses Esc mid-bake, Ctrl+Z / Ctrl+Shift+Z after a
-finished bake, and records what it saw in RESULTS.json. It asserts nothing itself: the
-pytest side (``test_window.py``) does.
+a screenshot of each, runs the IK and spring bakes modally from their operators, presses
+Esc mid-bake, Ctrl+Z / Ctrl+Shift+Z after a finished bake, and records what it saw in
+RESULTS.json. It asserts nothing itself: the pytest side (``test_window.py``) does.
 
 Instrumentation (wrappers that record, then call the add-on's own code unchanged):
 every Sinew panel's ``draw``/``draw_header`` (which panel drew in which shot, and any
@@ -277,9 +277,9 @@ def capture(shot: str):
 
 
 def show_top(shot: str):
-    """The springs panels scrolled to Sinew's top (its Presets menu and Solver sub-panel):
-    the Physics tab scrolled to its end, then back up while the Solver sub-panel's top
-    still lies below the editor's top edge."""
+    """The springs panels from Sinew's top (its Presets menu and Solver sub-panel): the
+    Physics tab scrolled back to its start, where the cloth (no physics of Blender's own)
+    shows only Blender's buttons to add some above Sinew's panel."""
     yield from prepare("springs")
     props = area("PROPERTIES")
     with bpy.context.temp_override(window=win(), area=props, region=region(props)):
