@@ -37,6 +37,7 @@ import blender_addon  # noqa: E402
 from blender_addon import bakejob, deps  # noqa: E402
 from blender_addon.ik import ui as ik_ui  # noqa: E402
 from blender_addon.springs import ui as springs_ui  # noqa: E402
+from tools.scenes import meshes  # noqa: E402
 
 ARGS = sys.argv[sys.argv.index("--") + 1:]
 RESULTS_PATH = Path(ARGS[0])
@@ -237,9 +238,10 @@ def set_context(tab: str):
     area("PROPERTIES").spaces.active.context = tab  # raises: the driver records the error
 
 
-def prepare(kind: str):
+def prepare(kind: str, top: bool = False):
     """Show the IK panels (kind 'ik': Rig in Pose Mode, Bone tab, sidebar tab "Sinew") or the
-    springs panels (kind 'springs': Cloth in Object Mode, Physics tab), scrolled to Sinew's."""
+    springs panels (kind 'springs': Cloth in Object Mode, Physics tab), scrolled to Sinew's
+    (with ``top``, back to the tab's start instead: see show_top)."""
     if kind == "ik":
         if bpy.context.view_layer.objects.active is None or bpy.context.view_layer.objects.active.name != "Rig":
             activate("Rig", "POSE")
@@ -255,8 +257,11 @@ def prepare(kind: str):
     yield 0.2
     props = area("PROPERTIES")
     with bpy.context.temp_override(window=win(), area=props, region=region(props)):
-        for _ in range(8):  # Sinew's panels come last: scroll to the end of the tab
-            bpy.ops.view2d.scroll_down(page=True)
+        for _ in range(8):  # Sinew's panels come last: to the end of the tab (or its start)
+            if top:
+                bpy.ops.view2d.scroll_up(page=True)
+            else:
+                bpy.ops.view2d.scroll_down(page=True)
 
 
 def capture(shot: str):
@@ -280,11 +285,7 @@ def show_top(shot: str):
     """The springs panels from Sinew's top (its Presets menu and Solver sub-panel): the
     Physics tab scrolled back to its start, where the cloth (no physics of Blender's own)
     shows only Blender's buttons to add some above Sinew's panel."""
-    yield from prepare("springs")
-    props = area("PROPERTIES")
-    with bpy.context.temp_override(window=win(), area=props, region=region(props)):
-        for _ in range(8):
-            bpy.ops.view2d.scroll_up(page=True)
+    yield from prepare("springs", top=True)
     # (away from the 3D view and back: an error report's popup at the pointer closes)
     for a in (area("PROPERTIES"), area("VIEW_3D")):
         mouse_to(a)
@@ -537,26 +538,15 @@ def session():
     yield from wait_until_done("bake_springs", since)
     c["modal"] = modal_calls("bake_springs", since)
     c["last_result"] = bakejob.read_report(bpy.context.view_layer.objects.active)
-    # the ball is convex: a point is inside it when it lies behind every face's plane
-    def world(ob, co: np.ndarray) -> np.ndarray:
-        mw = np.array(ob.matrix_world)
-        return co @ mw[:3, :3].T + mw[:3, 3]
-
-    me = ball.data
-    co = np.empty(3 * len(me.vertices))
-    me.vertices.foreach_get("co", co)
-    co = world(ball, co.reshape(-1, 3))
-    faces = [list(f.vertices) for f in me.polygons]
-    base = np.array([co[f[0]] for f in faces])
-    normal = np.array([np.cross(co[f[1]] - co[f[0]], co[f[2]] - co[f[0]]) for f in faces])
-    normal /= np.linalg.norm(normal, axis=1)[:, None]
-    cloth = bpy.data.objects["Cloth"]
-    xs = [world(cloth, cloth_coords(f)) for f in range(1, 13)]
-    ahead = [np.einsum("fk,vk->vf", normal, x) - np.einsum("fk,fk->f", normal, base)[None, :] for x in xs]
-    c["inside"] = [int(np.count_nonzero(np.all(a < 0.0, axis=1))) for a in ahead]
-    # cloth vertices within 5 cm of the ball's surface at the end (its Collision modifier's
-    # outer thickness is 2 cm): the contact was exercised
-    c["near"] = int(np.count_nonzero(np.max(ahead[-1], axis=1) < 0.05))
+    # (the cloth's evaluated vertices in world space; the ball's inside as Blender's BVH
+    # tree finds it: tools.scenes.meshes.inside)
+    mw = np.array(bpy.data.objects["Cloth"].matrix_world)
+    xs = [cloth_coords(f) @ mw[:3, :3].T + mw[:3, 3] for f in range(1, 13)]
+    c["inside"] = [int(np.count_nonzero(meshes.inside(ball, x))) for x in xs]
+    # cloth vertices within 5 cm of the 0.3 m ball's surface at the end (its Collision
+    # modifier's outer thickness is 2 cm): the contact was exercised
+    centre = np.array(ball.matrix_world.translation)
+    c["near"] = int(np.count_nonzero(np.linalg.norm(xs[-1] - centre, axis=1) < 0.35))
     c["moved"] = float(np.abs(xs[-1] - xs[0]).max())
     R["finished"] = True
 
